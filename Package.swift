@@ -1,0 +1,58 @@
+// swift-tools-version: 6.0
+// Pushgate: Web Push (RFC 8030/8291) and app backends → APNs.
+//
+// Targets split by what they depend on:
+//   C…              system-library bindings (Debian -dev packages) and one shim target
+//   Shared          configuration, logging, Postgres/Redis clients, crypto, migrations
+//   IngressService  the public HTTP front (validate, authenticate, limit, enqueue)
+//   DispatchWorker  consumes the queue and delivers through APNs
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "Pushgate",
+    products: [
+        .executable(name: "ingress-service", targets: ["IngressService"]),
+        .executable(name: "dispatch-worker", targets: ["DispatchWorker"]),
+        .library(name: "Shared", targets: ["Shared"]),
+    ],
+    targets: [
+        // MARK: C bindings
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
+        .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // Macros and variadic C functions that Swift cannot call directly.
+        .target(name: "CShims", dependencies: ["COpenSSL", "CMicroHTTPD"]),
+
+        // MARK: Shared core
+        .target(
+            name: "Shared",
+            dependencies: ["CLibPQ", "CHiredis", "CNGHTTP2", "COpenSSL", "CShims"],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Services
+        .executableTarget(
+            name: "IngressService",
+            dependencies: ["Shared", "CMicroHTTPD", "CShims"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "DispatchWorker",
+            dependencies: ["Shared"],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Tests (real Postgres and Redis; see scripts/test)
+        .testTarget(
+            name: "SharedTests",
+            dependencies: ["Shared", "IngressService"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

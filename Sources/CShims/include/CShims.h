@@ -1,0 +1,5 @@
+// Fixed-argument wrappers for C macros and variadic functions that Swift cannot
+// import. Every name is prefixed `pg_shim_`; one header per library.
+#pragma once
+#include "openssl_shims.h"
+#include "mhd_shims.h"

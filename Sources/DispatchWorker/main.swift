@@ -1,0 +1,7 @@
+import Shared
+
+let configuration = ServiceMain.load { () throws(ConfigurationError) in try WorkerConfiguration() }
+let logger = Logger(component: "worker", minimumLevel: configuration.common.logLevel)
+logger.notice("started", metadata: ["worker": configuration.workerID])
+let signal = await ShutdownSignal.wait()
+logger.notice("stopping", metadata: ["signal": "\(signal)"])

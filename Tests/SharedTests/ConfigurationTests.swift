@@ -1,0 +1,64 @@
+import Testing
+@testable import Shared
+
+@Suite struct ConfigurationTests {
+    static let valid: [String: String] = [
+        "DATABASE_URL": "postgresql://pushgate@127.0.0.1:55432/pushgate",
+        "REDIS_URL": "redis://127.0.0.1:56379/0",
+        "CREDENTIAL_KEY": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+        "PUBLIC_BASE_URL": "https://push.example.com",
+    ]
+
+    @Test func validEnvironmentParsesWithDefaults() throws {
+        let configuration = try IngressConfiguration(environment: Environment(Self.valid))
+        #expect(configuration.listen == ListenAddress(host: "127.0.0.1", port: 8080))
+        #expect(configuration.common.credentialKey == Array(0..<32))
+        #expect(configuration.common.apnsProductionURL.absoluteString == "https://api.push.apple.com")
+        #expect(configuration.adminListen == nil)
+        #expect(configuration.trustedProxies.isEmpty)
+    }
+
+    @Test(arguments: [
+        ("DATABASE_URL", nil, "DATABASE_URL is required but not set"),
+        ("REDIS_URL", "http://x", "REDIS_URL must look like"),
+        ("CREDENTIAL_KEY", "c2hvcnQ=", "CREDENTIAL_KEY must be exactly 32 bytes"),
+        ("INGRESS_LISTEN", "8080", "INGRESS_LISTEN must be host:port"),
+        ("PUBLIC_BASE_URL", "ftp://x", "PUBLIC_BASE_URL must be an http(s)"),
+        ("TRUSTED_PROXIES", "10.0.0.0/8, 300.1.1.1/8", "TRUSTED_PROXIES has an invalid CIDR \"300.1.1.1/8\""),
+        ("APNS_CA_FILE", "/nonexistent/ca.pem", "APNS_CA_FILE names a file that does not exist"),
+        ("LOG_LEVEL", "loud", "LOG_LEVEL must be one of"),
+        ("ADMIN_LISTEN", "127.0.0.1:9000", "ADMIN_TOKEN is required when ADMIN_LISTEN is set"),
+    ] as [(String, String?, String)])
+    func invalidValueNamesTheVariable(variable: String, value: String?, expected: String) {
+        var values = Self.valid
+        values[variable] = value
+        #expect {
+            try IngressConfiguration(environment: Environment(values))
+        } throws: { error in
+            (error as? ConfigurationError)?.description.contains(expected) == true
+        }
+    }
+
+    @Test func workerDefaultsAndLimits() throws {
+        let worker = try WorkerConfiguration(environment: Environment(Self.valid))
+        #expect(worker.streams == [WorkerConfiguration.defaultStream])
+        #expect(worker.apnsConnections == 4)
+        var values = Self.valid
+        values["APNS_CONNECTIONS"] = "0"
+        #expect(throws: ConfigurationError(variable: "APNS_CONNECTIONS", problem: "must be a whole number from 1 to 64")) {
+            try WorkerConfiguration(environment: Environment(values))
+        }
+    }
+
+    @Test func cidrMatchesIPv4IPv6AndMappedAddresses() throws {
+        let v4 = try #require(CIDR("10.1.0.0/16"))
+        #expect(v4.contains("10.1.200.3"))
+        #expect(!v4.contains("10.2.0.1"))
+        #expect(v4.contains("::ffff:10.1.2.3"))
+        let v6 = try #require(CIDR("fd00::/8"))
+        #expect(v6.contains("fd12::1"))
+        #expect(!v6.contains("fe80::1"))
+        #expect(CIDR("192.168.1.7")?.description == "192.168.1.7/32")
+        #expect(CIDR("10.0.0.0/33") == nil)
+    }
+}
