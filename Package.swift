@@ -32,7 +32,7 @@ let package = Package(
         // MARK: Shared core
         .target(
             name: "Shared",
-            dependencies: ["CLibPQ", "CHiredis", "CNGHTTP2", "COpenSSL", "CShims"],
+            dependencies: ["CLibPQ", "CHiredis", "CNGHTTP2", "COpenSSL", "CMicroHTTPD", "CShims"],
             swiftSettings: swiftSettings
         ),
 

@@ -1,0 +1,88 @@
+/// Header fields in arrival order, looked up case-insensitively.
+public struct HTTPHeaders: Sendable, Sequence {
+    public private(set) var fields: [(name: String, value: String)] = []
+
+    public init(_ fields: [(name: String, value: String)] = []) { self.fields = fields }
+
+    public mutating func add(_ name: String, _ value: String) { fields.append((name, value)) }
+
+    /// The first value of `name`, ignoring case.
+    public subscript(_ name: String) -> String? {
+        fields.first { $0.name.caseInsensitiveEquals(name) }?.value
+    }
+
+    /// Every value of `name`, in order (e.g. several `X-Forwarded-For` lines).
+    public func values(_ name: String) -> [String] {
+        fields.filter { $0.name.caseInsensitiveEquals(name) }.map(\.value)
+    }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
+}
+
+/// What the server knows of a request before its body arrives; handlers use it to
+/// choose the body limit.
+public struct HTTPRequestHead: Sendable {
+    public let method: String
+    /// The path without the query string, percent-decoding left to the router.
+    public let path: String
+    public let query: [(name: String, value: String)]
+    public let headers: HTTPHeaders
+    /// The socket peer's address (IPv4 4 bytes or IPv6 16 bytes); empty if unknown.
+    public let peerAddress: [UInt8]
+}
+
+public struct HTTPRequest: Sendable {
+    public let head: HTTPRequestHead
+    public let body: [UInt8]
+
+    public var method: String { head.method }
+    public var path: String { head.path }
+    public var headers: HTTPHeaders { head.headers }
+}
+
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+
+    public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON response; `json` must already be serialized JSON text.
+    public static func json(_ status: Int, _ json: String, headers: HTTPHeaders = HTTPHeaders()) -> HTTPResponse {
+        var headers = headers
+        headers.add("Content-Type", "application/json")
+        return HTTPResponse(status: status, headers: headers, body: Array(json.utf8))
+    }
+
+    public static func text(_ status: Int, _ text: String, contentType: String = "text/plain; charset=utf-8")
+        -> HTTPResponse
+    {
+        HTTPResponse(status: status, headers: HTTPHeaders([("Content-Type", contentType)]), body: Array(text.utf8))
+    }
+}
+
+/// Answers requests. `handle` may suspend (on Redis, Postgres); the server's
+/// threads are not blocked meanwhile.
+public protocol HTTPHandler: Sendable {
+    /// The largest body accepted for this request; a larger one is answered with
+    /// `bodyTooLarge(_:)` without being buffered.
+    func maximumBodySize(for head: HTTPRequestHead) -> Int
+    /// The answer for a body over the limit (in the API's own error format).
+    func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse
+    func handle(_ request: HTTPRequest) async -> HTTPResponse
+}
+
+extension HTTPHandler {
+    public func maximumBodySize(for head: HTTPRequestHead) -> Int { 64 * 1024 }
+    public func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { .text(413, "request body too large\n") }
+}
+
+extension String {
+    func caseInsensitiveEquals(_ other: String) -> Bool {
+        utf8.count == other.utf8.count && lowercased() == other.lowercased()
+    }
+}

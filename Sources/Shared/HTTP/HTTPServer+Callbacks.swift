@@ -1,0 +1,153 @@
+import CMicroHTTPD
+import CShims
+import Foundation
+import Synchronization
+
+/// One request's state between libmicrohttpd's calls of the access handler.
+/// Retained into `con_cls` on the first call, released by the completion callback.
+final class HTTPRequestContext: Sendable {
+    let head: HTTPRequestHead
+    let bodyLimit: Int
+    /// Touched only by the daemon thread that owns the connection, until dispatch.
+    nonisolated(unsafe) var body: [UInt8] = []
+    nonisolated(unsafe) var bodyTooLarge = false
+    /// Written by the handler's task, read by the daemon thread after resume.
+    let response = Mutex<HTTPResponse?>(nil)
+
+    init(head: HTTPRequestHead, bodyLimit: Int) {
+        self.head = head
+        self.bodyLimit = bodyLimit
+    }
+}
+
+/// Runs once per request: the first call (headers read) creates the context, the
+/// following calls deliver body chunks, the last (no data) dispatches the handler
+/// on a suspended connection, and the call after resume queues the response.
+let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method, _, uploadData, uploadSize, conCls in
+    guard let cls, let connection, let conCls, let uploadSize else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+
+    guard let existing = conCls.pointee else {
+        let head = HTTPRequestHead(
+            method: method.map { String(cString: $0) } ?? "",
+            path: url.map { String(cString: $0) } ?? "/",
+            query: connectionValues(connection, kind: .GET_ARGUMENT_KIND),
+            headers: HTTPHeaders(connectionValues(connection, kind: .HEADER_KIND)),
+            peerAddress: peerAddress(connection))
+        let limit = server.handler.maximumBodySize(for: head)
+        let context = HTTPRequestContext(head: head, bodyLimit: limit)
+        if let declared = head.headers["Content-Length"].flatMap(Int.init), declared > limit {
+            context.bodyTooLarge = true
+        }
+        server.inFlight.add(1, ordering: .relaxed)
+        conCls.pointee = Unmanaged.passRetained(context).toOpaque()
+        return .YES
+    }
+    let context = Unmanaged<HTTPRequestContext>.fromOpaque(existing).takeUnretainedValue()
+
+    if let response = context.response.withLock({ $0 }) {
+        return queue(response, on: connection)
+    }
+    if uploadSize.pointee > 0 {
+        let size = uploadSize.pointee
+        if !context.bodyTooLarge {
+            if context.body.count + size > context.bodyLimit {
+                context.bodyTooLarge = true
+                context.body = []
+            } else if let uploadData {
+                uploadData.withMemoryRebound(to: UInt8.self, capacity: size) {
+                    context.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size))
+                }
+            }
+        }
+        uploadSize.pointee = 0  // consumed (or discarded past the limit, never buffered)
+        return .YES
+    }
+    if context.bodyTooLarge {
+        return queue(server.handler.bodyTooLarge(context.head), on: connection)
+    }
+
+    let request = HTTPRequest(head: context.head, body: context.body)
+    context.body = []
+    MHD_suspend_connection(connection)
+    let suspended = SuspendedConnection(connection)
+    let handler = server.handler
+    Task {
+        let response = await handler.handle(request)
+        context.response.withLock { $0 = response }
+        MHD_resume_connection(suspended.pointer)
+    }
+    return .YES
+}
+
+/// Releases the request's context once libmicrohttpd is done with the request.
+let httpServerCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
+    guard let cls, let conCls, let pointer = conCls.pointee else { return }
+    conCls.pointee = nil
+    Unmanaged<HTTPRequestContext>.fromOpaque(pointer).release()
+    Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().inFlight.subtract(1, ordering: .releasing)
+}
+
+/// libmicrohttpd's own error messages (bind failures, resource exhaustion).
+let httpServerLog: pg_shim_mhd_log_fn = { cls, message in
+    guard let cls, let message else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+    server.logger.warning("libmicrohttpd: \(text)")
+}
+
+/// A suspended connection handed to the task that will resume it. libmicrohttpd
+/// documents `MHD_resume_connection` as callable from any thread, and the
+/// connection stays valid while suspended.
+private struct SuspendedConnection: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+}
+
+private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+    let mhdResponse = response.body.withUnsafeBytes { body in
+        MHD_create_response_from_buffer(
+            body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
+    }
+    guard let mhdResponse else { return .NO }
+    defer { MHD_destroy_response(mhdResponse) }
+    for (name, value) in response.headers {
+        _ = MHD_add_response_header(mhdResponse, name, value)
+    }
+    return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+}
+
+private final class ValueCollector {
+    var values: [(name: String, value: String)] = []
+}
+
+private func connectionValues(_ connection: OpaquePointer, kind: MHD_ValueKind) -> [(name: String, value: String)] {
+    let collector = ValueCollector()
+    withExtendedLifetime(collector) {
+        _ = MHD_get_connection_values(
+            connection, kind,
+            { cls, _, key, value in
+                guard let cls, let key else { return .YES }
+                let collector = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
+                collector.values.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+                return .YES
+            }, Unmanaged.passUnretained(collector).toOpaque())
+    }
+    return collector.values
+}
+
+private func peerAddress(_ connection: OpaquePointer) -> [UInt8] {
+    guard let address = pg_shim_mhd_client_address(connection) else { return [] }
+    switch Int32(address.pointee.sa_family) {
+    case AF_INET:
+        return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { pointer in
+            withUnsafeBytes(of: pointer.pointee.sin_addr) { Array($0) }
+        }
+    case AF_INET6:
+        return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+            withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
+        }
+    default:
+        return []
+    }
+}

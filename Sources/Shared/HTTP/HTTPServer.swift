@@ -1,0 +1,150 @@
+import CMicroHTTPD
+import CShims
+import Foundation
+import Synchronization
+
+public struct HTTPServerError: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// An HTTP/1.1 server on GNU libmicrohttpd: epoll with an internal thread pool,
+/// keep-alive, bounded headers and bodies, per-connection timeouts and a global
+/// connection cap.
+///
+/// libmicrohttpd's threads only parse and write. When a request is complete its
+/// connection is suspended, the `HTTPHandler` runs as a Swift task, and the
+/// connection is resumed with the response, so a handler waiting on Redis never
+/// holds one of the server's threads.
+public final class HTTPServer: Sendable {
+    public struct Configuration: Sendable {
+        public var address: ListenAddress
+        public var threads: Int
+        public var connectionLimit: Int
+        public var connectionTimeoutSeconds: Int
+        /// Bounds the request line plus headers (libmicrohttpd answers 431 past it).
+        public var headerMemoryLimit: Int
+
+        public init(
+            address: ListenAddress, threads: Int = 2, connectionLimit: Int = 10_000, connectionTimeoutSeconds: Int = 30,
+            headerMemoryLimit: Int = 32 * 1024
+        ) {
+            self.address = address
+            self.threads = threads
+            self.connectionLimit = connectionLimit
+            self.connectionTimeoutSeconds = connectionTimeoutSeconds
+            self.headerMemoryLimit = headerMemoryLimit
+        }
+    }
+
+    let handler: any HTTPHandler
+    let logger: Logger
+    private let configuration: Configuration
+    private let state = Mutex(State())
+    /// Requests begun and not yet completed (for draining on shutdown).
+    let inFlight = Atomic<Int>(0)
+
+    /// Raw pointers are not Sendable; these are only read under the lock, and
+    /// `stop()` takes them out before freeing, so no two threads free them.
+    private struct State: @unchecked Sendable {
+        var daemon: OpaquePointer?
+        var port = 0
+        var logTarget: UnsafeMutablePointer<pg_shim_mhd_log_target>?
+        var retainedSelf: Unmanaged<HTTPServer>?
+    }
+
+    public init(configuration: Configuration, handler: any HTTPHandler, logger: Logger) {
+        self.configuration = configuration
+        self.handler = handler
+        self.logger = logger
+    }
+
+    /// The port actually bound (useful when configured with port 0).
+    public var port: Int { state.withLock { $0.port } }
+
+    public func start() throws(HTTPServerError) {
+        let address = try socketAddress(configuration.address)
+        // The daemon's callbacks reach this object through an unretained pointer;
+        // keep it alive until the daemon is stopped.
+        let retained = Unmanaged.passRetained(self)
+        let logTarget = UnsafeMutablePointer<pg_shim_mhd_log_target>.allocate(capacity: 1)
+        logTarget.initialize(to: pg_shim_mhd_log_target(handler: httpServerLog, cls: retained.toOpaque()))
+
+        let daemon: OpaquePointer? = address.withUnsafeBytes { raw in
+            var options = pg_shim_mhd_options()
+            options.flags = UInt32(MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue)
+            options.address = raw.baseAddress!.assumingMemoryBound(to: sockaddr.self)
+            options.thread_pool_size = UInt32(max(configuration.threads, 1))
+            options.connection_limit = UInt32(configuration.connectionLimit)
+            options.connection_timeout_seconds = UInt32(configuration.connectionTimeoutSeconds)
+            options.connection_memory_limit = configuration.headerMemoryLimit
+            options.listen_backlog = 1024
+            options.access_handler = httpServerAccess
+            options.access_cls = retained.toOpaque()
+            options.completed_handler = httpServerCompleted
+            options.completed_cls = retained.toOpaque()
+            options.log_target = logTarget
+            return pg_shim_mhd_start(&options)
+        }
+        guard let daemon else {
+            retained.release()
+            logTarget.deallocate()
+            throw HTTPServerError(description: "cannot listen on \(configuration.address) (address in use or not local?)")
+        }
+        let port = Int(pg_shim_mhd_bound_port(daemon))
+        state.withLock {
+            $0.daemon = daemon
+            $0.port = port
+            $0.logTarget = logTarget
+            $0.retainedSelf = retained
+        }
+        logger.info("listening", metadata: ["address": "\(configuration.address.host):\(port)"])
+    }
+
+    /// Stops accepting connections, lets requests in progress finish (up to
+    /// `deadline`), then closes every connection. Idempotent.
+    public func shutdown(deadline: Duration = .seconds(10)) async {
+        guard let daemon = state.withLock({ $0.daemon }) else { return }
+        let listener = MHD_quiesce_daemon(daemon)
+        if listener >= 0 { close(listener) }
+        let clock = ContinuousClock()
+        let end = clock.now.advanced(by: deadline)
+        while inFlight.load(ordering: .acquiring) > 0 && clock.now < end {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        let remaining = inFlight.load(ordering: .acquiring)
+        if remaining > 0 { logger.warning("closing with requests in progress", metadata: ["requests": "\(remaining)"]) }
+        stop()
+    }
+
+    private func stop() {
+        let taken = state.withLock { state -> State in
+            let taken = state
+            state = State()
+            return taken
+        }
+        guard let daemon = taken.daemon else { return }
+        MHD_stop_daemon(daemon)
+        taken.logTarget?.deinitialize(count: 1)
+        taken.logTarget?.deallocate()
+        taken.retainedSelf?.release()
+    }
+
+    private func socketAddress(_ listen: ListenAddress) throws(HTTPServerError) -> [UInt8] {
+        guard let bytes = CIDR.parseAddress(listen.host) else {
+            throw HTTPServerError(description: "listen host must be an IP address: \(listen.host)")
+        }
+        let port = in_port_t(UInt16(listen.port).bigEndian)
+        if bytes.count == 4 {
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port
+            withUnsafeMutableBytes(of: &address.sin_addr) { $0.copyBytes(from: bytes) }
+            return withUnsafeBytes(of: &address) { Array($0) }
+        }
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_port = port
+        withUnsafeMutableBytes(of: &address.sin6_addr) { $0.copyBytes(from: bytes) }
+        return withUnsafeBytes(of: &address) { Array($0) }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+
+/// A deliberately plain HTTP/1.1 client over a blocking socket, so tests control
+/// every byte (oversized bodies, lying Content-Length) and read exactly what the
+/// server sent. Runs its blocking I/O off the cooperative pool.
+struct RawHTTPClient {
+    struct Response {
+        let status: Int
+        let headers: [String: String]  // lower-cased names
+        let body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    struct Failure: Error, CustomStringConvertible { let description: String }
+
+    let port: Int
+    var host = "127.0.0.1"
+
+    func request(
+        _ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8] = [],
+        sendContentLength: Bool = true
+    ) async throws -> Response {
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        if sendContentLength { head += "Content-Length: \(body.count)\r\n" }
+        head += "\r\n"
+        let bytes = Array(head.utf8) + body
+        let raw = try await exchange(bytes)
+        return try Self.parse(raw)
+    }
+
+    /// Sends `bytes` and reads until the server closes the connection.
+    func exchange(_ bytes: [UInt8]) async throws -> [UInt8] {
+        let (host, port) = (self.host, self.port)
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try Self.blockingExchange(host: host, port: port, bytes: bytes) })
+            }
+        }
+    }
+
+    private static func blockingExchange(host: String, port: Int, bytes: [UInt8]) throws -> [UInt8] {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket failed") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, host, &address.sin_addr)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { throw Failure(description: "connect failed: errno \(errno)") }
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent <= 0 { break }  // the server may answer and close before reading everything
+            offset += sent
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            received += buffer[0..<count]
+        }
+        return received
+    }
+
+    static func parse(_ raw: [UInt8]) throws -> Response {
+        guard let split = raw.firstRange(of: Array("\r\n\r\n".utf8)) else {
+            throw Failure(description: "no complete response head in \(raw.count) bytes")
+        }
+        let lines = String(decoding: raw[..<split.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+        let statusParts = lines[0].split(separator: " ")
+        guard statusParts.count >= 2, let status = Int(statusParts[1]) else {
+            throw Failure(description: "bad status line \(lines[0])")
+        }
+        var headers: [String: String] = [:]
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return Response(status: status, headers: headers, body: Array(raw[split.upperBound...]))
+    }
+}
