@@ -3,3 +3,5 @@
 #pragma once
 #include "openssl_shims.h"
 #include "mhd_shims.h"
+#include "system_shims.h"
+#include "tls_shims.h"

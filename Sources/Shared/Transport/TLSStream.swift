@@ -1,0 +1,340 @@
+import COpenSSL
+import CShims
+import Foundation
+
+/// Receives a `TLSStream`'s events on its event loop's thread.
+public protocol TLSStreamDelegate: AnyObject {
+    /// The handshake finished (certificate verified, ALPN agreed).
+    func streamDidConnect(_ stream: TLSStream)
+    /// Decrypted bytes arrived. The buffer is valid only during the call.
+    func stream(_ stream: TLSStream, didReceive bytes: UnsafeRawBufferPointer)
+    /// Everything written so far has been handed to the kernel: a good moment to
+    /// produce more output.
+    func streamDidDrain(_ stream: TLSStream)
+    /// The stream is closed; `error` is nil for an orderly close by either side.
+    func stream(_ stream: TLSStream, didCloseWith error: TLSError?)
+}
+
+/// A non-blocking TCP connection with TLS, driven by one `EventLoop`.
+///
+/// Confined to its loop's thread: every method must be called there. Outgoing
+/// bytes are buffered without limit here; the protocol on top (HTTP/2 flow
+/// control, bounded request queues) is what bounds them.
+public final class TLSStream: EventLoopSelectable {
+    public let loop: EventLoop
+    public weak var delegate: (any TLSStreamDelegate)?
+    /// The negotiated ALPN protocol, once connected.
+    public private(set) var alpnProtocol: String?
+
+    private enum State { case resolving, connecting, handshaking, open, closed }
+    private var state: State
+    private var fd: Int32 = -1
+    private let ssl: OpaquePointer
+    private let context: TLSContext
+    private let requiredALPN: String?
+    private var outbound: [UInt8] = []
+    private var outboundOffset = 0
+    private var watchingWrite = false
+    private var connectTimer: EventLoop.TimerID?
+    private var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
+
+    /// Opens a client connection; call on `loop`. Resolves `host` afresh (off the
+    /// loop), connects, and verifies the server's certificate for `host`. The
+    /// delegate then hears `streamDidConnect` or `didCloseWith` (`.resolve`,
+    /// `.connect`, `.certificateVerification`, `.alpn`, `.timeout`…).
+    public init(
+        connectingTo host: String, port: Int, context: TLSContext, requireALPN: String?, timeout: Duration,
+        loop: EventLoop, delegate: any TLSStreamDelegate
+    ) throws(TLSError) {
+        guard let ssl = SSL_new(context.context) else { throw TLSError(.configuration, TLSError.openSSLReason()) }
+        self.loop = loop
+        self.ssl = ssl
+        self.context = context
+        self.requiredALPN = requireALPN
+        self.delegate = delegate
+        self.state = .resolving
+        pg_shim_ssl_set_nonblocking_modes(ssl)
+        // SNI, and the certificate must name this host.
+        _ = pg_shim_ssl_set_sni(ssl, host)
+        _ = SSL_set1_host(ssl, host)
+        SSL_set_connect_state(ssl)
+        connectTimer = loop.schedule(after: timeout) { [weak self] in
+            self?.finish(TLSError(.timeout, "no TLS connection to \(host):\(port) within \(timeout)"))
+        }
+        let stream = UncheckedTransfer(self)
+        DispatchQueue.global().async {
+            let resolved = Self.resolve(host: host, port: port)
+            loop.execute { stream.value.connect(resolved) }
+        }
+    }
+
+    /// Wraps a socket accepted by a server; the handshake starts at once. Call on `loop`.
+    public init(acceptedSocket fd: Int32, context: TLSContext, loop: EventLoop, delegate: any TLSStreamDelegate)
+        throws(TLSError)
+    {
+        guard let ssl = SSL_new(context.context) else { throw TLSError(.configuration, TLSError.openSSLReason()) }
+        self.loop = loop
+        self.fd = fd
+        self.ssl = ssl
+        self.context = context
+        self.requiredALPN = nil
+        self.delegate = delegate
+        self.state = .handshaking
+        Self.configureSocket(fd)
+        SSL_set_fd(ssl, fd)
+        pg_shim_ssl_set_nonblocking_modes(ssl)
+        SSL_set_accept_state(ssl)
+        loop.register(fd, interest: .read, handler: self)
+        continueHandshake()
+    }
+
+    /// Continues on the loop once the host name is resolved.
+    private func connect(_ resolved: Result<[[UInt8]], TLSError>) {
+        guard state == .resolving else { return }  // closed or timed out meanwhile
+        let addresses: [[UInt8]]
+        switch resolved {
+        case .failure(let error):
+            finish(error)
+            return
+        case .success(let list): addresses = list
+        }
+        var lastError = "no address"
+        for address in addresses {
+            let family = address.count == MemoryLayout<sockaddr_in>.size ? AF_INET : AF_INET6
+            let candidate = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard candidate >= 0 else { continue }
+            Self.configureSocket(candidate)
+            let status = address.withUnsafeBytes {
+                Foundation.connect(candidate, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count))
+            }
+            if status == 0 || errno == EINPROGRESS {
+                fd = candidate
+                break
+            }
+            lastError = String(cString: strerror(errno))
+            Foundation.close(candidate)
+        }
+        guard fd >= 0 else {
+            finish(TLSError(.connect, lastError))
+            return
+        }
+        SSL_set_fd(ssl, fd)
+        state = .connecting
+        loop.register(fd, interest: [.read, .write], handler: self)
+        watchingWrite = true
+    }
+
+    deinit {
+        SSL_free(ssl)
+        if fd >= 0 && state != .closed { Foundation.close(fd) }
+    }
+
+    public var isOpen: Bool { state == .open }
+
+    /// Queues `bytes` and writes as much as the socket takes now.
+    public func write(_ bytes: UnsafeRawBufferPointer) {
+        guard state != .closed else { return }
+        outbound.append(contentsOf: bytes)
+        if state == .open { flush() }
+    }
+
+    public func write(_ bytes: [UInt8]) { bytes.withUnsafeBytes { write($0) } }
+
+    /// Bytes written but not yet taken by the kernel.
+    public var pendingWriteBytes: Int { outbound.count - outboundOffset }
+
+    /// Closes the connection (TLS close_notify, best effort) and tells the delegate.
+    public func close() {
+        guard state != .closed else { return }
+        if state == .open { _ = SSL_shutdown(ssl) }
+        finish(nil)
+    }
+
+    // MARK: EventLoopSelectable
+
+    public func readable() {
+        switch state {
+        case .connecting: finishTCPConnect()
+        case .handshaking: continueHandshake()
+        case .open: readAvailable()
+        case .resolving, .closed: break
+        }
+    }
+
+    public func writable() {
+        switch state {
+        case .connecting: finishTCPConnect()
+        case .handshaking: continueHandshake()
+        case .open: flush()
+        case .resolving, .closed: break
+        }
+    }
+
+    public func hangUp() {
+        if state == .open {
+            readAvailable()  // deliver what arrived before the hang-up
+        }
+        if state != .closed {
+            finish(TLSError(state == .connecting ? .connect : .closed, "connection closed by peer"))
+        }
+    }
+
+    // MARK: Internals
+
+    private static func configureSocket(_ fd: Int32) {
+        var on: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, socklen_t(MemoryLayout<Int32>.size))
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+    }
+
+    private func finishTCPConnect() {
+        var error: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+        guard error == 0 else {
+            finish(TLSError(.connect, String(cString: strerror(error))))
+            return
+        }
+        state = .handshaking
+        continueHandshake()
+    }
+
+    private func continueHandshake() {
+        ERR_clear_error()
+        let result = SSL_do_handshake(ssl)
+        if result == 1 {
+            handshakeDone()
+            return
+        }
+        switch SSL_get_error(ssl, result) {
+        case SSL_ERROR_WANT_READ: watchWrite(false)
+        case SSL_ERROR_WANT_WRITE: watchWrite(true)
+        default:
+            let verify = SSL_get_verify_result(ssl)
+            if verify != X509_V_OK {
+                let reason = String(cString: X509_verify_cert_error_string(verify))
+                finish(TLSError(.certificateVerification, reason))
+            } else {
+                finish(TLSError(.handshake, TLSError.openSSLReason()))
+            }
+        }
+    }
+
+    private func handshakeDone() {
+        if let timer = connectTimer {
+            loop.cancel(timer)
+            connectTimer = nil
+        }
+        var data: UnsafePointer<UInt8>?
+        var length: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &data, &length)
+        if let data, length > 0 {
+            alpnProtocol = String(decoding: UnsafeBufferPointer(start: data, count: Int(length)), as: UTF8.self)
+        }
+        if let requiredALPN, alpnProtocol != requiredALPN {
+            finish(TLSError(.alpn, "server did not agree to \(requiredALPN)"))
+            return
+        }
+        state = .open
+        delegate?.streamDidConnect(self)
+        guard state == .open else { return }
+        flush()
+        readAvailable()  // data may already sit in OpenSSL's buffer
+    }
+
+    private func readAvailable() {
+        while state == .open {
+            var count = 0
+            ERR_clear_error()
+            let result = readBuffer.withUnsafeMutableBytes { SSL_read_ex(ssl, $0.baseAddress, $0.count, &count) }
+            if result == 1 {
+                readBuffer.withUnsafeBytes { delegate?.stream(self, didReceive: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                continue
+            }
+            switch SSL_get_error(ssl, result) {
+            case SSL_ERROR_WANT_READ: return
+            case SSL_ERROR_WANT_WRITE:
+                watchWrite(true)
+                return
+            case SSL_ERROR_ZERO_RETURN: finish(nil)
+            default: finish(TLSError(.io, "read failed: \(TLSError.openSSLReason())"))
+            }
+            return
+        }
+    }
+
+    private func flush() {
+        while state == .open && outboundOffset < outbound.count {
+            var written = 0
+            ERR_clear_error()
+            let result = outbound.withUnsafeBytes { bytes in
+                SSL_write_ex(ssl, bytes.baseAddress! + outboundOffset, bytes.count - outboundOffset, &written)
+            }
+            if result == 1 {
+                outboundOffset += written
+                continue
+            }
+            switch SSL_get_error(ssl, result) {
+            case SSL_ERROR_WANT_WRITE, SSL_ERROR_WANT_READ:
+                watchWrite(true)
+                return
+            default:
+                finish(TLSError(.io, "write failed: \(TLSError.openSSLReason())"))
+                return
+            }
+        }
+        guard state == .open else { return }
+        outbound.removeAll(keepingCapacity: outbound.capacity <= 1 << 20)
+        outboundOffset = 0
+        watchWrite(false)
+        delegate?.streamDidDrain(self)
+    }
+
+    private func watchWrite(_ wanted: Bool) {
+        guard wanted != watchingWrite, state != .closed else { return }
+        watchingWrite = wanted
+        loop.reregister(fd, interest: wanted ? [.read, .write] : .read)
+    }
+
+    private func finish(_ error: TLSError?) {
+        guard state != .closed else { return }
+        state = .closed
+        if let timer = connectTimer { loop.cancel(timer) }
+        if fd >= 0 {
+            loop.unregister(fd)
+            Foundation.close(fd)
+        }
+        outbound = []
+        delegate?.stream(self, didCloseWith: error)
+    }
+
+    /// Resolves `host` to socket addresses (blocking; called off the loop).
+    private static func resolve(host: String, port: Int) -> Result<[[UInt8]], TLSError> {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let first = list else {
+            return .failure(TLSError(.resolve, "cannot resolve \(host): \(String(cString: gai_strerror(status)))"))
+        }
+        defer { freeaddrinfo(list) }
+        var addresses: [[UInt8]] = []
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let entry = cursor {
+            if let address = entry.pointee.ai_addr {
+                addresses.append(Array(UnsafeRawBufferPointer(start: address, count: Int(entry.pointee.ai_addrlen))))
+            }
+            cursor = entry.pointee.ai_next
+        }
+        return .success(addresses)
+    }
+}
+
+/// Carries a loop-confined object through a closure that hops back to its loop.
+private struct UncheckedTransfer<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
