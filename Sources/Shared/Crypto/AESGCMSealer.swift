@@ -45,7 +45,8 @@ public struct AESGCMSealer: Sendable, CustomStringConvertible {
     /// associated data); no plaintext is returned unless the tag verifies.
     public func open(_ sealed: [UInt8], associatedData: [UInt8]) throws -> [UInt8] {
         guard sealed.count >= Self.overhead else {
-            throw CryptoError(.malformedSealedData, "a sealed blob needs at least \(Self.overhead) bytes, got \(sealed.count)")
+            throw CryptoError(
+                .malformedSealedData, "a sealed blob needs at least \(Self.overhead) bytes, got \(sealed.count)")
         }
         guard sealed[0] == Self.version else {
             throw CryptoError(.unsupportedSealVersion, "sealed blob version \(sealed[0]) is not supported")
@@ -61,7 +62,8 @@ public struct AESGCMSealer: Sendable, CustomStringConvertible {
         var total = 0
         try context.check(EVP_DecryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil), "init")
         try context.check(
-            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(Self.nonceByteCount), nil), "set nonce length")
+            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(Self.nonceByteCount), nil),
+            "set nonce length")
         try context.check(EVP_DecryptInit_ex(context.pointer, nil, nil, key, nonce), "set key and nonce")
         try context.check(EVP_DecryptUpdate(context.pointer, nil, &length, aad, Int32(aad.count)), "associated data")
         if !ciphertext.isEmpty {
@@ -77,7 +79,8 @@ public struct AESGCMSealer: Sendable, CustomStringConvertible {
         guard verified == 1 else {
             OpenSSLErrorQueue.drain()
             plaintext.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
-            throw CryptoError(.authenticationFailed, "the sealed blob does not authenticate with this key and associated data")
+            throw CryptoError(
+                .authenticationFailed, "the sealed blob does not authenticate with this key and associated data")
         }
         total += Int(length)
         return Array(plaintext[..<total])
@@ -94,7 +97,8 @@ public struct AESGCMSealer: Sendable, CustomStringConvertible {
         var total = 0
         try context.check(EVP_EncryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil), "init")
         try context.check(
-            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(Self.nonceByteCount), nil), "set nonce length")
+            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(Self.nonceByteCount), nil),
+            "set nonce length")
         try context.check(EVP_EncryptInit_ex(context.pointer, nil, nil, key, nonce), "set key and nonce")
         try context.check(EVP_EncryptUpdate(context.pointer, nil, &length, aad, Int32(aad.count)), "associated data")
         if !plaintext.isEmpty {

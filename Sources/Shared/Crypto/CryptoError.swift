@@ -72,6 +72,9 @@ public struct CryptoError: Error, Equatable, CustomStringConvertible {
 
 /// The calling thread's OpenSSL error queue.
 enum OpenSSLErrorQueue {
+    /// Whether the calling thread's queue holds no error.
+    static var isEmpty: Bool { ERR_peek_error() == 0 }
+
     /// Empties the queue and returns the oldest entry as text, if there was one.
     @discardableResult
     static func drain() -> String? {

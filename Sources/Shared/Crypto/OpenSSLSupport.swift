@@ -101,8 +101,10 @@ enum P256 {
         ECDSA_SIG_get0(signature, &r, &s)
         var raw = [UInt8](repeating: 0, count: 2 * coordinateByteCount)
         let written = raw.withUnsafeMutableBufferPointer { buffer in
-            (BN_bn2binpad(r, buffer.baseAddress!, Int32(coordinateByteCount)),
-             BN_bn2binpad(s, buffer.baseAddress! + coordinateByteCount, Int32(coordinateByteCount)))
+            (
+                BN_bn2binpad(r, buffer.baseAddress!, Int32(coordinateByteCount)),
+                BN_bn2binpad(s, buffer.baseAddress! + coordinateByteCount, Int32(coordinateByteCount))
+            )
         }
         guard written.0 == Int32(coordinateByteCount), written.1 == Int32(coordinateByteCount) else {
             throw CryptoError.fromOpenSSL(.openSSLFailure, "an ECDSA signature component exceeds 32 bytes")
@@ -116,8 +118,10 @@ enum P256 {
         guard raw.count == 2 * coordinateByteCount, let signature = ECDSA_SIG_new() else { return nil }
         defer { ECDSA_SIG_free(signature) }
         let components = raw.withUnsafeBufferPointer { buffer in
-            (BN_bin2bn(buffer.baseAddress!, Int32(coordinateByteCount), nil),
-             BN_bin2bn(buffer.baseAddress! + coordinateByteCount, Int32(coordinateByteCount), nil))
+            (
+                BN_bin2bn(buffer.baseAddress!, Int32(coordinateByteCount), nil),
+                BN_bin2bn(buffer.baseAddress! + coordinateByteCount, Int32(coordinateByteCount), nil)
+            )
         }
         guard let r = components.0, let s = components.1, ECDSA_SIG_set0(signature, r, s) == 1 else {
             // On failure ECDSA_SIG_set0 takes neither number; free whatever was made.

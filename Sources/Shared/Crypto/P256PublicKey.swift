@@ -38,7 +38,8 @@ public final class P256PublicKey: @unchecked Sendable, Equatable, CustomStringCo
     public convenience init(pemRepresentation pem: String) throws {
         let bio = try MemoryBIO(copying: pem)
         guard let key = PEM_read_bio_PUBKEY(bio.pointer, nil, refusingPasswordCallback, nil) else {
-            throw CryptoError.fromOpenSSL(.invalidKeyEncoding, "the text holds no PEM public key (SubjectPublicKeyInfo)")
+            throw CryptoError.fromOpenSSL(
+                .invalidKeyEncoding, "the text holds no PEM public key (SubjectPublicKeyInfo)")
         }
         try self.init(taking: key)
     }
