@@ -31,6 +31,15 @@ import Testing
         CXksH3QMBz0lYsnK/HfTBnQjDw==
         -----END PRIVATE KEY-----
         """
+    /// The same key with a compressed public point
+    /// (`openssl ec -conv_form compressed | openssl pkcs8 -topk8 -nocrypt`).
+    static let p8WithCompressedPublicKey = """
+        -----BEGIN PRIVATE KEY-----
+        MGcCAQAwEwYHKoZIzj0CAQYIKoZIzj0DAQcETTBLAgEBBCBGIM8cIVbGBPQmNtDM
+        CXksH3QMBz0lYsnK/HfTBnQjD6EkAyIAAkTzsQaNubOqqjIGLEa7jKS0cOqItyzc
+        q4LSTDTrQn+k
+        -----END PRIVATE KEY-----
+        """
     static let ed25519Key = """
         -----BEGIN PRIVATE KEY-----
         MC4CAQAwBQYDK2VwBCIEIIytqe0AMBaSaCCRA5gq8afDIZ2Bf42soeyQ7hfuJUdz
@@ -56,6 +65,13 @@ import Testing
     @Test func p8WithoutOptionalPublicKeyDerivesTheSamePublicKey() throws {
         let key = try P256PrivateKey(pemRepresentation: Self.p8WithoutPublicKey)
         #expect(hexString(key.publicKey.uncompressedPoint) == Self.p8PublicPointHex)
+    }
+
+    @Test func p8WithCompressedPublicKeyStillYieldsTheUncompressedPoint() throws {
+        let key = try P256PrivateKey(pemRepresentation: Self.p8WithCompressedPublicKey)
+        #expect(hexString(key.publicKey.uncompressedPoint) == Self.p8PublicPointHex)
+        let signature = try key.signature(for: [1, 2, 3])
+        #expect(try P256PublicKey(pemRepresentation: Self.p8PublicPEM).isValidSignature(signature, for: [1, 2, 3]))
     }
 
     @Test func exportedPKCS8RoundTripsAndKeepsTheKey() throws {

@@ -73,14 +73,24 @@ enum P256 {
         }
     }
 
-    /// The uncompressed public point (0x04 || X || Y) of an EC key on P-256.
+    /// The uncompressed public point (0x04 || X || Y) of an EC key on P-256, built
+    /// from its affine coordinates, whatever point format the key was encoded with
+    /// (a PKCS#8 file may carry a compressed public key). Does not modify the key.
     static func uncompressedPoint(of key: OpaquePointer) throws -> [UInt8] {
         var point = [UInt8](repeating: 0, count: uncompressedPointByteCount)
-        var length = 0
-        guard EVP_PKEY_get_octet_string_param(key, OSSL_PKEY_PARAM_PUB_KEY, &point, point.count, &length) == 1,
-            length == uncompressedPointByteCount, point[0] == 0x04
-        else {
-            throw CryptoError.fromOpenSSL(.openSSLFailure, "could not read the public point of the key")
+        point[0] = 0x04
+        for (index, name) in [OSSL_PKEY_PARAM_EC_PUB_X, OSSL_PKEY_PARAM_EC_PUB_Y].enumerated() {
+            var coordinate: OpaquePointer?
+            guard EVP_PKEY_get_bn_param(key, name, &coordinate) == 1, let coordinate else {
+                throw CryptoError.fromOpenSSL(.openSSLFailure, "could not read the public point of the key")
+            }
+            defer { BN_free(coordinate) }
+            let written = point.withUnsafeMutableBufferPointer { buffer in
+                BN_bn2binpad(coordinate, buffer.baseAddress! + 1 + index * coordinateByteCount, Int32(coordinateByteCount))
+            }
+            guard written == Int32(coordinateByteCount) else {
+                throw CryptoError(.openSSLFailure, "a public key coordinate exceeds 32 bytes")
+            }
         }
         return point
     }
