@@ -1,0 +1,380 @@
+import CNGHTTP2
+import Foundation
+
+/// A header field as it goes over HTTP/2 (names lower-case).
+public struct HTTP2Header: Sendable, Equatable {
+    public let name: String
+    public let value: String
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+extension [HTTP2Header] {
+    public subscript(_ name: String) -> String? { first { $0.name == name }?.value }
+}
+
+public struct HTTP2Error: Error, CustomStringConvertible, Equatable {
+    public let reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { "HTTP/2: \(reason)" }
+}
+
+/// Receives an `HTTP2Connection`'s events on its event loop's thread.
+public protocol HTTP2ConnectionDelegate: AnyObject {
+    /// TLS is up and our connection preface (SETTINGS) is on its way: requests may be sent.
+    func connectionDidBecomeReady(_ connection: HTTP2Connection)
+    /// A stream's peer finished sending (END_STREAM): for a server a whole request,
+    /// for a client a whole response.
+    func connection(_ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8])
+    /// A stream closed before the peer finished it (RST_STREAM, e.g. REFUSED_STREAM,
+    /// or the connection went away). Not called for streams that finished.
+    func connection(_ connection: HTTP2Connection, streamWasReset streamID: Int32, errorCode: UInt32)
+    /// The peer sent GOAWAY: streams above `lastStreamID` were not processed.
+    func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32)
+    /// The peer changed SETTINGS_MAX_CONCURRENT_STREAMS.
+    func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int)
+    func connection(_ connection: HTTP2Connection, didReceivePingAck: Void)
+    /// The connection is closed; every stream not finished has been reported reset.
+    func connection(_ connection: HTTP2Connection, didCloseWith error: (any Error)?)
+}
+
+extension HTTP2ConnectionDelegate {
+    public func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int) {}
+    public func connection(_ connection: HTTP2Connection, didReceivePingAck: Void) {}
+    public func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32) {}
+}
+
+/// An HTTP/2 connection (client or server side) on nghttp2 over a `TLSStream`.
+///
+/// nghttp2 is used without its I/O: bytes read from TLS are fed in with
+/// `mem_recv`, and what it wants to send is pulled with `mem_send` and written
+/// to TLS. Loop-confined, like the stream under it. Request and response
+/// bodies are small (APNs payloads are at most 4 KB), so they are kept whole.
+public final class HTTP2Connection: TLSStreamDelegate {
+    public enum Role: Sendable { case client, server }
+
+    public let role: Role
+    public weak var delegate: (any HTTP2ConnectionDelegate)?
+    public private(set) var tls: TLSStream?
+    /// Streams the peer lets us open at once (client side); nghttp2's default until its SETTINGS arrive.
+    public private(set) var remoteMaxConcurrentStreams = 100
+    public private(set) var isClosed = false
+    /// Set once either side sent or received GOAWAY: no new streams.
+    public private(set) var isGoingAway = false
+
+    fileprivate var session: OpaquePointer?
+    fileprivate var streams: [Int32: StreamState] = [:]
+    private var closeError: (any Error)?
+    private var flushing = false
+
+    fileprivate final class StreamState {
+        var headers: [HTTP2Header] = []
+        var body: [UInt8] = []
+        /// What we send on this stream, and how much of it nghttp2 has taken.
+        var outgoing: [UInt8] = []
+        var outgoingOffset = 0
+        var finished = false
+    }
+
+    /// `settings` are our SETTINGS (e.g. the server's MAX_CONCURRENT_STREAMS).
+    public init(role: Role, settings: [(id: Int32, value: UInt32)] = []) throws(HTTP2Error) {
+        self.role = role
+        var callbacks: OpaquePointer?
+        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
+            throw HTTP2Error("cannot allocate nghttp2 callbacks")
+        }
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, onBeginHeaders)
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, onHeader)
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onDataChunk)
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, onFrameReceived)
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
+        let userData = Unmanaged.passUnretained(self).toOpaque()
+        var session: OpaquePointer?
+        let status =
+            role == .client
+            ? nghttp2_session_client_new(&session, callbacks, userData)
+            : nghttp2_session_server_new(&session, callbacks, userData)
+        guard status == 0, let session else { throw HTTP2Error("cannot create nghttp2 session") }
+        self.session = session
+        var entries = settings.map { nghttp2_settings_entry(settings_id: $0.id, value: $0.value) }
+        // Our receive window: responses and requests are small, but many run at once.
+        entries.append(nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20))
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), entries, entries.count)
+    }
+
+    deinit {
+        if let session { nghttp2_session_del(session) }
+    }
+
+    /// Attaches the TLS stream this connection runs on; its delegate becomes this connection.
+    public func attach(_ stream: TLSStream) {
+        tls = stream
+        stream.delegate = self
+        if stream.isOpen { streamDidConnect(stream) }
+    }
+
+    /// Streams open right now (ours and the peer's).
+    public var openStreams: Int { streams.count }
+
+    /// Sends a request; returns its stream id. Client side only.
+    public func sendRequest(headers: [HTTP2Header], body: [UInt8]) throws(HTTP2Error) -> Int32 {
+        guard let session, !isClosed, !isGoingAway else { throw HTTP2Error("connection is closing") }
+        let state = StreamState()
+        state.outgoing = body
+        // nghttp2 copies the provider; the body itself stays in `state` until sent.
+        let streamID = withDataProvider(hasBody: !body.isEmpty) { provider in
+            withNameValues(headers) { nva in
+                nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, provider, nil)
+            }
+        }
+        guard streamID > 0 else { throw HTTP2Error("cannot submit request: \(errorText(streamID))") }
+        streams[streamID] = state
+        flush()
+        return streamID
+    }
+
+    /// Answers a request stream. Server side only.
+    public func sendResponse(streamID: Int32, headers: [HTTP2Header], body: [UInt8]) {
+        guard let session, let state = streams[streamID] else { return }
+        state.outgoing = body
+        state.outgoingOffset = 0
+        let status = withDataProvider(hasBody: !body.isEmpty) { provider in
+            withNameValues(headers) { nva in
+                nghttp2_submit_response(session, streamID, nva.baseAddress, nva.count, provider)
+            }
+        }
+        if status != 0 { nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_INTERNAL_ERROR.rawValue) }
+        flush()
+    }
+
+    /// Sends GOAWAY (no new streams; streams up to the last one processed still
+    /// finish). With `lastStreamID`, claims only streams up to it were processed.
+    public func goAway(errorCode: UInt32 = NGHTTP2_NO_ERROR.rawValue, lastStreamID: Int32? = nil) {
+        guard let session, !isClosed else { return }
+        isGoingAway = true
+        let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
+        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, errorCode, nil, 0)
+        flush()
+    }
+
+    /// Sends new SETTINGS, e.g. a server raising MAX_CONCURRENT_STREAMS.
+    public func updateSettings(_ settings: [(id: Int32, value: UInt32)]) {
+        guard let session, !isClosed else { return }
+        let entries = settings.map { nghttp2_settings_entry(settings_id: $0.id, value: $0.value) }
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), entries, entries.count)
+        flush()
+    }
+
+    /// Sends a PING; the delegate hears `didReceivePingAck`.
+    public func ping() {
+        guard let session, !isClosed else { return }
+        nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+        flush()
+    }
+
+    /// Refuses a stream (server side), e.g. to model a stream limit.
+    public func resetStream(_ streamID: Int32, errorCode: UInt32) {
+        guard let session else { return }
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, errorCode)
+        flush()
+    }
+
+    /// Closes the TLS connection at once; unfinished streams are reported reset.
+    public func close(error: (any Error)? = nil) {
+        guard !isClosed else { return }
+        closeError = error
+        tls?.close()
+        if tls == nil { finishClose() }
+    }
+
+    // MARK: TLSStreamDelegate
+
+    public func streamDidConnect(_ stream: TLSStream) {
+        flush()
+        delegate?.connectionDidBecomeReady(self)
+    }
+
+    public func stream(_ stream: TLSStream, didReceive bytes: UnsafeRawBufferPointer) {
+        guard let session, !isClosed else { return }
+        let consumed = nghttp2_session_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
+        if consumed < 0 {
+            closeError = HTTP2Error("protocol error: \(errorText(Int32(consumed)))")
+            flush()  // nghttp2 may have queued a GOAWAY explaining why
+            stream.close()
+            return
+        }
+        flush()
+    }
+
+    public func streamDidDrain(_ stream: TLSStream) { flush() }
+
+    public func stream(_ stream: TLSStream, didCloseWith error: TLSError?) {
+        if closeError == nil, let error { closeError = error }
+        finishClose()
+    }
+
+    // MARK: Internals
+
+    private func finishClose() {
+        guard !isClosed else { return }
+        isClosed = true
+        isGoingAway = true
+        let unfinished = streams.filter { !$0.value.finished }.keys.sorted()
+        streams.removeAll()
+        for id in unfinished {
+            delegate?.connection(self, streamWasReset: id, errorCode: NGHTTP2_CANCEL.rawValue)
+        }
+        delegate?.connection(self, didCloseWith: closeError)
+    }
+
+    /// Moves whatever nghttp2 wants to send into the TLS stream.
+    fileprivate func flush() {
+        guard let session, let tls, tls.isOpen, !flushing else { return }
+        flushing = true
+        defer { flushing = false }
+        while true {
+            var data: UnsafePointer<UInt8>?
+            let length = nghttp2_session_mem_send(session, &data)
+            if length < 0 {
+                closeError = HTTP2Error("send failed: \(errorText(Int32(length)))")
+                tls.close()
+                return
+            }
+            guard length > 0, let data else { break }
+            tls.write(UnsafeRawBufferPointer(start: data, count: length))
+        }
+        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+            tls.close()  // GOAWAY exchanged and every stream done
+        }
+    }
+
+    /// A provider that reads the stream's `outgoing` bytes, or nil for no body.
+    private func withDataProvider<Result>(hasBody: Bool, _ body: (UnsafePointer<nghttp2_data_provider>?) -> Result) -> Result {
+        guard hasBody else { return body(nil) }
+        var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBody)
+        return withUnsafePointer(to: &provider) { body($0) }
+    }
+
+    fileprivate func errorText(_ code: Int32) -> String { String(cString: nghttp2_strerror(code)) }
+
+    fileprivate func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        let header = frame.pointee.hd
+        switch UInt32(header.type) {
+        case NGHTTP2_SETTINGS.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
+            if let session {
+                let limit = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
+                if limit != remoteMaxConcurrentStreams {
+                    remoteMaxConcurrentStreams = limit
+                    delegate?.connection(self, didChangeMaxConcurrentStreams: limit)
+                }
+            }
+        case NGHTTP2_GOAWAY.rawValue:
+            isGoingAway = true
+            delegate?.connection(self, didReceiveGoAway: frame.pointee.goaway.last_stream_id, errorCode: frame.pointee.goaway.error_code)
+        case NGHTTP2_PING.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
+            delegate?.connection(self, didReceivePingAck: ())
+        case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
+            guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let state = streams[header.stream_id],
+                !state.finished
+            else { return }
+            state.finished = true
+            delegate?.connection(self, streamDidFinish: header.stream_id, headers: state.headers, body: state.body)
+        default:
+            break
+        }
+    }
+
+    fileprivate func streamClosed(_ streamID: Int32, errorCode: UInt32) {
+        guard let state = streams.removeValue(forKey: streamID) else { return }
+        if !state.finished {
+            delegate?.connection(self, streamWasReset: streamID, errorCode: errorCode == 0 ? NGHTTP2_CANCEL.rawValue : errorCode)
+        }
+    }
+}
+
+// MARK: - nghttp2 callbacks (user_data is the unretained HTTP2Connection, which owns the session)
+
+private func connection(_ userData: UnsafeMutableRawPointer?) -> HTTP2Connection {
+    Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+}
+
+private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
+    guard let frame else { return 0 }
+    let http2 = connection(userData)
+    // A server learns of a new request stream here; a client's streams exist already.
+    if http2.role == .server, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+        http2.streams[frame.pointee.hd.stream_id] == nil
+    {
+        http2.streams[frame.pointee.hd.stream_id] = HTTP2Connection.StreamState()
+    }
+    return 0
+}
+
+private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
+    guard let frame, let name, let value else { return 0 }
+    guard let state = connection(userData).streams[frame.pointee.hd.stream_id] else { return 0 }
+    state.headers.append(
+        HTTP2Header(
+            String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self),
+            String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)))
+    return 0
+}
+
+private let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
+    guard let data, let state = connection(userData).streams[streamID] else { return 0 }
+    state.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
+    return 0
+}
+
+private let onFrameReceived: nghttp2_on_frame_recv_callback = { _, frame, userData in
+    guard let frame else { return 0 }
+    connection(userData).frameReceived(frame)
+    return 0
+}
+
+private let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, errorCode, userData in
+    connection(userData).streamClosed(streamID, errorCode: errorCode)
+    return 0
+}
+
+/// Copies the next piece of a stream's outgoing body.
+private let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
+    guard let buffer, let flags, let state = connection(userData).streams[streamID] else {
+        return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+    }
+    let count = min(length, state.outgoing.count - state.outgoingOffset)
+    state.outgoing.withUnsafeBytes { bytes in
+        UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + state.outgoingOffset, byteCount: count)
+    }
+    state.outgoingOffset += count
+    if state.outgoingOffset == state.outgoing.count {
+        flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+    }
+    return count
+}
+
+/// Calls `body` with nghttp2 name/value pairs pointing into `headers`' bytes.
+private func withNameValues<Result>(_ headers: [HTTP2Header], _ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> Result) -> Result {
+    // One contiguous buffer keeps every name and value alive for the call.
+    var storage: [UInt8] = []
+    var ranges: [(Range<Int>, Range<Int>)] = []
+    for header in headers {
+        let nameStart = storage.count
+        storage.append(contentsOf: header.name.utf8)
+        let valueStart = storage.count
+        storage.append(contentsOf: header.value.utf8)
+        ranges.append((nameStart..<valueStart, valueStart..<storage.count))
+    }
+    storage.append(0)  // never empty, so baseAddress is non-nil
+    return storage.withUnsafeMutableBufferPointer { bytes in
+        var nva = ranges.map { name, value in
+            nghttp2_nv(
+                name: bytes.baseAddress! + name.lowerBound, value: bytes.baseAddress! + value.lowerBound,
+                namelen: name.count, valuelen: value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+        }
+        return nva.withUnsafeMutableBufferPointer { body($0) }
+    }
+}
