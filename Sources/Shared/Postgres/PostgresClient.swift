@@ -73,6 +73,7 @@ public final class PostgresClient: Sendable {
 
     /// Runs `body` in a transaction on one leased connection: committed when `body`
     /// returns, rolled back when it throws.
+    @discardableResult
     public func withTransaction<Result: Sendable>(
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {

@@ -76,6 +76,9 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
             PQfinish(handle)
             throw PostgresError(code: .connectionFailed, message: message)
         }
+        // libpq prints notices (e.g. "relation … already exists, skipping") to stderr by
+        // default; they are informational, and our logs are JSON lines, so drop them.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
         return handle
     }
 
@@ -137,6 +140,7 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
     }
 
     /// Runs `body` inside `BEGIN` … `COMMIT`; rolls back and rethrows if it throws.
+    @discardableResult
     public func withTransaction<Result: Sendable>(
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
