@@ -1,5 +1,6 @@
 /// One versioned schema change. `sql` may hold several statements; it runs in one
-/// transaction together with its row in `schema_migrations`.
+/// transaction together with its row in `schema_migrations`, so it must be
+/// transaction-safe (no `CREATE INDEX CONCURRENTLY`, no `VACUUM`).
 public struct Migration: Sendable, Equatable {
     public let version: Int
     public let name: String
