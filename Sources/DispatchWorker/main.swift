@@ -1,4 +1,9 @@
+import Foundation
 import Shared
+
+if MigrationCommand.isRequested() {
+    exit(await MigrationCommand.run(logger: Logger(component: "worker")))
+}
 
 let configuration = ServiceMain.load { () throws(ConfigurationError) in try WorkerConfiguration() }
 let logger = Logger(component: "worker", minimumLevel: configuration.common.logLevel)

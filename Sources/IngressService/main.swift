@@ -1,4 +1,9 @@
+import Foundation
 import Shared
+
+if MigrationCommand.isRequested() {
+    exit(await MigrationCommand.run(logger: Logger(component: "ingress")))
+}
 
 let configuration = ServiceMain.load { () throws(ConfigurationError) in try IngressConfiguration() }
 let logger = Logger(component: "ingress", minimumLevel: configuration.common.logLevel)

@@ -137,7 +137,16 @@ public final class ConnectionPool<Connection: PoolableConnection>: Sendable {
                 do {
                     return try await factory()
                 } catch {
-                    state.withLock { $0.open -= 1 }
+                    // The slot is free again: wake one waiter so it tries to connect
+                    // itself instead of waiting for a release that may never come.
+                    let waiter = state.withLock { state -> Waiter? in
+                        state.open -= 1
+                        guard !state.waiters.isEmpty else { return nil }
+                        let waiter = state.waiters.removeFirst()
+                        state.registered.remove(waiter.id)
+                        return waiter
+                    }
+                    waiter?.continuation.resume(returning: nil)
                     throw error
                 }
             case nil:

@@ -1,0 +1,235 @@
+import Foundation
+import Testing
+
+@testable import Shared
+
+/// A database of its own for one test, created with a random name and dropped at the end.
+struct ScratchDatabase {
+    let name: String
+    let url: String
+
+    static func create(_ purpose: String) async throws -> ScratchDatabase {
+        let name = "pushgate_test_\(purpose)_\(UInt32.random(in: 0...UInt32.max))"
+        var components = try #require(URLComponents(string: TestEnvironment.databaseURL))
+        components.path = "/" + name
+        let admin = try await PostgresConnection.connect(url: TestEnvironment.databaseURL)
+        defer { admin.close() }
+        try await admin.execute("CREATE DATABASE \(identifier: name)")
+        return ScratchDatabase(name: name, url: try #require(components.string))
+    }
+
+    func drop() async throws {
+        let admin = try await PostgresConnection.connect(url: TestEnvironment.databaseURL)
+        defer { admin.close() }
+        try await admin.execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
+    }
+}
+
+@Suite struct MigrationTests {
+    static let expectedTables: Set<String> = [
+        "accounts", "activity_log", "app_api_keys", "app_authorizations", "app_identifiers", "app_unsubscribes",
+        "app_user_disables", "apps", "daily_counts", "push_credentials", "schema_migrations", "subscriptions", "users",
+        "user_bans",
+    ]
+
+    static func tables(_ client: PostgresClient) async throws -> Set<String> {
+        Set(
+            try await client.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").map {
+                try $0.decode("tablename", as: String.self)
+            })
+    }
+
+    static func recorded(_ client: PostgresClient) async throws -> [String] {
+        try await client.query("SELECT version, name FROM schema_migrations ORDER BY version").map {
+            "\(try $0.decode("version", as: Int.self)) \(try $0.decode("name", as: String.self))"
+        }
+    }
+
+    @Test func migratingTwiceAppliesTheSchemaOnce() async throws {
+        let database = try await ScratchDatabase.create("twice")
+        let client = PostgresClient(url: database.url, applicationName: "pushgate-test-migrate")
+        let (logger, lines) = TestEnvironment.capturingLogger()
+
+        let first = try await Migrator(logger: logger).migrate(client)
+        let second = try await Migrator(logger: logger).migrate(client)
+
+        #expect(first.map(\.version) == [1])
+        #expect(second.isEmpty)
+        #expect(try await Self.recorded(client) == ["1 initial schema"])
+        #expect(try await Self.tables(client) == Self.expectedTables)
+        #expect(lines.all.filter { $0.contains("\"message\":\"applied migration\"") }.count == 1)
+        client.close()
+        try await database.drop()
+    }
+
+    @Test func concurrentMigratorsInOneProcessApplyEachMigrationOnce() async throws {
+        let database = try await ScratchDatabase.create("inprocess")
+        let (logger, _) = TestEnvironment.capturingLogger()
+        let clients = (0..<4).map { _ in PostgresClient(url: database.url, maximumConnections: 1) }
+        let applied = try await withThrowingTaskGroup(of: Int.self) { group in
+            for client in clients {
+                group.addTask { try await Migrator(logger: logger).migrate(client).count }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(applied.sorted() == [0, 0, 0, 1])
+        #expect(try await Self.recorded(clients[0]) == ["1 initial schema"])
+        clients.forEach { $0.close() }
+        try await database.drop()
+    }
+
+    @Test func twoMigrateProcessesStartedTogetherApplyTheSchemaExactlyOnce() async throws {
+        let database = try await ScratchDatabase.create("processes")
+        async let a = Self.runMigrate(environment: ["DATABASE_URL": database.url])
+        async let b = Self.runMigrate(environment: ["DATABASE_URL": database.url])
+        let results = try await [a, b]
+
+        #expect(results.map(\.status) == [0, 0])
+        let output = results.map(\.standardError).joined()
+        let appliedLines = output.split(separator: "\n").filter { $0.contains("\"message\":\"applied migration\"") }
+        #expect(appliedLines.count == 1)
+        #expect(output.split(separator: "\n").filter { $0.contains("\"message\":\"schema is up to date\"") }.count == 1)
+
+        let client = PostgresClient(url: database.url)
+        #expect(try await Self.recorded(client) == ["1 initial schema"])
+        #expect(try await Self.tables(client) == Self.expectedTables)
+        client.close()
+        try await database.drop()
+    }
+
+    @Test func migrateWithoutDatabaseURLExitsWithStatusTwoAndOneLine() async throws {
+        let result = try await Self.runMigrate(environment: [:])
+        #expect(result.status == 2)
+        #expect(result.standardError == "configuration error: DATABASE_URL is required but not set\n")
+    }
+
+    @Test func aFailingMigrationRollsBackAndIsNotRecorded() async throws {
+        let database = try await ScratchDatabase.create("failing")
+        let client = PostgresClient(url: database.url)
+        let (logger, _) = TestEnvironment.capturingLogger()
+        let migrations = [
+            Migration(version: 1, name: "first", sql: "CREATE TABLE first_table (id int);"),
+            Migration(version: 2, name: "broken", sql: "CREATE TABLE second_table (id int); SELECT 1/0;"),
+        ]
+        let error = try await #require(throws: PostgresError.self) {
+            try await Migrator(migrations: migrations, logger: logger).migrate(client)
+        }
+        #expect(error.sqlState == "22012")
+        #expect(try await Self.recorded(client) == ["1 first"])
+        #expect(try await Self.tables(client) == ["first_table", "schema_migrations"])
+        // The lock was released: a fixed migration set applies afterwards.
+        let fixed = [migrations[0], Migration(version: 2, name: "fixed", sql: "CREATE TABLE second_table (id int);")]
+        #expect(try await Migrator(migrations: fixed, logger: logger).migrate(client).map(\.version) == [2])
+        client.close()
+        try await database.drop()
+    }
+
+    @Test func schemaEnforcesUniqueBundleIDsAndCascadingDeletes() async throws {
+        let database = try await ScratchDatabase.create("constraints")
+        let client = PostgresClient(url: database.url)
+        let (logger, _) = TestEnvironment.capturingLogger()
+        try await Migrator(logger: logger).migrate(client)
+
+        let secretHash = [UInt8](repeating: 7, count: 32)
+        try await client.execute("INSERT INTO accounts (id, plan) VALUES ('acct', 'plus')")
+        try await client.execute(
+            "INSERT INTO push_credentials (id, account_id, team_id, key_id, sealed_key) VALUES ('cred', 'acct', 'TEAM123456', 'KEY1234567', \([UInt8]([1, 2, 3])))"
+        )
+        try await client.execute(
+            "INSERT INTO apps (id, account_id, push_enabled, credential_id) VALUES ('app1', 'acct', true, 'cred'), ('app2', 'acct', true, NULL)"
+        )
+        try await client.execute(
+            "INSERT INTO app_identifiers (bundle_id, app_id) VALUES ('com.example.one', 'app1'), ('com.example.two', 'app1')")
+        try await client.execute("INSERT INTO users (id) VALUES ('123')")
+        try await client.execute("INSERT INTO app_authorizations (user_id, app_id) VALUES ('123', 'app1')")
+        for (id, topic) in [("s1", "com.example.one"), ("s2", "com.example.two"), ("s3", "com.example.two")] {
+            try await client.execute(
+                """
+                INSERT INTO subscriptions (id, app_id, topic, device_token, sandbox, secret_hash, user_id)
+                VALUES (\(id), 'app1', \(topic), 'abcdef0123', false, \(secretHash), '123')
+                """)
+        }
+
+        // Bundle ids are unique site-wide, also ignoring case.
+        let duplicate = try await #require(throws: PostgresError.self) {
+            try await client.execute("INSERT INTO app_identifiers (bundle_id, app_id) VALUES ('com.example.one', 'app2')")
+        }
+        #expect(duplicate.sqlState == "23505")
+        #expect(duplicate.constraint == "app_identifiers_pkey")
+        let caseVariant = try await #require(throws: PostgresError.self) {
+            try await client.execute("INSERT INTO app_identifiers (bundle_id, app_id) VALUES ('COM.Example.One', 'app2')")
+        }
+        #expect(caseVariant.constraint == "app_identifiers_bundle_id_lower")
+        // Enums are CHECK constraints.
+        let badPlan = try await #require(throws: PostgresError.self) {
+            try await client.execute("INSERT INTO accounts (id, plan) VALUES ('x', 'gold')")
+        }
+        #expect(badPlan.sqlState == "23514")
+        // A subscription's topic must be an identifier of its own app.
+        let foreignTopic = try await #require(throws: PostgresError.self) {
+            try await client.execute(
+                "INSERT INTO subscriptions (id, app_id, topic, device_token, sandbox, secret_hash) VALUES ('s9', 'app2', 'com.example.one', 'ab', false, \(secretHash))"
+            )
+        }
+        #expect(foreignTopic.sqlState == "23503")
+
+        // Revoking the authorization unbinds the user; the subscription stays.
+        try await client.execute("DELETE FROM app_authorizations WHERE user_id = '123' AND app_id = 'app1'")
+        let bound = try await client.query("SELECT count(*) AS n FROM subscriptions WHERE user_id IS NOT NULL")
+        #expect(try bound[0].decode("n", as: Int.self) == 0)
+
+        // Deleting an identifier deletes its subscriptions only.
+        #expect(try await client.execute("DELETE FROM app_identifiers WHERE bundle_id = 'com.example.two'") == 1)
+        let left = try await client.query("SELECT id FROM subscriptions ORDER BY id")
+        #expect(try left.map { try $0.decode("id", as: String.self) } == ["s1"])
+
+        // Deleting a credential leaves the app without one.
+        try await client.execute("DELETE FROM push_credentials WHERE id = 'cred'")
+        let app = try await client.query("SELECT credential_id, account_id FROM apps WHERE id = 'app1'")
+        #expect(try app[0].decode("credential_id", as: String?.self) == nil)
+        #expect(try app[0].decode("account_id", as: String.self) == "acct")
+
+        // Deleting an app deletes its identifiers and subscriptions.
+        try await client.execute("DELETE FROM apps WHERE id = 'app1'")
+        let counts = try await client.query(
+            "SELECT (SELECT count(*) FROM app_identifiers) AS identifiers, (SELECT count(*) FROM subscriptions) AS subscriptions"
+        )
+        #expect(try counts[0].decode("identifiers", as: Int.self) == 0)
+        #expect(try counts[0].decode("subscriptions", as: Int.self) == 0)
+        client.close()
+        try await database.drop()
+    }
+
+    // MARK: - Running the built executable
+
+    struct ProcessResult: Sendable {
+        let status: Int32
+        let standardError: String
+    }
+
+    /// The built `ingress-service`, next to the test bundle (or under `.build/debug`).
+    static var ingressExecutable: URL {
+        let sibling = Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("ingress-service")
+        if FileManager.default.isExecutableFile(atPath: sibling.path) { return sibling }
+        return TestEnvironment.repositoryRoot.appendingPathComponent(".build/debug/ingress-service")
+    }
+
+    static func runMigrate(environment: [String: String]) async throws -> ProcessResult {
+        let errorFile = FileManager.default.temporaryDirectory.appendingPathComponent("migrate-\(UUID().uuidString).log")
+        _ = FileManager.default.createFile(atPath: errorFile.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: errorFile) }
+        let handle = try FileHandle(forWritingTo: errorFile)
+        let process = Process()
+        process.executableURL = ingressExecutable
+        process.arguments = ["migrate"]
+        process.environment = environment
+        process.standardError = handle
+        process.standardOutput = FileHandle.nullDevice
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do { try process.run() } catch { continuation.resume(throwing: error) }
+        }
+        try handle.close()
+        return ProcessResult(status: status, standardError: try String(contentsOf: errorFile, encoding: .utf8))
+    }
+}
