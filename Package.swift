@@ -17,6 +17,7 @@ let package = Package(
     products: [
         .executable(name: "ingress-service", targets: ["IngressService"]),
         .executable(name: "dispatch-worker", targets: ["DispatchWorker"]),
+        .executable(name: "apns-simulator", targets: ["APNsSimulator"]),
         .library(name: "Shared", targets: ["Shared"]),
     ],
     targets: [
@@ -48,10 +49,28 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Test stand-in for Apple
+        .executableTarget(
+            name: "APNsSimulator",
+            dependencies: ["Shared", "CNGHTTP2", "COpenSSL", "CShims"],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Tests (real Postgres and Redis; see scripts/test)
+        .target(
+            name: "TestSupport",
+            dependencies: ["Shared"],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SharedTests",
-            dependencies: ["Shared", "IngressService"],
+            dependencies: ["Shared", "TestSupport", "IngressService", "CNGHTTP2"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsSimulatorTests",
+            dependencies: ["APNsSimulator", "Shared", "TestSupport", "CNGHTTP2"],
             swiftSettings: swiftSettings
         ),
     ]

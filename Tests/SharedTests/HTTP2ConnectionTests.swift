@@ -1,5 +1,6 @@
 import CNGHTTP2
 import Foundation
+import TestSupport
 import Testing
 @testable import Shared
 

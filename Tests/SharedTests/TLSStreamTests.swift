@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 @testable import Shared
 
@@ -142,9 +143,3 @@ import Testing
     }
 }
 
-/// Moves a loop-confined object through the test's async code; the test only
-/// touches it again inside `loop.submit`.
-struct UncheckedBox<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}

@@ -2,14 +2,14 @@ import Foundation
 
 /// A throw-away CA and a server certificate signed by it, made with the
 /// `openssl` command-line tool (an implementation independent of our code).
-struct TestCertificates {
-    let directory: URL
-    var caFile: String { directory.appendingPathComponent("ca.pem").path }
-    var serverCertificatePEM: String { read("server.pem") }
-    var serverKeyPEM: String { read("server.key") }
+package struct TestCertificates {
+    package let directory: URL
+    package var caFile: String { directory.appendingPathComponent("ca.pem").path }
+    package var serverCertificatePEM: String { read("server.pem") }
+    package var serverKeyPEM: String { read("server.key") }
 
     /// `names` become the server certificate's DNS subject alternative names.
-    static func make(serverNames: [String] = ["localhost"]) throws -> TestCertificates {
+    package static func make(serverNames: [String] = ["localhost"]) throws -> TestCertificates {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-certs-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let san = serverNames.map { "DNS:\($0)" }.joined(separator: ",")

@@ -5,23 +5,23 @@ import Shared
 /// `DATABASE_URL` and `REDIS_URL` (from `scripts/services`); the defaults are the
 /// same values, so `swift test` works after `scripts/services start` too. A test
 /// whose server is not running fails: it is never skipped.
-enum TestEnvironment {
-    static var databaseURL: String {
+package enum TestEnvironment {
+    package static var databaseURL: String {
         ProcessInfo.processInfo.environment["DATABASE_URL"] ?? "postgresql://pushgate@127.0.0.1:55432/pushgate"
     }
 
-    static var redisURL: String {
+    package static var redisURL: String {
         ProcessInfo.processInfo.environment["REDIS_URL"] ?? "redis://127.0.0.1:56379/0"
     }
 
     /// The repository's root folder, for `scripts/…` and built executables.
-    static var repositoryRoot: URL {
+    package static var repositoryRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent()
     }
 
     /// A logger whose lines the test can inspect.
-    static func capturingLogger(_ component: String = "test") -> (Logger, CapturedLogLines) {
+    package static func capturingLogger(_ component: String = "test") -> (Logger, CapturedLogLines) {
         let lines = CapturedLogLines()
         return (Logger(component: component, minimumLevel: .debug, sink: .capturing(into: lines)), lines)
     }

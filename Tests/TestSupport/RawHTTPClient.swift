@@ -3,20 +3,28 @@ import Foundation
 /// A deliberately plain HTTP/1.1 client over a blocking socket, so tests control
 /// every byte (oversized bodies, lying Content-Length) and read exactly what the
 /// server sent. Runs its blocking I/O off the cooperative pool.
-struct RawHTTPClient {
-    struct Response {
-        let status: Int
-        let headers: [String: String]  // lower-cased names
-        let body: [UInt8]
-        var text: String { String(decoding: body, as: UTF8.self) }
+package struct RawHTTPClient {
+    package init(port: Int, host: String = "127.0.0.1") {
+        self.port = port
+        self.host = host
     }
 
-    struct Failure: Error, CustomStringConvertible { let description: String }
+    package struct Response {
+        package let status: Int
+        package let headers: [String: String]  // lower-cased names
+        package let body: [UInt8]
+        package var text: String { String(decoding: body, as: UTF8.self) }
+    }
 
-    let port: Int
-    var host = "127.0.0.1"
+    package struct Failure: Error, CustomStringConvertible {
+        package let description: String
+        package init(description: String) { self.description = description }
+    }
 
-    func request(
+    package let port: Int
+    package var host = "127.0.0.1"
+
+    package func request(
         _ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8] = [],
         sendContentLength: Bool = true
     ) async throws -> Response {
@@ -30,7 +38,7 @@ struct RawHTTPClient {
     }
 
     /// Sends `bytes` and reads until the server closes the connection.
-    func exchange(_ bytes: [UInt8]) async throws -> [UInt8] {
+    package func exchange(_ bytes: [UInt8]) async throws -> [UInt8] {
         let (host, port) = (self.host, self.port)
         return try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
@@ -71,7 +79,7 @@ struct RawHTTPClient {
         return received
     }
 
-    static func parse(_ raw: [UInt8]) throws -> Response {
+    package static func parse(_ raw: [UInt8]) throws -> Response {
         guard let split = raw.firstRange(of: Array("\r\n\r\n".utf8)) else {
             throw Failure(description: "no complete response head in \(raw.count) bytes")
         }
