@@ -16,8 +16,9 @@ package enum TestEnvironment {
 
     /// The repository's root folder, for `scripts/…` and built executables.
     package static var repositoryRoot: URL {
+        // Tests/TestSupport/TestEnvironment.swift → the repository.
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
     }
 
     /// A logger whose lines the test can inspect.
