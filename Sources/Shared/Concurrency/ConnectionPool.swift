@@ -137,7 +137,16 @@ public final class ConnectionPool<Connection: PoolableConnection>: Sendable {
                 do {
                     return try await factory()
                 } catch {
-                    state.withLock { $0.open -= 1 }
+                    // The slot is free again: a task that queued up while this one was
+                    // connecting must retry now, not sleep until its acquire timeout.
+                    let waiter = state.withLock { state -> Waiter? in
+                        state.open -= 1
+                        guard !state.waiters.isEmpty else { return nil }
+                        let waiter = state.waiters.removeFirst()
+                        state.registered.remove(waiter.id)
+                        return waiter
+                    }
+                    waiter?.continuation.resume(returning: nil)
                     throw error
                 }
             case nil:
