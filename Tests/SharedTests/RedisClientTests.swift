@@ -232,6 +232,20 @@ enum RedisTesting {
         #expect(client.openConnections == 1)
     }
 
+    @Test func perCallTimeoutLetsABlockingCommandWaitLongerThanTheCommandTimeout() async throws {
+        let client = try RedisTesting.client(maximumConnections: 1, commandTimeout: .milliseconds(200))
+        defer { client.close() }
+        let prefix = RedisTesting.uniquePrefix("blocking")
+        let reply = try await client.send(RedisCommand("BLPOP", prefix + "never", "0.5"), timeout: .seconds(3))
+        #expect(reply == .null)
+        // Same connection, back to the 200 ms command timeout.
+        let error = try await #require(throws: RedisError.self) {
+            try await client.send("BLPOP", prefix + "never", 1)
+        }
+        #expect(error.code == .timeout)
+        #expect(error.description == "redis timeout error (BLPOP): 127.0.0.1:\(try RedisURL(TestEnvironment.redisURL).port)/0 did not answer within 0.2 seconds")
+    }
+
     @Test func idleConnectionKilledByTheServerIsReplacedBeforeItsNextLease() async throws {
         let client = try RedisTesting.client(maximumConnections: 1)
         defer { client.close() }

@@ -51,14 +51,17 @@ public final class RedisClient: Sendable {
     }
 
     /// Leases one connection for several commands (e.g. a `WATCH`/`MULTI`/`EXEC`
-    /// block, or a blocking read). Do not keep it beyond `body`.
+    /// block). Do not keep it beyond `body`, and hand it back as it was: it goes
+    /// back to the pool, so no open `MULTI`, `SUBSCRIBE` or `SELECT` of another
+    /// database (if `body` throws half-way through a `MULTI`, send `DISCARD`).
     public func withConnection<Result: Sendable>(_ body: (RedisConnection) async throws -> Result) async throws -> Result {
         try await pool.withConnection(body)
     }
 
     /// Sends one command; an error reply is thrown as `RedisError` (`.server(prefix)`).
-    public func send(_ command: RedisCommand) async throws -> RedisReply {
-        try await withConnection { try await $0.send(command) }
+    /// `timeout` replaces the command timeout for this call (blocking reads).
+    public func send(_ command: RedisCommand, timeout: Duration? = nil) async throws -> RedisReply {
+        try await withConnection { try await $0.send(command, timeout: timeout) }
     }
 
     /// `send(RedisCommand(name, arguments…))`.

@@ -12,7 +12,7 @@ import Synchronization
 /// resynchronise replies) and `isUsable` turns false so the pool replaces it.
 /// Nothing is retried here: a command whose connection failed may have run.
 public final class RedisConnection: PoolableConnection, @unchecked Sendable {
-    // Why @unchecked Sendable is safe: `context` and `knownScripts` are only touched
+    // Why @unchecked Sendable is safe: `context`, `knownScripts` and `currentTimeout` are only touched
     // inside blocks on `queue` (a serial queue), and in `deinit`, when no block can
     // be pending because each one retains `self`. Everything read from other
     // threads is immutable (`fd`, `endpoint`, `options`) or atomic (`broken`, `closed`).
@@ -20,6 +20,8 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
     private var context: UnsafeMutablePointer<redisContext>?
     /// SHA-1s this connection has loaded with SCRIPT LOAD (cleared with the connection).
     private var knownScripts: Set<String> = []
+    /// The socket timeout in force (for error messages).
+    private var currentTimeout: Duration
     private let fd: Int32
     private let broken = Atomic<Bool>(false)
     private let closed = Atomic<Bool>(false)
@@ -46,6 +48,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         self.fd = context.pointee.fd
         self.endpoint = endpoint
         self.options = options
+        self.currentTimeout = options.commandTimeout
     }
 
     deinit {
@@ -71,7 +74,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
     private static func open(url: RedisURL, endpoint: String, queue: DispatchQueue, options: Options) throws(RedisError)
         -> RedisConnection
     {
-        guard let context = redisConnectWithTimeout(url.host, Int32(clamping: url.port), options.connectTimeout.timeval)
+        guard let context = redisConnectWithTimeout(url.host, Int32(clamping: url.port), options.connectTimeout.hiredisTimeval)
         else {
             throw RedisError(code: .connection, message: "could not allocate a connection to \(endpoint)")
         }
@@ -83,7 +86,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
                 code: timedOut ? .timeout : .connection, message: "could not connect to \(endpoint): \(reason)")
         }
         let connection = RedisConnection(queue: queue, context: context, endpoint: endpoint, options: options)
-        _ = redisSetTimeout(context, options.commandTimeout.timeval)
+        _ = redisSetTimeout(context, options.commandTimeout.hiredisTimeval)
         _ = redisEnableKeepAlive(context)
 
         if let password = url.password {
@@ -130,9 +133,10 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
     // MARK: Commands
 
     /// Sends one command and returns its reply; an error reply is thrown as `RedisError`
-    /// with code `.server(prefix)`.
-    public func send(_ command: RedisCommand) async throws -> RedisReply {
-        try await pipeline([command])[0].throwingError()
+    /// with code `.server(prefix)`. `timeout` replaces the command timeout for this
+    /// call only, e.g. for `XREADGROUP … BLOCK` or `BLPOP`, which wait on purpose.
+    public func send(_ command: RedisCommand, timeout: Duration? = nil) async throws -> RedisReply {
+        try await pipeline([command], timeout: timeout)[0].throwingError()
     }
 
     public func send(_ name: String, _ arguments: any RedisValueConvertible...) async throws -> RedisReply {
@@ -154,10 +158,14 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
     /// with `SCRIPT LOAD` in the same round trip, ahead of the commands. If the
     /// server still answers NOSCRIPT (its cache was flushed), the script is loaded
     /// and that command re-sent — it then runs after the pipeline's other commands.
-    public func pipeline(_ commands: [RedisCommand]) async throws -> [RedisReply] {
+    public func pipeline(_ commands: [RedisCommand], timeout: Duration? = nil) async throws -> [RedisReply] {
         if commands.isEmpty { return [] }
         return try await onQueue { connection throws(RedisError) in
-            try connection.pipelineWithScripts(commands)
+            guard let timeout else { return try connection.pipelineWithScripts(commands) }
+            try connection.setTimeout(timeout)
+            let replies = try connection.pipelineWithScripts(commands)
+            try connection.setTimeout(connection.options.commandTimeout)
+            return replies
         }
     }
 
@@ -255,8 +263,17 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         }
         let message =
             code == .timeout
-            ? "\(endpoint) did not answer within \(options.commandTimeout)" : "connection to \(endpoint) failed: \(reason)"
+            ? "\(endpoint) did not answer within \(currentTimeout)" : "connection to \(endpoint) failed: \(reason)"
         return RedisError(code: code, message: message, command: command)
+    }
+
+    /// Runs on `queue`.
+    private func setTimeout(_ timeout: Duration) throws(RedisError) {
+        guard let context, redisSetTimeout(context, timeout.hiredisTimeval) == REDIS_OK else {
+            broken.store(true, ordering: .releasing)
+            throw RedisError(code: .connection, message: "could not set the socket timeout for \(endpoint)")
+        }
+        currentTimeout = timeout
     }
 
     private func closeNow() {
@@ -335,7 +352,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
 
 extension Duration {
     /// As a `timeval` for hiredis (at least 1 ms: a zero timeout would mean "block forever").
-    var timeval: timeval {
+    fileprivate var hiredisTimeval: timeval {
         let (seconds, attoseconds) = components
         let microseconds = attoseconds / 1_000_000_000_000
         if seconds <= 0 && microseconds < 1000 { return Glibc.timeval(tv_sec: 0, tv_usec: 1000) }
