@@ -95,7 +95,9 @@ enum RedisTesting {
         #expect(error.code == .server("WRONGTYPE"))
         #expect(error.command == "LPUSH")
         #expect(error.serverMessage == "WRONGTYPE Operation against a key holding the wrong kind of value")
-        #expect(error.description == "redis server WRONGTYPE error (LPUSH): WRONGTYPE Operation against a key holding the wrong kind of value")
+        #expect(
+            error.description
+                == "redis server WRONGTYPE error (LPUSH): WRONGTYPE Operation against a key holding the wrong kind of value")
 
         let unknown = try await #require(throws: RedisError.self) {
             try await client.send("NOSUCHCOMMAND", "secret-argument")
@@ -243,7 +245,8 @@ enum RedisTesting {
             try await client.send("BLPOP", prefix + "never", 1)
         }
         #expect(error.code == .timeout)
-        #expect(error.description == "redis timeout error (BLPOP): 127.0.0.1:\(try RedisURL(TestEnvironment.redisURL).port)/0 did not answer within 0.2 seconds")
+        let port = try RedisURL(TestEnvironment.redisURL).port
+        #expect(error.description == "redis timeout error (BLPOP): 127.0.0.1:\(port)/0 did not answer within 0.2 seconds")
     }
 
     @Test func idleConnectionKilledByTheServerIsReplacedBeforeItsNextLease() async throws {

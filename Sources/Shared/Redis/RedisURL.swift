@@ -15,7 +15,10 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
     public var password: String?
     public var database: Int
 
-    public init(host: String, port: Int = RedisURL.defaultPort, username: String? = nil, password: String? = nil, database: Int = 0) {
+    public init(
+        host: String, port: Int = RedisURL.defaultPort, username: String? = nil, password: String? = nil,
+        database: Int = 0
+    ) {
         self.host = host
         self.port = port
         self.username = username
