@@ -22,8 +22,12 @@ public struct CommonConfiguration: Sendable {
     public init(environment: Environment) throws(ConfigurationError) {
         databaseURL = try environment.required("DATABASE_URL")
         redisURL = try environment.required("REDIS_URL")
-        guard RedisURLShape.isValid(redisURL) else {
-            throw ConfigurationError(variable: "REDIS_URL", problem: "must look like redis://[:password@]host:port[/db]")
+        do {
+            _ = try RedisURL(redisURL)
+        } catch {
+            // RedisURL's messages already name the variable: "REDIS_URL must start with redis://".
+            let problem = error.message.hasPrefix("REDIS_URL ") ? String(error.message.dropFirst(10)) : error.message
+            throw ConfigurationError(variable: "REDIS_URL", problem: problem)
         }
         let keyText = try environment.required("CREDENTIAL_KEY")
         guard let key = Data(base64Encoded: keyText), key.count == 32 else {
@@ -128,16 +132,5 @@ public struct WorkerConfiguration: Sendable {
         self.streams = streams
         apnsConnections = try environment.integer("APNS_CONNECTIONS", default: 4, range: 1...64)
         metricsListen = try environment.listenAddress("METRICS_LISTEN") ?? ListenAddress(host: "127.0.0.1", port: 9091)
-    }
-}
-
-/// The shape check for `REDIS_URL`; the Redis client parses it fully.
-enum RedisURLShape {
-    static func isValid(_ text: String) -> Bool {
-        guard let components = URLComponents(string: text), ["redis", "rediss"].contains(components.scheme ?? ""),
-            components.host?.isEmpty == false
-        else { return false }
-        let path = components.path.drop(while: { $0 == "/" })
-        return path.isEmpty || Int(path) != nil
     }
 }
