@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "ingress-service", targets: ["IngressService"]),
         .executable(name: "dispatch-worker", targets: ["DispatchWorker"]),
         .executable(name: "apns-simulator", targets: ["APNsSimulator"]),
+        .executable(name: "pushctl", targets: ["pushctl"]),
         .library(name: "Shared", targets: ["Shared"]),
     ],
     targets: [
@@ -49,6 +50,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Operator command line (admin API client; Foundation only)
+        .executableTarget(
+            name: "pushctl",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Test stand-in for Apple
         .executableTarget(
             name: "APNsSimulator",
@@ -71,6 +78,11 @@ let package = Package(
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "Shared", "TestSupport", "CNGHTTP2"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AdminAPITests",
+            dependencies: ["IngressService", "Shared", "TestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

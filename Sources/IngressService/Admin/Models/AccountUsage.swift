@@ -12,3 +12,16 @@ struct AccountUsage: Sendable, Codable, Equatable {
     /// `limit - used`, never negative; nil when unlimited.
     var remaining: Int?
 }
+
+extension AccountUsage {
+    /// Absent values are written as `null` (an explicit "none" for API clients), not left out.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(accountId, forKey: .accountId)
+        try container.encode(plan, forKey: .plan)
+        try container.encode(month, forKey: .month)
+        try container.encode(used, forKey: .used)
+        try container.encode(limit, forKey: .limit)
+        try container.encode(remaining, forKey: .remaining)
+    }
+}

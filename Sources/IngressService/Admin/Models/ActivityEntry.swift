@@ -13,3 +13,18 @@ struct ActivityEntry: Sendable, Codable, Equatable {
     var after: JSONValue?
     var at: Date
 }
+
+extension ActivityEntry {
+    /// Absent values are written as `null` (an explicit "none" for API clients), not left out.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(accountId, forKey: .accountId)
+        try container.encode(actor, forKey: .actor)
+        try container.encode(action, forKey: .action)
+        try container.encode(subject, forKey: .subject)
+        try container.encode(before, forKey: .before)
+        try container.encode(after, forKey: .after)
+        try container.encode(at, forKey: .at)
+    }
+}

@@ -12,3 +12,16 @@ struct AppUserState: Sendable, Codable, Equatable {
     var disabled: Bool
     var disabledReason: String?
 }
+
+extension AppUserState {
+    /// Absent values are written as `null` (an explicit "none" for API clients), not left out.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(appId, forKey: .appId)
+        try container.encode(userId, forKey: .userId)
+        try container.encode(authorized, forKey: .authorized)
+        try container.encode(unsubscribed, forKey: .unsubscribed)
+        try container.encode(disabled, forKey: .disabled)
+        try container.encode(disabledReason, forKey: .disabledReason)
+    }
+}

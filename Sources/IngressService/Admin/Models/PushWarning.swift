@@ -19,3 +19,13 @@ struct PushWarning: Sendable, Codable, Equatable {
     static let missing = PushWarning(
         code: "credential_missing", message: "push is enabled but no push credential is selected; sends fail", at: nil)
 }
+
+extension PushWarning {
+    /// Absent values are written as `null` (an explicit "none" for API clients), not left out.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(code, forKey: .code)
+        try container.encode(message, forKey: .message)
+        try container.encode(at, forKey: .at)
+    }
+}
