@@ -67,10 +67,12 @@ final class SimulatorServer: Sendable {
         for registry in registries {
             total +=
                 (try? await registry.loop.submit {
-                    for connection in registry.connections.values {
+                    // An idle connection closes as soon as its GOAWAY is out, leaving the registry.
+                    let connections = Array(registry.connections.values)
+                    for connection in connections {
                         connection.goAway(lastStreamID: lastStreamID, errorCode: errorCode)
                     }
-                    return registry.connections.count
+                    return connections.count
                 }) ?? 0
         }
         state.noteGoAways(total)

@@ -33,6 +33,10 @@ enum Fixtures {
         SimulatorRules(configuration: configuration(tokenUpdatePeriodSeconds: tokenUpdatePeriodSeconds))
     }
 
+    /// One token for the whole process: a connection may not switch tokens within
+    /// 20 minutes, and ECDSA makes every new signature (so every new token) different.
+    static let defaultToken = token()
+
     static func token(
         issuedAt: Date = Date(), keyID: String = keyID, teamID: String = teamID, key: P256PrivateKey = key
     ) -> String {
@@ -47,7 +51,7 @@ enum Fixtures {
     ) -> [HTTP2Header] {
         var list: [(String, String)] = [
             (":method", "POST"), (":scheme", "https"), (":authority", "localhost"),
-            (":path", "/3/device/\(deviceToken)"), ("authorization", "bearer \(token ?? Fixtures.token())"),
+            (":path", "/3/device/\(deviceToken)"), ("authorization", "bearer \(token ?? defaultToken)"),
             ("apns-topic", bundleID), ("apns-push-type", "alert"), ("apns-priority", "10"),
             ("apns-expiration", "0"), ("apns-id", "123E4567-E89B-12D3-A456-426614174000"),
         ]
