@@ -79,9 +79,11 @@ struct ProviderTokenCache: Sendable {
         return String(token)
     }
 
+    /// `bearer ` (or a bare `bearer`), any case; compared bytewise, as it runs per request.
     private static func hasBearerScheme(_ value: String) -> Bool {
         let utf8 = value.utf8
-        guard utf8.count >= 7 else { return value.lowercased() == "bearer" }
-        return String(decoding: utf8.prefix(7), as: UTF8.self).lowercased() == "bearer "
+        let scheme = "bearer ".utf8
+        guard utf8.count >= 6 else { return false }
+        return zip(utf8.prefix(7), scheme).allSatisfy { $0 | 0x20 == $1 } && (utf8.count == 6 || utf8.dropFirst(6).first == 0x20)
     }
 }

@@ -14,7 +14,7 @@ import Shared
 ///   "maxConcurrentStreams": 500,
 ///   "tokenUpdatePeriodSeconds": 1200,
 ///   "tokenLifetimeSeconds": 3600,
-///   "maxRecordedNotifications": 100000,
+///   "maxRecordedNotifications": 10000,
 ///   "eventLoops": 2
 /// }
 /// ```
@@ -41,7 +41,7 @@ struct SimulatorConfiguration: Sendable {
     /// Tokens whose `iat` is older than this answer ExpiredProviderToken.
     var tokenLifetimeSeconds: Int64 = 60 * 60
     /// Accepted notifications kept for the control API; the oldest go first.
-    var maxRecordedNotifications = 100_000
+    var maxRecordedNotifications = 10_000
     /// Event loop threads serving connections; default one per core.
     var eventLoops = ProcessInfo.processInfo.activeProcessorCount
 

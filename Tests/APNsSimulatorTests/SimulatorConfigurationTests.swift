@@ -19,7 +19,7 @@ import Testing
         let configuration = try SimulatorConfiguration(json: Data(#"{"teams":{}}"#.utf8))
         #expect(configuration.maxConcurrentStreams == 500)
         #expect(configuration.tokenUpdatePeriodSeconds == 1200)
-        #expect(configuration.maxRecordedNotifications == 100_000)
+        #expect(configuration.maxRecordedNotifications == 10_000)
     }
 
     @Test func keysMayBePEMPointOrP8() throws {
