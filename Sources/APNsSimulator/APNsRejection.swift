@@ -50,7 +50,9 @@ struct APNsRejection: Error, Sendable, Equatable, CustomStringConvertible {
     static let badPath = APNsRejection(404, "BadPath")
     static let methodNotAllowed = APNsRejection(405, "MethodNotAllowed")
     // 410
-    static func unregistered(timestamp: Int64) -> APNsRejection { APNsRejection(410, "Unregistered", timestamp: timestamp) }
+    static func unregistered(timestamp: Int64) -> APNsRejection {
+        APNsRejection(410, "Unregistered", timestamp: timestamp)
+    }
     // 413
     static let payloadTooLarge = APNsRejection(413, "PayloadTooLarge")
     // 429

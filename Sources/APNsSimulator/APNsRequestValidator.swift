@@ -95,7 +95,9 @@ enum APNsRequestValidator {
         // 4, 5. Topic and push type.
         guard let topic = fields.topic else { return refuse(.missingTopic) }
         // Byte checks: Character.isWhitespace and Foundation's `contains` cost more per request.
-        guard !topic.isEmpty, !topic.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return refuse(.badTopic) }
+        guard !topic.isEmpty, !topic.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
+            return refuse(.badTopic)
+        }
         if let pushType = fields.pushType, !pushTypes.contains(pushType) { return refuse(.invalidPushType) }
         let suffixed = topicSuffixes.first { topic.hasSuffix($0.suffix) }
         let bundleID = suffixed.map { String(topic.dropLast($0.suffix.count)) } ?? topic
@@ -133,7 +135,8 @@ enum APNsRequestValidator {
         }
         return Verdict(
             apnsID: apnsID,
-            outcome: .success(Accepted(deviceToken: deviceToken, topic: topic, teamID: token.teamID, keyID: token.keyID)),
+            outcome: .success(
+                Accepted(deviceToken: deviceToken, topic: topic, teamID: token.teamID, keyID: token.keyID)),
             authenticated: true)
     }
 
@@ -152,11 +155,13 @@ enum APNsRequestValidator {
     }
 
     static func isUnsignedInteger(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 18 && text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        !text.isEmpty && text.utf8.count <= 18
+            && text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
 
     static func isHexDigit(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || (byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "f"))
+        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            || (byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "f"))
     }
 
     /// The headers APNs reads, from one pass over the list.

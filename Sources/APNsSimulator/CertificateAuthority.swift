@@ -89,7 +89,7 @@ struct CertificateAuthority: Sendable {
         // strdup'd C strings, name then value, freed after the call.
         let texts: [String] = extensions.flatMap { [$0.0, $0.1] }
         let strings: [UnsafeMutablePointer<CChar>?] = texts.map { strdup($0) }
-        defer { strings.forEach { free($0) } }
+        defer { for string in strings { free(string) } }
         let constants: [UnsafePointer<CChar>?] = strings.map { $0.map { UnsafePointer($0) } }
         let certificate = constants.withUnsafeBufferPointer { pointers in
             pg_shim_x509_issue(

@@ -171,9 +171,13 @@ struct ControlAPI: HTTPHandler {
     private func rulesJSON() -> String {
         let rules = state.rules
         func object(_ entries: [(String, String)]) -> String {
-            "{" + entries.sorted { $0.0 < $1.0 }.map { "\(JSONString.quote($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+            "{" + entries.sorted { $0.0 < $1.0 }.map { "\(JSONString.quote($0.0)):\($0.1)" }.joined(separator: ",")
+                + "}"
         }
-        let keys = object(rules.keys.map { ($0.key, "{\"teamId\":\(JSONString.quote($0.value.teamID)),\"revoked\":\($0.value.isRevoked)}") })
+        let keys = object(
+            rules.keys.map {
+                ($0.key, "{\"teamId\":\(JSONString.quote($0.value.teamID)),\"revoked\":\($0.value.isRevoked)}")
+            })
         let bundles = object(rules.bundleOwners.map { ($0.key, JSONString.quote($0.value)) })
         let topics = object(rules.deviceTopics.map { ($0.key, JSONString.quote($0.value)) })
         let uninstalled = object(rules.uninstalled.map { ($0.key, String($0.value)) })
@@ -183,7 +187,8 @@ struct ControlAPI: HTTPHandler {
     // MARK: JSON in
 
     private func object(_ request: HTTPRequest) throws -> [String: Any] {
-        guard let value = try? JSONSerialization.jsonObject(with: Data(request.body)), let object = value as? [String: Any]
+        guard let value = try? JSONSerialization.jsonObject(with: Data(request.body)),
+            let object = value as? [String: Any]
         else { throw ControlError(400, "the body must be a JSON object") }
         return object
     }

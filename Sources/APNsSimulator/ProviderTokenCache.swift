@@ -28,9 +28,12 @@ struct ProviderTokenCache: Sendable {
 
     /// Checks the `authorization` header's value at `now` (seconds since 1970).
     /// On success the token is the connection's current one.
-    mutating func authenticate(authorization: String?, rules: SimulatorRules, now: Int64) -> Result<Verified, APNsRejection> {
+    mutating func authenticate(authorization: String?, rules: SimulatorRules, now: Int64) -> Result<
+        Verified, APNsRejection
+    > {
         guard let token = Self.bearerToken(authorization) else {
-            return .failure(authorization.map { Self.hasBearerScheme($0) } == false ? .invalidProviderToken : .missingProviderToken)
+            return .failure(
+                authorization.map { Self.hasBearerScheme($0) } == false ? .invalidProviderToken : .missingProviderToken)
         }
         if let current, current.token == token {
             if current.keyGeneration != rules.keyGeneration {
@@ -55,7 +58,9 @@ struct ProviderTokenCache: Sendable {
         return .success(verified)
     }
 
-    private mutating func verify(_ token: String, rules: SimulatorRules, installedAt: Int64) -> Result<Verified, APNsRejection> {
+    private mutating func verify(_ token: String, rules: SimulatorRules, installedAt: Int64) -> Result<
+        Verified, APNsRejection
+    > {
         guard let jwt = try? ES256JWT(parsing: token), let keyID = jwt.header.keyID, let key = rules.keys[keyID],
             !key.isRevoked, let issuer = jwt.claims.issuer, issuer == key.teamID, let issuedAt = jwt.claims.issuedAt
         else { return .failure(.invalidProviderToken) }
@@ -84,6 +89,7 @@ struct ProviderTokenCache: Sendable {
         let utf8 = value.utf8
         let scheme = "bearer ".utf8
         guard utf8.count >= 6 else { return false }
-        return zip(utf8.prefix(7), scheme).allSatisfy { $0 | 0x20 == $1 } && (utf8.count == 6 || utf8.dropFirst(6).first == 0x20)
+        return zip(utf8.prefix(7), scheme).allSatisfy { $0 | 0x20 == $1 }
+            && (utf8.count == 6 || utf8.dropFirst(6).first == 0x20)
     }
 }

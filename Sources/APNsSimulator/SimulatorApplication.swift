@@ -19,8 +19,10 @@ final class SimulatorApplication: Sendable {
             + "\"control\":\(JSONString.quote(controlAddress.description)),\"caFile\":\(JSONString.quote(caFile))}"
     }
 
-    private init(server: SimulatorServer, control: HTTPServer, authority: CertificateAuthority, caFile: String,
-                 listen: ListenAddress, controlAddress: ListenAddress) {
+    private init(
+        server: SimulatorServer, control: HTTPServer, authority: CertificateAuthority, caFile: String,
+        listen: ListenAddress, controlAddress: ListenAddress
+    ) {
         self.server = server
         self.control = control
         self.authority = authority

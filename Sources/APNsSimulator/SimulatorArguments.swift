@@ -29,7 +29,9 @@ struct SimulatorArguments: Sendable {
             case "--control": control = try Self.address(value, flag)
             case "--ca-out": caFile = value
             case "--log-level":
-                guard let level = Logger.Level(name: value) else { throw Failure(description: "unknown log level \(value)") }
+                guard let level = Logger.Level(name: value) else {
+                    throw Failure(description: "unknown log level \(value)")
+                }
                 logLevel = level
             default: throw Failure(description: "unknown option \(flag)")
             }
@@ -39,7 +41,9 @@ struct SimulatorArguments: Sendable {
     }
 
     private static func address(_ text: String, _ flag: String) throws(Failure) -> ListenAddress {
-        guard let address = ListenAddress(text) else { throw Failure(description: "\(flag): expected host:port, got \(text)") }
+        guard let address = ListenAddress(text) else {
+            throw Failure(description: "\(flag): expected host:port, got \(text)")
+        }
         return address
     }
 }

@@ -53,7 +53,9 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
 
     func connectionDidBecomeReady(_ connection: HTTP2Connection) {}
 
-    func connection(_ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]) {
+    func connection(
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]
+    ) {
         if let last = goAwayLastStreamID, streamID > last {
             refuseAfterGoAway(streamID)
             return
@@ -104,7 +106,9 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
 
     // MARK: Internals
 
-    private func respond(_ streamID: Int32, verdict: APNsRequestValidator.Verdict, headers: [HTTP2Header], body: [UInt8]) {
+    private func respond(
+        _ streamID: Int32, verdict: APNsRequestValidator.Verdict, headers: [HTTP2Header], body: [UInt8]
+    ) {
         switch verdict.outcome {
         case .success(let accepted):
             state.finishRequest(

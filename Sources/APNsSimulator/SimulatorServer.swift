@@ -43,7 +43,7 @@ final class SimulatorServer: Sendable {
                 state: state, loops: loops, port: box.listener.port, registries: registries, listener: box,
                 logger: logger)
         } catch {
-            loops.forEach { $0.shutdown() }
+            for loop in loops { loop.shutdown() }
             throw error
         }
     }

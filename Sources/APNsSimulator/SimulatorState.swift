@@ -89,7 +89,8 @@ final class SimulatorState: Sendable {
             storage.counters.accepted += 1
             guard limit > 0 else { return }
             let record = RecordedNotification(
-                sequence: storage.nextSequence, receivedAt: receivedAt, apnsID: apnsID, deviceToken: accepted.deviceToken,
+                sequence: storage.nextSequence, receivedAt: receivedAt, apnsID: apnsID,
+                deviceToken: accepted.deviceToken,
                 topic: accepted.topic, teamID: accepted.teamID, keyID: accepted.keyID, connectionID: connectionID,
                 headers: kept, payload: payload)
             storage.nextSequence += 1
@@ -138,7 +139,8 @@ final class SimulatorState: Sendable {
     func recordings(after sequence: Int = 0, deviceToken: String? = nil, limit: Int = .max) -> [RecordedNotification] {
         let wanted = deviceToken?.lowercased()
         return storage.withLock { storage in
-            let ordered = storage.recordings[storage.recordingsStart...] + storage.recordings[..<storage.recordingsStart]
+            let ordered =
+                storage.recordings[storage.recordingsStart...] + storage.recordings[..<storage.recordingsStart]
             var result: [RecordedNotification] = []
             for record in ordered where record.sequence > sequence {
                 if let wanted, record.deviceToken.lowercased() != wanted { continue }

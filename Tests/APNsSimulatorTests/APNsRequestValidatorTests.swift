@@ -1,6 +1,7 @@
 import Foundation
 import Shared
 import Testing
+
 @testable import APNsSimulator
 
 /// Every reason the validator gives, with Apple's exact status and reason string.
@@ -15,7 +16,9 @@ import Testing
         return APNsRequestValidator.validate(headers: headers, body: body, rules: rules, tokens: &tokens, now: now)
     }
 
-    func rejection(_ changes: [String: String?], body: [UInt8] = Fixtures.payload, rules: SimulatorRules = Fixtures.rules())
+    func rejection(
+        _ changes: [String: String?], body: [UInt8] = Fixtures.payload, rules: SimulatorRules = Fixtures.rules()
+    )
         -> APNsRejection?
     {
         judge(Fixtures.headers(changes), body: body, rules: rules).rejection
@@ -24,7 +27,11 @@ import Testing
     @Test func aValidRequestIsAcceptedWithTheRequestsAPNsID() throws {
         let verdict = judge(Fixtures.headers())
         let accepted = try verdict.outcome.get()
-        #expect(accepted == .init(deviceToken: Fixtures.deviceToken, topic: Fixtures.bundleID, teamID: Fixtures.teamID, keyID: Fixtures.keyID))
+        #expect(
+            accepted
+                == .init(
+                    deviceToken: Fixtures.deviceToken, topic: Fixtures.bundleID, teamID: Fixtures.teamID,
+                    keyID: Fixtures.keyID))
         #expect(verdict.apnsID == "123E4567-E89B-12D3-A456-426614174000")
         #expect(verdict.authenticated)
     }
@@ -36,9 +43,10 @@ import Testing
     }
 
     @Test func optionalHeadersMayBeLeftOut() {
-        let verdict = judge(Fixtures.headers([
-            "apns-push-type": nil, "apns-priority": nil, "apns-expiration": nil, "apns-id": nil,
-        ]))
+        let verdict = judge(
+            Fixtures.headers([
+                "apns-push-type": nil, "apns-priority": nil, "apns-expiration": nil, "apns-id": nil,
+            ]))
         #expect(verdict.rejection == nil)
     }
 
@@ -79,7 +87,8 @@ import Testing
         #expect(rejection(["authorization": "bearer \(wrongTeam)"]) == invalid)
         // A signature byte flipped.
         var tampered = Array(Fixtures.token().utf8)
-        tampered[tampered.count - 3] = tampered[tampered.count - 3] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        tampered[tampered.count - 3] =
+            tampered[tampered.count - 3] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
         #expect(rejection(["authorization": "bearer \(String(decoding: tampered, as: UTF8.self))"]) == invalid)
     }
 
@@ -121,7 +130,8 @@ import Testing
         for type in ["alert", "background", "mdm"] { #expect(rejection(["apns-push-type": type]) == nil) }
         #expect(rejection(["apns-push-type": "voip", "apns-topic": "\(Fixtures.bundleID).voip"]) == nil)
         #expect(
-            rejection(["apns-push-type": "liveactivity", "apns-topic": "\(Fixtures.bundleID).push-type.liveactivity"]) == nil)
+            rejection(["apns-push-type": "liveactivity", "apns-topic": "\(Fixtures.bundleID).push-type.liveactivity"])
+                == nil)
         #expect(rejection(["apns-push-type": "voip"]) == APNsRejection(400, "TopicDisallowed"))
         #expect(rejection(["apns-topic": "\(Fixtures.bundleID).voip"]) == APNsRejection(400, "TopicDisallowed"))
     }
@@ -142,9 +152,11 @@ import Testing
 
     @Test func collapseIDMustBeAtMost64Bytes() {
         #expect(rejection(["apns-collapse-id": String(repeating: "c", count: 64)]) == nil)
-        #expect(rejection(["apns-collapse-id": String(repeating: "c", count: 65)]) == APNsRejection(400, "BadCollapseId"))
+        #expect(
+            rejection(["apns-collapse-id": String(repeating: "c", count: 65)]) == APNsRejection(400, "BadCollapseId"))
         // 22 three-byte characters: 66 bytes.
-        #expect(rejection(["apns-collapse-id": String(repeating: "€", count: 22)]) == APNsRejection(400, "BadCollapseId"))
+        #expect(
+            rejection(["apns-collapse-id": String(repeating: "€", count: 22)]) == APNsRejection(400, "BadCollapseId"))
     }
 
     @Test func apnsIDMustBeACanonicalUUID() {
@@ -205,9 +217,13 @@ import Testing
         rules.uninstalled[Fixtures.deviceToken] = 1_700_000_000_123
         let rejection = rejection([:], rules: rules)
         #expect(rejection == APNsRejection(410, "Unregistered", timestamp: 1_700_000_000_123))
-        #expect(rejection.map { String(decoding: $0.body, as: UTF8.self) } == #"{"reason":"Unregistered","timestamp":1700000000123}"#)
+        #expect(
+            rejection.map { String(decoding: $0.body, as: UTF8.self) }
+                == #"{"reason":"Unregistered","timestamp":1700000000123}"#)
         // Matched in any case.
-        #expect(judge(Fixtures.headers(deviceToken: Fixtures.deviceToken.uppercased()), rules: rules).rejection?.status == 410)
+        #expect(
+            judge(Fixtures.headers(deviceToken: Fixtures.deviceToken.uppercased()), rules: rules).rejection?.status
+                == 410)
     }
 
     @Test func rejectionBodiesAreApplesJSON() {
@@ -222,7 +238,8 @@ import Testing
         let token = Fixtures.token()
         for _ in 0..<50 {
             let verdict = APNsRequestValidator.validate(
-                headers: Fixtures.headers(token: token), body: Fixtures.payload, rules: rules, tokens: &tokens, now: now)
+                headers: Fixtures.headers(token: token), body: Fixtures.payload, rules: rules, tokens: &tokens, now: now
+            )
             #expect(verdict.rejection == nil)
         }
         #expect(tokens.verifications == 1)
@@ -235,7 +252,8 @@ import Testing
         let second = Fixtures.token(issuedAt: Date(timeIntervalSince1970: TimeInterval(now)))
         func send(_ token: String, at time: Int64) -> APNsRejection? {
             APNsRequestValidator.validate(
-                headers: Fixtures.headers(token: token), body: Fixtures.payload, rules: rules, tokens: &tokens, now: time
+                headers: Fixtures.headers(token: token), body: Fixtures.payload, rules: rules, tokens: &tokens,
+                now: time
             ).rejection
         }
         #expect(send(first, at: now) == nil)
@@ -267,7 +285,8 @@ import Testing
         let token = Fixtures.token(issuedAt: Date(timeIntervalSince1970: TimeInterval(now)))
         func send(at time: Int64) -> APNsRejection? {
             APNsRequestValidator.validate(
-                headers: Fixtures.headers(token: token), body: Fixtures.payload, rules: rules, tokens: &tokens, now: time
+                headers: Fixtures.headers(token: token), body: Fixtures.payload, rules: rules, tokens: &tokens,
+                now: time
             ).rejection
         }
         #expect(send(at: now) == nil)

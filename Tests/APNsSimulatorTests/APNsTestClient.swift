@@ -1,6 +1,7 @@
 import Foundation
 import Shared
 import TestSupport
+
 @testable import APNsSimulator
 
 /// An HTTP/2 client on `Shared.HTTP2Connection` that talks to the simulator the
@@ -61,7 +62,9 @@ final class APNsTestClient: HTTP2ConnectionDelegate, @unchecked Sendable {
     func response(_ id: Int32) async throws -> Response {
         try await wait("response to stream \(id)") { $0.responses[id] != nil || $0.resets[id] != nil || $0.isClosed }
         guard let response = try await read({ $0.responses[id] }) else {
-            throw Failure(description: "stream \(id) got no response (reset: \(String(describing: try await read { $0.resets[id] })))")
+            throw Failure(
+                description:
+                    "stream \(id) got no response (reset: \(String(describing: try await read { $0.resets[id] })))")
         }
         return response
     }
@@ -88,13 +91,17 @@ final class APNsTestClient: HTTP2ConnectionDelegate, @unchecked Sendable {
     // MARK: HTTP2ConnectionDelegate
 
     func connectionDidBecomeReady(_ connection: HTTP2Connection) { isReady = true }
-    func connection(_ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]) {
+    func connection(
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]
+    ) {
         responses[streamID] = Response(status: Int(headers[":status"] ?? "") ?? 0, headers: headers, body: body)
     }
     func connection(_ connection: HTTP2Connection, streamWasReset streamID: Int32, errorCode: UInt32) {
         resets[streamID] = errorCode
     }
-    func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int) { maxStreamsSeen.append(limit) }
+    func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int) {
+        maxStreamsSeen.append(limit)
+    }
     func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32) {
         goAway = (lastStreamID, errorCode)
     }
@@ -107,14 +114,17 @@ struct RunningSimulator: Sendable {
     let clientLoop: EventLoop
     let directory: URL
 
-    static func start(_ configuration: SimulatorConfiguration = Fixtures.configuration()) async throws -> RunningSimulator {
+    static func start(_ configuration: SimulatorConfiguration = Fixtures.configuration()) async throws
+        -> RunningSimulator
+    {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-sim-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let application = try await SimulatorApplication.start(
             configuration: configuration, listen: ListenAddress(host: "127.0.0.1", port: 0),
             control: ListenAddress(host: "127.0.0.1", port: 0), caFile: directory.appendingPathComponent("ca.pem").path,
             logger: Logger(component: "apns-simulator-test", minimumLevel: .warning))
-        return RunningSimulator(application: application, clientLoop: EventLoop(name: "apns-client"), directory: directory)
+        return RunningSimulator(
+            application: application, clientLoop: EventLoop(name: "apns-client"), directory: directory)
     }
 
     var control: RawHTTPClient { RawHTTPClient(port: application.controlAddress.port) }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import APNsSimulator
 
 /// The in-process CA, checked with the openssl command-line tool.
@@ -27,7 +28,10 @@ import Testing
         try Data(authority.serverCertificatePEM.utf8).write(to: directory.appendingPathComponent("server.pem"))
 
         let verify = ["verify", "-x509_strict", "-CAfile", "ca.pem", "-purpose", "sslserver"]
-        #expect(try openssl(verify + ["-verify_hostname", "localhost", "server.pem"], in: directory) == (0, "server.pem: OK\n"))
+        #expect(
+            try openssl(verify + ["-verify_hostname", "localhost", "server.pem"], in: directory) == (
+                0, "server.pem: OK\n"
+            ))
         #expect(try openssl(verify + ["-verify_ip", "127.0.0.1", "server.pem"], in: directory).0 == 0)
         #expect(try openssl(verify + ["-verify_hostname", "example.com", "server.pem"], in: directory).0 != 0)
 

@@ -1,5 +1,6 @@
 import Foundation
 import Shared
+
 @testable import APNsSimulator
 
 /// Teams, keys and requests shared by the simulator's tests.
@@ -43,7 +44,8 @@ enum Fixtures {
         try! ES256JWT.sign(keyID: keyID, teamID: teamID, issuedAt: issuedAt, key: key)
     }
 
-    static let payload = Array(#"{"aps":{"alert":{"title":"Hi","body":"New message"},"mutable-content":1},"c":"abc"}"#.utf8)
+    static let payload = Array(
+        #"{"aps":{"alert":{"title":"Hi","body":"New message"},"mutable-content":1},"c":"abc"}"#.utf8)
 
     /// A request Apple accepts; `changes` replaces (value) or removes (nil) headers.
     static func headers(

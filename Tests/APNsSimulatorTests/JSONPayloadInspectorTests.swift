@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import APNsSimulator
 
 @Suite struct JSONPayloadInspectorTests {
@@ -23,7 +24,8 @@ import Testing
 
     @Test func rejectsWhatRFC8259Rejects() {
         for text in [
-            "", "[]", "1", #""aps""#, #"{"aps":{}"#, #"{"aps":{},}"#, #"{"aps":{}} x"#, #"{aps:{}}"#, #"{"aps":{'a':1}}"#,
+            "", "[]", "1", #""aps""#, #"{"aps":{}"#, #"{"aps":{},}"#, #"{"aps":{}} x"#, #"{aps:{}}"#,
+            #"{"aps":{'a':1}}"#,
             #"{"aps":{"a":01}}"#, #"{"aps":{"a":1.}}"#, #"{"aps":{"a":"\x"}}"#, "{\"aps\":{\"a\":\"\u{01}\"}}",
             #"{"aps":{"a":tru}}"#, #"{"aps":{"a":"\u12"}}"#, #"{"aps":{}} {"#,
         ] {
@@ -34,9 +36,11 @@ import Testing
             }
         }
         // Invalid UTF-8.
-        #expect(JSONPayloadInspector.inspect(Array(#"{"aps":{"a":""#.utf8) + [0xFF] + Array(#""}}"#.utf8)) == .malformed)
+        #expect(
+            JSONPayloadInspector.inspect(Array(#"{"aps":{"a":""#.utf8) + [0xFF] + Array(#""}}"#.utf8)) == .malformed)
         // Absurd nesting.
-        #expect(verdict(#"{"aps":{"a":"# + String(repeating: "[", count: 100) + String(repeating: "]", count: 100) + "}}")
-            == .malformed)
+        #expect(
+            verdict(#"{"aps":{"a":"# + String(repeating: "[", count: 100) + String(repeating: "]", count: 100) + "}}")
+                == .malformed)
     }
 }

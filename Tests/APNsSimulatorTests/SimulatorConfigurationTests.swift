@@ -1,6 +1,7 @@
 import Foundation
 import Shared
 import Testing
+
 @testable import APNsSimulator
 
 @Suite struct SimulatorConfigurationTests {
@@ -58,7 +59,8 @@ import Testing
 
 enum TestEnvironmentPath {
     static var exampleConfig: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("Sources/APNsSimulator/example-config.json").path
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Shared
 import TestSupport
 import Testing
+
 @testable import APNsSimulator
 
 /// The simulator over real TLS + HTTP/2, with `Shared.HTTP2Connection` as the client.
@@ -27,7 +28,8 @@ import Testing
         #expect(recorded["keyId"] as? String == Fixtures.keyID)
         #expect(recorded["apnsId"] as? String == "123E4567-E89B-12D3-A456-426614174000")
         let recordedHeaders = try #require(recorded["headers"] as? [String: String])
-        let sent = Dictionary(uniqueKeysWithValues: headers.filter { $0.name != "authorization" }.map { ($0.name, $0.value) })
+        let sent = Dictionary(
+            uniqueKeysWithValues: headers.filter { $0.name != "authorization" }.map { ($0.name, $0.value) })
         #expect(recordedHeaders == sent)
         let payload = try #require(recorded["payload"] as? [String: Any])
         let expected = try #require(try JSONSerialization.jsonObject(with: Data(Fixtures.payload)) as? [String: Any])
@@ -93,7 +95,9 @@ import Testing
         let simulator = try await RunningSimulator.start(Fixtures.configuration(tokenUpdatePeriodSeconds: 1))
         defer { Task { await simulator.stop() } }
         let client = try await simulator.connect()
-        #expect(try await client.request(Fixtures.headers(token: Fixtures.token(issuedAt: Date().addingTimeInterval(-5)))).status == 200)
+        #expect(
+            try await client.request(Fixtures.headers(token: Fixtures.token(issuedAt: Date().addingTimeInterval(-5))))
+                .status == 200)
         try await Task.sleep(for: .milliseconds(2100))
         #expect(try await client.request(Fixtures.headers(token: Fixtures.token())).status == 200)
     }
@@ -162,7 +166,8 @@ import Testing
         for index in 0..<3 { ids.append(try await client.send(Fixtures.headers(["apns-collapse-id": "s\(index)"]))) }
         #expect(ids == [3, 5, 7])
         try await Task.sleep(for: .milliseconds(100))  // all three are in flight at the simulator
-        #expect(try await simulator.controlRequest("POST", "/goaway", #"{"lastStreamId":3}"#).1["connections"] as? Int == 1)
+        #expect(
+            try await simulator.controlRequest("POST", "/goaway", #"{"lastStreamId":3}"#).1["connections"] as? Int == 1)
         #expect(try await client.response(3).status == 200)
         try await client.wait("streams 5 and 7 refused") { $0.resets[5] != nil && $0.resets[7] != nil }
         #expect(try await client.read { [$0.resets[5], $0.resets[7]] } == [7, 7])  // REFUSED_STREAM
@@ -198,7 +203,8 @@ import Testing
         #expect(try await simulator.controlRequest("POST", path, #"{"timestamp":1700000000123}"#).0 == 204)
         let response = try await client.request(Fixtures.headers())
         #expect(response.status == 410)
-        #expect(String(decoding: response.body, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1700000000123}"#)
+        #expect(
+            String(decoding: response.body, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1700000000123}"#)
         #expect(try await simulator.controlRequest("DELETE", "/devices/\(Fixtures.deviceToken)").0 == 204)
         #expect(try await client.request(Fixtures.headers()).status == 200)
     }
@@ -207,7 +213,10 @@ import Testing
         let simulator = try await RunningSimulator.start()
         defer { Task { await simulator.stop() } }
         let client = try await simulator.connect()
-        #expect(try await simulator.controlRequest("PUT", "/devices/\(Fixtures.deviceToken)", #"{"topic":"com.example.elsewhere"}"#).0 == 204)
+        #expect(
+            try await simulator.controlRequest(
+                "PUT", "/devices/\(Fixtures.deviceToken)", #"{"topic":"com.example.elsewhere"}"#
+            ).0 == 204)
         let response = try await client.request(Fixtures.headers())
         #expect(response.status == 400)
         #expect(response.reason == "DeviceTokenNotForTopic")
@@ -218,7 +227,10 @@ import Testing
         defer { Task { await simulator.stop() } }
         let client = try await simulator.connect()
         #expect(try await client.request(Fixtures.headers()).status == 200)
-        #expect(try await simulator.controlRequest("PUT", "/bundles/\(Fixtures.bundleID)", #"{"teamId":"\#(Fixtures.otherTeamID)"}"#).0 == 204)
+        #expect(
+            try await simulator.controlRequest(
+                "PUT", "/bundles/\(Fixtures.bundleID)", #"{"teamId":"\#(Fixtures.otherTeamID)"}"#
+            ).0 == 204)
         let response = try await client.request(Fixtures.headers())
         #expect(response.status == 400)
         #expect(response.reason == "TopicDisallowed")
@@ -230,7 +242,9 @@ import Testing
         let key = try P256PrivateKey.generate()
         let pem = try key.publicKey.pemRepresentation
         let body = try JSONSerialization.data(withJSONObject: ["teamId": Fixtures.teamID, "publicKey": pem])
-        #expect(try await simulator.controlRequest("PUT", "/keys/NEWKEY0001", String(decoding: body, as: UTF8.self)).0 == 204)
+        #expect(
+            try await simulator.controlRequest("PUT", "/keys/NEWKEY0001", String(decoding: body, as: UTF8.self)).0
+                == 204)
         let client = try await simulator.connect()
         let token = try ES256JWT.sign(keyID: "NEWKEY0001", teamID: Fixtures.teamID, issuedAt: Date(), key: key)
         #expect(try await client.request(Fixtures.headers(token: token)).status == 200)

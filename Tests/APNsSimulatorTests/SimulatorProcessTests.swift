@@ -2,6 +2,7 @@ import Foundation
 import Shared
 import TestSupport
 import Testing
+
 @testable import APNsSimulator
 
 /// The built `apns-simulator` executable, driven as scripts drive it, and
@@ -25,7 +26,8 @@ import Testing
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw Failure(description: "\(binary.path) is missing: run swift build --build-tests first")
         }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-sim-proc-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "apns-sim-proc-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let config: [String: Any] = [
             "teams": [
@@ -54,17 +56,20 @@ import Testing
         try process.run()
         let line = await withCheckedContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(returning: String(decoding: output.fileHandleForReading.availableData, as: UTF8.self))
+                continuation.resume(
+                    returning: String(decoding: output.fileHandleForReading.availableData, as: UTF8.self))
             }
         }
         guard let ready = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String],
-            let listen = ready["listen"].flatMap(ListenAddress.init), let control = ready["control"].flatMap(ListenAddress.init),
+            let listen = ready["listen"].flatMap(ListenAddress.init),
+            let control = ready["control"].flatMap(ListenAddress.init),
             let caFile = ready["caFile"]
         else {
             process.terminate()
             throw Failure(description: "no ready line, got \(line.debugDescription)")
         }
-        return Started(process: process, listenPort: listen.port, controlPort: control.port, caFile: caFile, directory: directory)
+        return Started(
+            process: process, listenPort: listen.port, controlPort: control.port, caFile: caFile, directory: directory)
     }
 
     /// Runs curl; returns its exit status and standard output.
@@ -86,11 +91,15 @@ import Testing
         return (process.terminationStatus, text)
     }
 
-    func push(_ started: Started, topic: String = Fixtures.bundleID, extra: [String] = []) async throws -> (Int32, String) {
+    func push(_ started: Started, topic: String = Fixtures.bundleID, extra: [String] = []) async throws -> (
+        Int32, String
+    ) {
         try await curl(
-            ["-sS", "--http2", "--cacert", started.caFile, "-w", "\n%{http_code} %{http_version}",
-             "-H", "authorization: bearer \(Fixtures.defaultToken)", "-H", "apns-topic: \(topic)",
-             "-H", "apns-push-type: alert", "--data-binary", String(decoding: Fixtures.payload, as: UTF8.self)]
+            [
+                "-sS", "--http2", "--cacert", started.caFile, "-w", "\n%{http_code} %{http_version}",
+                "-H", "authorization: bearer \(Fixtures.defaultToken)", "-H", "apns-topic: \(topic)",
+                "-H", "apns-push-type: alert", "--data-binary", String(decoding: Fixtures.payload, as: UTF8.self),
+            ]
                 + extra + ["https://localhost:\(started.listenPort)/3/device/\(Fixtures.deviceToken)"])
     }
 
@@ -106,11 +115,15 @@ import Testing
         #expect(rejected == "{\"reason\":\"TopicDisallowed\"}\n400 2")
 
         // The other team's key came from a raw point: its token works for its bundle id.
-        let otherToken = Fixtures.token(keyID: Fixtures.otherKeyID, teamID: Fixtures.otherTeamID, key: Fixtures.otherKey)
+        let otherToken = Fixtures.token(
+            keyID: Fixtures.otherKeyID, teamID: Fixtures.otherTeamID, key: Fixtures.otherKey)
         let (_, other) = try await curl(
-            ["-sS", "--http2", "--cacert", started.caFile, "-w", "\n%{http_code}", "-H", "authorization: bearer \(otherToken)",
-             "-H", "apns-topic: \(Fixtures.otherBundleID)", "--data-binary", #"{"aps":{}}"#,
-             "https://127.0.0.1:\(started.listenPort)/3/device/\(Fixtures.deviceToken)"])
+            [
+                "-sS", "--http2", "--cacert", started.caFile, "-w", "\n%{http_code}", "-H",
+                "authorization: bearer \(otherToken)",
+                "-H", "apns-topic: \(Fixtures.otherBundleID)", "--data-binary", #"{"aps":{}}"#,
+                "https://127.0.0.1:\(started.listenPort)/3/device/\(Fixtures.deviceToken)",
+            ])
         #expect(other == "\n200")
 
         // Without h2 in ALPN there is no connection at all, as with Apple.
