@@ -149,7 +149,7 @@ struct ControlAPI: HTTPHandler {
         let counters = state.counters
         let rejected = counters.rejected.sorted { $0.key < $1.key }.map { "\(JSONString.quote($0.key)):\($0.value)" }
         let faults = state.faults.map { "{\"status\":\($0.rejection.status),\"remaining\":\($0.remaining)}" }
-        let recorded = state.recordings().count
+        let recorded = state.recordedCount
         return "{\"accepted\":\(counters.accepted),\"rejected\":{\(rejected.joined(separator: ","))},"
             + "\"connections\":{\"opened\":\(counters.connectionsOpened),\"open\":\(counters.connectionsOpen)},"
             + "\"providerTokens\":{\"seen\":\(counters.providerTokens.count),"

@@ -134,6 +134,7 @@ final class SimulatorState: Sendable {
     var rules: SimulatorRules { storage.withLock { $0.rules } }
     var faults: [Fault] { storage.withLock { $0.faults } }
     var latencyMilliseconds: Int { storage.withLock { $0.latencyMilliseconds } }
+    var recordedCount: Int { storage.withLock { $0.recordings.count } }
 
     /// Recordings in order, optionally only those after `sequence` and for one device token (any case).
     func recordings(after sequence: Int = 0, deviceToken: String? = nil, limit: Int = .max) -> [RecordedNotification] {
