@@ -6,12 +6,12 @@ struct AccountsController: Sendable {
     struct CreateRequest: Decodable {
         var id: String?
         var name: String?
-        var plan: Plan?
+        var plan: PlanName?
     }
 
     struct UpdateRequest: Decodable {
         var name: String?
-        var plan: Plan?
+        var plan: PlanName?
     }
 
     struct AccountList: Encodable {
@@ -116,7 +116,7 @@ struct AccountsController: Sendable {
             let account = try await accounts.require(id, on: connection)
             return (account, try await accounts.sentSince(start, accountID: id, on: connection))
         }
-        let limit = account.plan.monthlyQuota
+        let limit = account.plan.monthlyLimit
         return AdminResponse.ok(
             AccountUsage(
                 accountId: id, plan: account.plan, month: String(format: "%04d-%02d", parts.year!, parts.month!),
@@ -126,7 +126,7 @@ struct AccountsController: Sendable {
     /// What the activity log keeps of an account.
     struct Snapshot: Encodable {
         var name: String
-        var plan: Plan
+        var plan: PlanName
         init(_ account: Account) {
             name = account.name
             plan = account.plan

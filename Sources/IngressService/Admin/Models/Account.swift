@@ -5,7 +5,7 @@ import Shared
 struct Account: Sendable, Codable, Equatable {
     var id: String
     var name: String
-    var plan: Plan
+    var plan: PlanName
     var createdAt: Date
     var updatedAt: Date
 }

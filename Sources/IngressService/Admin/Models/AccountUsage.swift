@@ -4,7 +4,7 @@ import Shared
 /// the plan's limit (nil: unlimited).
 struct AccountUsage: Sendable, Codable, Equatable {
     var accountId: String
-    var plan: Plan
+    var plan: PlanName
     /// `2026-11`
     var month: String
     var used: Int

@@ -6,7 +6,7 @@ import Shared
 struct AccountsRepository: Sendable {
     private static let columns = "id, name, plan, created_at, updated_at"
 
-    func insert(_ id: String, name: String, plan: Plan, on connection: PostgresConnection) async throws -> Account {
+    func insert(_ id: String, name: String, plan: PlanName, on connection: PostgresConnection) async throws -> Account {
         do {
             let rows = try await connection.query(
                 """
@@ -45,7 +45,7 @@ struct AccountsRepository: Sendable {
         return try rows.map(Self.account)
     }
 
-    func update(_ id: String, name: String, plan: Plan, on connection: PostgresConnection) async throws -> Account {
+    func update(_ id: String, name: String, plan: PlanName, on connection: PostgresConnection) async throws -> Account {
         let rows = try await connection.query(
             """
             UPDATE accounts SET name = \(name), plan = \(plan.rawValue), updated_at = now() WHERE id = \(id)
@@ -81,7 +81,7 @@ struct AccountsRepository: Sendable {
     static func account(_ row: PostgresRow) throws -> Account {
         Account(
             id: try row.decode("id"), name: try row.decode("name"),
-            plan: Plan(rawValue: try row.decode("plan", as: String.self)) ?? .lite,
+            plan: PlanName(rawValue: try row.decode("plan", as: String.self)) ?? .lite,
             createdAt: try row.decode("created_at"), updatedAt: try row.decode("updated_at"))
     }
 }
