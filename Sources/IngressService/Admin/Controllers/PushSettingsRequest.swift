@@ -4,7 +4,7 @@ struct PushSettingsRequest: Decodable {
     var enabled: Bool?
     /// nil: unchanged; `.some(nil)`: none.
     var credentialId: String??
-    /// The complete list (replaces the current one); strings may hold several ids, one per line.
+    /// The complete list (replaces the current one): an array, or one string with an id per line.
     var bundleIds: [String]?
 
     enum CodingKeys: String, CodingKey { case enabled, credentialId, bundleIds }
@@ -16,6 +16,11 @@ struct PushSettingsRequest: Decodable {
             credentialId = .some(try container.decodeNil(forKey: .credentialId)
                 ? nil : try container.decode(String.self, forKey: .credentialId))
         }
-        bundleIds = try container.decodeIfPresent([String].self, forKey: .bundleIds)
+        // An array of ids, or the console's text: one per line.
+        if let text = try? container.decodeIfPresent(String.self, forKey: .bundleIds) {
+            bundleIds = [text]
+        } else {
+            bundleIds = try container.decodeIfPresent([String].self, forKey: .bundleIds)
+        }
     }
 }
