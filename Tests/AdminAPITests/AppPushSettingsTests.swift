@@ -98,7 +98,7 @@ import Testing
             #expect(
                 invalidator.events == [
                     "app \(app) \([kept, removed].sorted().joined(separator: ","))",
-                    "subscriptions \(removedSubscriptions.sorted().joined(separator: ","))",
+                    "deleted \(removedSubscriptions.sorted().joined(separator: ","))",
                 ])
         }
     }

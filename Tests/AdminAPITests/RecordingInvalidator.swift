@@ -16,8 +16,11 @@ final class RecordingInvalidator: CacheInvalidator {
     func appChanged(_ appID: String, topics: [String]) async throws {
         add("app \(appID) \(topics.joined(separator: ","))")
     }
+    func subscriptionsDeleted(_ subscriptionIDs: [String]) async throws {
+        add("deleted \(subscriptionIDs.sorted().joined(separator: ","))")
+    }
     func subscriptionsChanged(_ subscriptionIDs: [String]) async throws {
-        add("subscriptions \(subscriptionIDs.sorted().joined(separator: ","))")
+        add("changed \(subscriptionIDs.sorted().joined(separator: ","))")
     }
     func credentialChanged(_ credentialID: String) async throws { add("credential \(credentialID)") }
     func userChanged(_ userID: String, appID: String?) async throws { add("user \(userID) \(appID ?? "-")") }

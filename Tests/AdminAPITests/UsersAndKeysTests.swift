@@ -53,7 +53,7 @@ import Testing
             #expect(try await admin.subscriptionExists(bound))
             let owner = try await admin.postgres.query("SELECT user_id FROM subscriptions WHERE id = \(bound)")
             #expect(try owner[0].decode("user_id", as: String?.self) == nil)
-            #expect(invalidator.events.last == "subscriptions \(bound)")
+            #expect(invalidator.events.last == "changed \(bound)")
         }
     }
 

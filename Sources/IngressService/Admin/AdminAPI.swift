@@ -28,16 +28,18 @@ public struct AdminAPI: HTTPHandler {
             + ActivityController(dependencies: dependencies).routes
     }
 
-    /// The admin API of a running ingress: credentials probed against APNs production
-    /// with `APNsCredentialProbe`, ingress caches invalidated through `invalidator`.
+    /// The admin API: credentials probed with `probe` (APNs production), ingress caches
+    /// invalidated through `invalidator`, live quota counts read from `quota`.
     init(
         token: String, postgres: PostgresClient, sealer: PushCredentialSealer, probe: any CredentialProbe,
-        invalidator: any CacheInvalidator, logger: Logger, now: @escaping @Sendable () -> Date = { Date() }
+        invalidator: any CacheInvalidator, quota: any QuotaCounter = NoQuotaCounter(), logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.init(
             token: token,
             dependencies: AdminDependencies(
-                postgres: postgres, sealer: sealer, probe: probe, invalidator: invalidator, logger: logger, now: now))
+                postgres: postgres, sealer: sealer, probe: probe, invalidator: invalidator, quota: quota, logger: logger,
+                now: now))
     }
 
     public func maximumBodySize(for head: HTTPRequestHead) -> Int { 64 * 1024 }

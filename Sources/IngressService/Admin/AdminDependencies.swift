@@ -7,6 +7,7 @@ struct AdminDependencies: Sendable {
     let sealer: PushCredentialSealer
     let probe: any CredentialProbe
     let invalidator: any CacheInvalidator
+    let quota: any QuotaCounter
     let logger: Logger
     let now: @Sendable () -> Date
 

@@ -6,7 +6,9 @@ protocol CacheInvalidator: Sendable {
     func accountChanged(_ accountID: String) async throws
     /// Push enabled, credential, identifiers (old and new topics), or the app was deleted.
     func appChanged(_ appID: String, topics: [String]) async throws
-    /// Subscriptions deleted or unbound by the change (removed identifiers, revoked authorizations).
+    /// Subscriptions deleted by the change (removed identifiers, deleted app or account).
+    func subscriptionsDeleted(_ subscriptionIDs: [String]) async throws
+    /// Subscriptions kept but changed (unbound from a user whose authorization was revoked).
     func subscriptionsChanged(_ subscriptionIDs: [String]) async throws
     /// The credential was added, replaced or deleted (the worker's key cache).
     func credentialChanged(_ credentialID: String) async throws
@@ -20,6 +22,7 @@ protocol CacheInvalidator: Sendable {
 struct NoCacheInvalidator: CacheInvalidator {
     func accountChanged(_ accountID: String) async throws {}
     func appChanged(_ appID: String, topics: [String]) async throws {}
+    func subscriptionsDeleted(_ subscriptionIDs: [String]) async throws {}
     func subscriptionsChanged(_ subscriptionIDs: [String]) async throws {}
     func credentialChanged(_ credentialID: String) async throws {}
     func userChanged(_ userID: String, appID: String?) async throws {}

@@ -100,7 +100,7 @@ struct AccountsController: Sendable {
         await dependencies.invalidate("account") {
             try await dependencies.invalidator.accountChanged(id)
             for app in removedApps { try await dependencies.invalidator.appChanged(app.id, topics: app.bundleIds) }
-            try await dependencies.invalidator.subscriptionsChanged(subscriptions)
+            try await dependencies.invalidator.subscriptionsDeleted(subscriptions)
         }
         return AdminResponse.noContent
     }
@@ -112,15 +112,18 @@ struct AccountsController: Sendable {
         calendar.timeZone = TimeZone(identifier: "UTC")!
         let start = calendar.date(from: calendar.dateComponents([.year, .month], from: now))!
         let parts = calendar.dateComponents([.year, .month], from: now)
-        let (account, used) = try await dependencies.postgres.withConnection { connection in
+        let (account, sent) = try await dependencies.postgres.withConnection { connection in
             let account = try await accounts.require(id, on: connection)
             return (account, try await accounts.sentSince(start, accountID: id, on: connection))
         }
+        let counted = try await dependencies.quota.used(
+            accountID: id, month: String(format: "%04d%02d", parts.year!, parts.month!))
+        let used = counted ?? sent
         let limit = account.plan.monthlyLimit
         return AdminResponse.ok(
             AccountUsage(
                 accountId: id, plan: account.plan, month: String(format: "%04d-%02d", parts.year!, parts.month!),
-                used: used, limit: limit, remaining: limit.map { max($0 - used, 0) }))
+                used: used, sent: sent, limit: limit, remaining: limit.map { max($0 - used, 0) }))
     }
 
     /// What the activity log keeps of an account.

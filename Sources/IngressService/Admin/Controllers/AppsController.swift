@@ -107,7 +107,7 @@ struct AppsController: Sendable {
         }
         await dependencies.invalidate("app") {
             try await dependencies.invalidator.appChanged(id, topics: app.bundleIds)
-            try await dependencies.invalidator.subscriptionsChanged(subscriptions)
+            try await dependencies.invalidator.subscriptionsDeleted(subscriptions)
         }
         return AdminResponse.noContent
     }
@@ -178,7 +178,7 @@ struct AppsController: Sendable {
             let topics = Array(Set(before.bundleIds).union(after.bundleIds)).sorted()
             await dependencies.invalidate("app") {
                 try await dependencies.invalidator.appChanged(id, topics: topics)
-                if !deleted.isEmpty { try await dependencies.invalidator.subscriptionsChanged(deleted) }
+                if !deleted.isEmpty { try await dependencies.invalidator.subscriptionsDeleted(deleted) }
             }
         }
         if !deleted.isEmpty {

@@ -1,13 +1,16 @@
 import Shared
 
-/// An account's push quota this UTC month: notifications handed to APNs so far and
-/// the plan's limit (nil: unlimited).
+/// An account's push quota this UTC month: pushes counted against it and the plan's
+/// limit (nil: unlimited). `used` is the ingress's live count (accepted pushes, minus
+/// those that failed) when it keeps one, else `sent`; `sent` is what the workers
+/// confirmed handed to APNs (the daily counts).
 struct AccountUsage: Sendable, Codable, Equatable {
     var accountId: String
     var plan: PlanName
     /// `2026-11`
     var month: String
     var used: Int
+    var sent: Int
     var limit: Int?
     /// `limit - used`, never negative; nil when unlimited.
     var remaining: Int?
@@ -21,6 +24,7 @@ extension AccountUsage {
         try container.encode(plan, forKey: .plan)
         try container.encode(month, forKey: .month)
         try container.encode(used, forKey: .used)
+        try container.encode(sent, forKey: .sent)
         try container.encode(limit, forKey: .limit)
         try container.encode(remaining, forKey: .remaining)
     }
