@@ -29,6 +29,15 @@ public struct Environment: Sendable {
         return value
     }
 
+    /// A `limit/seconds` rate limit (`RateLimit`).
+    public func rateLimit(_ name: String, default fallback: RateLimit) throws(ConfigurationError) -> RateLimit {
+        guard let text = optional(name) else { return fallback }
+        guard let limit = RateLimit(text) else {
+            throw ConfigurationError(variable: name, problem: "must be limit/seconds, e.g. 120/60")
+        }
+        return limit
+    }
+
     public func listenAddress(_ name: String) throws(ConfigurationError) -> ListenAddress? {
         guard let text = optional(name) else { return nil }
         guard let address = ListenAddress(text) else {
