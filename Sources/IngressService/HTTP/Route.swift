@@ -23,7 +23,8 @@ enum Route: Sendable, Equatable {
         default:
             if path.hasPrefix(Self.pushPathPrefix) {
                 let id = String(path.dropFirst(Self.pushPathPrefix.count))
-                guard !id.isEmpty, !id.contains("/") else {
+                // Any other shape is answered by the route itself (404, 1003).
+                guard !id.isEmpty else {
                     self = .notFound
                     return
                 }
