@@ -36,13 +36,9 @@ final class IngressTestApp: @unchecked Sendable {
 
     /// Stops the server and deletes this app's Redis keys.
     func stop() async {
-        let cleaner = try? RedisClient(url: TestEnvironment.redisURL)
-        if let cleaner {
-            let found = (try? await cleaner.send("KEYS", namespace + ":*"))?.array ?? []
-            let names = found.compactMap(\.bytes)
-            if !names.isEmpty { _ = try? await cleaner.send(argv: [Array("DEL".utf8)] + names) }
-            cleaner.close()
-        }
+        let found = (try? await app.redis.send("KEYS", namespace + ":*"))?.array ?? []
+        let names = found.compactMap(\.bytes)
+        if !names.isEmpty { _ = try? await app.redis.send(argv: [Array("DEL".utf8)] + names) }
         await app.shutdown(deadline: .seconds(2))
     }
 
