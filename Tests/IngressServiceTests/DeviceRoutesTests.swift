@@ -13,7 +13,9 @@ import Testing
             let token = Fixture.token().uppercased()
             let response = try await app.register(
                 topic: fixture.topic.uppercased(), token: token, sandbox: true,
-                extra: #", "alert": {"title": "Mail", "body": "New mail"}, "keys": {"p256dh": "\#(keys.p256dh)", "auth": "\#(keys.auth)"}"#)
+                extra:
+                    #", "alert": {"title": "Mail", "body": "New mail"}, "keys": {"p256dh": "\#(keys.p256dh)", "auth": "\#(keys.auth)"}"#
+            )
             #expect(response.status == 201)
             #expect(response.headers["content-type"] == "application/json")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: String])
@@ -57,17 +59,47 @@ import Testing
         (#"{"token": "TOKEN", "sandbox": false}"#, "topic is required"),
         (#"{"topic": "TOPIC", "sandbox": false}"#, "token is required"),
         (#"{"topic": "TOPIC", "token": "abc", "sandbox": false}"#, "token must be 32 to 200 hex digits"),
-        (#"{"topic": "TOPIC", "token": "\#(String(repeating: "a", count: 33))", "sandbox": false}"#, "token must be 32 to 200 hex digits"),
-        (#"{"topic": "TOPIC", "token": "\#(String(repeating: "g", count: 64))", "sandbox": false}"#, "token must be 32 to 200 hex digits"),
-        (#"{"topic": "TOPIC", "token": "\#(String(repeating: "a", count: 202))", "sandbox": false}"#, "token must be 32 to 200 hex digits"),
+        (
+            #"{"topic": "TOPIC", "token": "\#(String(repeating: "a", count: 33))", "sandbox": false}"#,
+            "token must be 32 to 200 hex digits"
+        ),
+        (
+            #"{"topic": "TOPIC", "token": "\#(String(repeating: "g", count: 64))", "sandbox": false}"#,
+            "token must be 32 to 200 hex digits"
+        ),
+        (
+            #"{"topic": "TOPIC", "token": "\#(String(repeating: "a", count: 202))", "sandbox": false}"#,
+            "token must be 32 to 200 hex digits"
+        ),
         (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": "hi"}"#, "alert must be an object"),
-        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": {"title": 5}}"#, "alert.title must be a string"),
-        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": {"title": "\#(String(repeating: "x", count: 201))"}}"#, "alert.title must be at most 200 characters"),
-        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": {"body": "\#(String(repeating: "x", count: 1001))"}}"#, "alert.body must be at most 1000 characters"),
-        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "keys": {"p256dh": "P256"}}"#, "keys needs both p256dh and auth"),
-        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "keys": {"p256dh": "not*base64", "auth": "AUTH"}}"#, "keys.p256dh must be a base64url uncompressed P-256 point"),
-        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "keys": {"p256dh": "OFFCURVE", "auth": "AUTH"}}"#, "keys.p256dh is not a point on P-256"),
-        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "keys": {"p256dh": "P256", "auth": "AAAA"}}"#, "keys.auth must be 16 bytes, base64url"),
+        (
+            #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": {"title": 5}}"#,
+            "alert.title must be a string"
+        ),
+        (
+            #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": {"title": "\#(String(repeating: "x", count: 201))"}}"#,
+            "alert.title must be at most 200 characters"
+        ),
+        (
+            #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": {"body": "\#(String(repeating: "x", count: 1001))"}}"#,
+            "alert.body must be at most 1000 characters"
+        ),
+        (
+            #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "keys": {"p256dh": "P256"}}"#,
+            "keys needs both p256dh and auth"
+        ),
+        (
+            #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "keys": {"p256dh": "not*base64", "auth": "AUTH"}}"#,
+            "keys.p256dh must be a base64url uncompressed P-256 point"
+        ),
+        (
+            #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "keys": {"p256dh": "OFFCURVE", "auth": "AUTH"}}"#,
+            "keys.p256dh is not a point on P-256"
+        ),
+        (
+            #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "keys": {"p256dh": "P256", "auth": "AAAA"}}"#,
+            "keys.auth must be 16 bytes, base64url"
+        ),
     ]
 
     @Test func invalidRegistrationBodiesAnswer1001() async throws {
@@ -119,7 +151,8 @@ import Testing
             #expect(try await app.push(id).status == 201)
             let token = Fixture.token()
             let keys = Fixture.keys()
-            let body = #"{"topic": "\#(fixture.topic)", "token": "\#(token)", "sandbox": true, "alert": {"title": "T", "body": "B"}, "keys": {"p256dh": "\#(keys.p256dh)", "auth": "\#(keys.auth)"}}"#
+            let body =
+                #"{"topic": "\#(fixture.topic)", "token": "\#(token)", "sandbox": true, "alert": {"title": "T", "body": "B"}, "keys": {"p256dh": "\#(keys.p256dh)", "auth": "\#(keys.auth)"}}"#
             let response = try await app.request(
                 "PUT", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")],
                 body: Array(body.utf8))
@@ -161,7 +194,9 @@ import Testing
             let changed = try await app.request(
                 "PUT", "/api/push/v1/subscriptions/\(id)", headers: auth, body: Array(#"{"topic": "com.other"}"#.utf8))
             #expect(changed.status == 400)
-            #expect(changed.text == errorBody(1001, "Invalid parameters: topic cannot be changed; register a new subscription"))
+            #expect(
+                changed.text
+                    == errorBody(1001, "Invalid parameters: topic cannot be changed; register a new subscription"))
             let bad = try await app.request(
                 "PUT", "/api/push/v1/subscriptions/\(id)", headers: auth, body: Array(#"{"sandbox": "yes"}"#.utf8))
             #expect(bad.text == errorBody(1001, "Invalid parameters: sandbox must be a boolean"))

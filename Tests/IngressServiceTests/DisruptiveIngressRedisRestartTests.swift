@@ -12,16 +12,20 @@ import Testing
     /// A throw-away `redis-server` (no persistence) under a temporary folder.
     struct PrivateRedis {
         let port = Int.random(in: 41_000...49_000)
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-redis-\(UInt32.random(in: 0...UInt32.max))")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "pushgate-redis-\(UInt32.random(in: 0...UInt32.max))")
         var url: String { "redis://127.0.0.1:\(port)/0" }
 
         func start() async throws {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             let status = try await CleanProcess.run(
                 "/usr/bin/redis-server",
-                ["--bind", "127.0.0.1", "--port", "\(port)", "--save", "", "--appendonly", "no", "--daemonize", "yes",
-                 "--dir", folder.path, "--pidfile", folder.appendingPathComponent("redis.pid").path,
-                 "--logfile", folder.appendingPathComponent("redis.log").path])
+                [
+                    "--bind", "127.0.0.1", "--port", "\(port)", "--save", "", "--appendonly", "no", "--daemonize",
+                    "yes",
+                    "--dir", folder.path, "--pidfile", folder.appendingPathComponent("redis.pid").path,
+                    "--logfile", folder.appendingPathComponent("redis.log").path,
+                ])
             try #require(status == 0)
             for _ in 0..<50 {
                 if try await CleanProcess.run("/usr/bin/redis-cli", ["-p", "\(port)", "ping"]) == 0 { return }

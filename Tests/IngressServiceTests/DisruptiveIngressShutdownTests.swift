@@ -71,7 +71,8 @@ private final class SlowSender {
 
     func sendSlowly() throws -> [UInt8] {
         let body = Fixture.message()
-        let head = "POST /api/push/p/\(Base64URL.encode(SecureRandom.bytes(16))) HTTP/1.1\r\nHost: x\r\n"
+        let head =
+            "POST /api/push/p/\(Base64URL.encode(SecureRandom.bytes(16))) HTTP/1.1\r\nHost: x\r\n"
             + "Connection: close\r\nTTL: 60\r\nContent-Encoding: aes128gcm\r\nContent-Length: \(body.count)\r\n\r\n"
         let bytes = Array(head.utf8) + body
         let half = bytes.count / 2

@@ -43,11 +43,12 @@ final class KeepAliveClient {
         while true {
             if let end = buffer.firstRange(of: Array("\r\n\r\n".utf8)) {
                 let head = String(decoding: buffer[..<end.lowerBound], as: UTF8.self)
-                let length = head.components(separatedBy: "\r\n").compactMap { line -> Int? in
-                    let parts = line.split(separator: ":", maxSplits: 1)
-                    guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
-                    return Int(parts[1].trimmingCharacters(in: .whitespaces))
-                }.first ?? 0
+                let length =
+                    head.components(separatedBy: "\r\n").compactMap { line -> Int? in
+                        let parts = line.split(separator: ":", maxSplits: 1)
+                        guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                        return Int(parts[1].trimmingCharacters(in: .whitespaces))
+                    }.first ?? 0
                 if buffer.count >= end.upperBound + length {
                     let raw = Array(buffer[..<(end.upperBound + length)])
                     buffer.removeFirst(end.upperBound + length)

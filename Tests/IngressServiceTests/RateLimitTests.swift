@@ -1,9 +1,9 @@
 import Foundation
-@testable import Shared
 import TestSupport
 import Testing
 
 @testable import IngressService
+@testable import Shared
 
 @Suite struct RateLimitTests {
     @Test func registrationAllows20PerHourPerIPThen1006WithRetryAfter() async throws {

@@ -24,7 +24,9 @@ import Testing
             #expect(metrics.text.contains(#"pushgate_ingress_requests_total{route="POST /p/{id}",status="400"} 1"#))
             #expect(metrics.text.contains(#"pushgate_ingress_pushes_total{outcome="accepted",code=""} 1"#))
             #expect(metrics.text.contains(#"pushgate_ingress_pushes_total{outcome="rejected",code="1001"} 1"#))
-            #expect(metrics.text.contains(#"pushgate_ingress_request_duration_seconds_bucket{route="POST /p/{id}",le="+Inf"} 2"#))
+            #expect(
+                metrics.text.contains(
+                    #"pushgate_ingress_request_duration_seconds_bucket{route="POST /p/{id}",le="+Inf"} 2"#))
             #expect(!metrics.text.contains(id))
         }
     }
@@ -60,7 +62,8 @@ import Testing
         #expect(Route(method: "POST", path: "/api/push/p/abc") == .deliver(id: "abc"))
         #expect(Route(method: "POST", path: "/api/push/p/abc/def") == .deliver(id: "abc/def"))
         #expect(Route(method: "POST", path: "/api/push/v1/subscriptions/abc/other") == .notFound)
-        #expect(Route(method: "GET", path: "/api/push/v1/subscriptions/abc/activate") == .methodNotAllowed(allowed: "POST"))
+        #expect(
+            Route(method: "GET", path: "/api/push/v1/subscriptions/abc/activate") == .methodNotAllowed(allowed: "POST"))
     }
 
     @Test func sweepHardDeletesSubscriptionsNotRefreshedForTheMaximumAge() async throws {

@@ -14,7 +14,9 @@ import Testing
             let before = Int64(Date().timeIntervalSince1970 * 1000)
             let response = try await app.push(
                 id, body: message,
-                headers: [("TTL", "999999999"), ("Content-Encoding", "aes128gcm"), ("Urgency", "low"), ("Topic", "inbox-1")])
+                headers: [
+                    ("TTL", "999999999"), ("Content-Encoding", "aes128gcm"), ("Urgency", "low"), ("Topic", "inbox-1"),
+                ])
             #expect(response.status == 201)
             #expect(response.headers["ttl"] == "86400")
             let location = try #require(response.headers["location"])
@@ -71,7 +73,8 @@ import Testing
             #expect(try await app.queueEntries().map(\.ciphertext) == [message, message])
             // Its 8 KB limit applies to the decoded message.
             let big = Array(Base64URL.encode(Fixture.message(recordLength: 8192 - 86 + 1, recordSize: 9000)).utf8)
-            let tooLarge = try await app.push(id, body: big, headers: [("TTL", "60"), ("Content-Type", "application/json")])
+            let tooLarge = try await app.push(
+                id, body: big, headers: [("TTL", "60"), ("Content-Type", "application/json")])
             #expect(tooLarge.status == 413)
             #expect(tooLarge.text == errorBody(1004, "Message too large"))
         }
@@ -93,9 +96,18 @@ import Testing
         ([("TTL", "-1"), ("Content-Encoding", "aes128gcm")], "TTL must be a non-negative integer"),
         ([("TTL", "1.5"), ("Content-Encoding", "aes128gcm")], "TTL must be a non-negative integer"),
         ([("TTL", "abc"), ("Content-Encoding", "aes128gcm")], "TTL must be a non-negative integer"),
-        ([("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Urgency", "urgent")], "Urgency must be very-low, low, normal or high"),
-        ([("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", String(repeating: "a", count: 33))], "Topic must be 1 to 32 base64url characters"),
-        ([("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", "a b")], "Topic must be 1 to 32 base64url characters"),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Urgency", "urgent")],
+            "Urgency must be very-low, low, normal or high"
+        ),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", String(repeating: "a", count: 33))],
+            "Topic must be 1 to 32 base64url characters"
+        ),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", "a b")],
+            "Topic must be 1 to 32 base64url characters"
+        ),
         ([("TTL", "60"), ("Content-Encoding", "aesgcm")], "Content-Encoding must be aes128gcm"),
         ([("TTL", "60")], "Content-Encoding must be aes128gcm"),
     ]
@@ -224,7 +236,8 @@ import Testing
             #expect(try await app.push(enterpriseID).status == 201)
             // Stashing does not use quota.
             #expect(try await app.push(pendingID).status == 201)
-            #expect(try await app.redis.send("GET", app.keys.quota(account: full.accountID, month: month)).int == 50_000)
+            #expect(
+                try await app.redis.send("GET", app.keys.quota(account: full.accountID, month: month)).int == 50_000)
         }
     }
 
@@ -266,7 +279,8 @@ import Testing
             _ = try await app.redis.send(
                 "SET", app.keys.circuit(credential: healthy.credentialID!, environment: "sandbox"), "1", "EX", 30)
             #expect(try await app.push(id).status == 502)
-            _ = try await app.redis.send("DEL", app.keys.circuit(credential: healthy.credentialID!, environment: "sandbox"))
+            _ = try await app.redis.send(
+                "DEL", app.keys.circuit(credential: healthy.credentialID!, environment: "sandbox"))
             #expect(try await app.push(id).status == 201)
             #expect(try await app.queueLength() == 1)
             // No quota was reserved for the refused pushes.

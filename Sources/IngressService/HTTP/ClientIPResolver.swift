@@ -29,7 +29,9 @@ struct ClientIPResolver: Sendable {
         let address = clientAddress(head)
         if address.count == 4 { return address.map(String.init).joined(separator: ".") }
         if address.count == 16 {
-            let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(address[$0]) << 8 | UInt16(address[$0 + 1]), radix: 16) }
+            let groups = stride(from: 0, to: 8, by: 2).map {
+                String(UInt16(address[$0]) << 8 | UInt16(address[$0 + 1]), radix: 16)
+            }
             return groups.joined(separator: ":") + "::/64"
         }
         return "unknown"

@@ -24,7 +24,8 @@ struct SubscriptionSweeper: Sendable {
         var deleted = 0
         do {
             while true {
-                let ids = try await subscriptions.deleteStale(maximumAgeSeconds: maximumAgeSeconds, limit: Self.batchSize)
+                let ids = try await subscriptions.deleteStale(
+                    maximumAgeSeconds: maximumAgeSeconds, limit: Self.batchSize)
                 try await invalidation.subscriptionsDeleted(ids)
                 deleted += ids.count
                 if ids.count < Self.batchSize { break }

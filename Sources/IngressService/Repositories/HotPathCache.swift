@@ -31,7 +31,8 @@ struct HotPathCache: Sendable {
                     ], lifetime: lifetimeMilliseconds)
             } else {
                 try await write(
-                    keys.subscription(id), [SubscriptionCacheField.missing, "1"], lifetime: negativeLifetimeMilliseconds)
+                    keys.subscription(id), [SubscriptionCacheField.missing, "1"], lifetime: negativeLifetimeMilliseconds
+                )
             }
         case "app":
             if let app = try await directory.app(id) {
@@ -48,7 +49,8 @@ struct HotPathCache: Sendable {
         case "account":
             if let plan = try await directory.plan(ofAccount: id) {
                 let limit = plan.monthlyPushLimit.map(String.init) ?? "-1"
-                try await write(keys.account(id), [AccountCacheField.monthlyLimit, limit], lifetime: lifetimeMilliseconds)
+                try await write(
+                    keys.account(id), [AccountCacheField.monthlyLimit, limit], lifetime: lifetimeMilliseconds)
             } else {
                 _ = try await redis.send("DEL", keys.subscription(subscriptionID))
             }

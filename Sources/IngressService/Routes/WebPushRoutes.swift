@@ -118,7 +118,9 @@ struct WebPushRoutes: Sendable {
 
     private func reject(_ error: any Error) -> HTTPResponse {
         let apiError = StorageFailure.apiError(for: error)
-        if StorageFailure.isStorageError(error) { failureLog.warning("push not accepted: storage failed", error: error) }
+        if StorageFailure.isStorageError(error) {
+            failureLog.warning("push not accepted: storage failed", error: error)
+        }
         metrics.pushRejected(apiError)
         return apiError.response
     }

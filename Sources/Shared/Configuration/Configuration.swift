@@ -42,13 +42,15 @@ public struct CommonConfiguration: Sendable {
         apnsCAFile = try environment.readableFile("APNS_CA_FILE")
         logLevel = try Self.logLevel(environment)
         tombstoneLifetimeSeconds = try environment.integer(
-            "TOMBSTONE_TTL_SECONDS", default: CacheInvalidation.defaultTombstoneLifetimeSeconds, range: 1...3650 * 86_400)
+            "TOMBSTONE_TTL_SECONDS", default: CacheInvalidation.defaultTombstoneLifetimeSeconds,
+            range: 1...3650 * 86_400)
     }
 
     static func logLevel(_ environment: Environment) throws(ConfigurationError) -> Logger.Level {
         guard let name = environment.optional("LOG_LEVEL") else { return .info }
         guard let level = Logger.Level(name: name) else {
-            throw ConfigurationError(variable: "LOG_LEVEL", problem: "must be one of debug, info, notice, warning, error")
+            throw ConfigurationError(
+                variable: "LOG_LEVEL", problem: "must be one of debug, info, notice, warning, error")
         }
         return level
     }
@@ -109,12 +111,15 @@ public struct IngressConfiguration: Sendable {
         connectionLimit = try environment.integer("INGRESS_CONNECTION_LIMIT", default: 10_000, range: 1...1_000_000)
         connectionTimeoutSeconds = try environment.integer("INGRESS_CONNECTION_TIMEOUT", default: 30, range: 1...3600)
         queueStream = environment.optional("QUEUE_STREAM") ?? WorkerConfiguration.defaultStream
-        registrationRateLimit = try environment.rateLimit("RATE_LIMIT_REGISTRATION", default: RateLimit(limit: 20, windowSeconds: 3600))
-        deviceRateLimit = try environment.rateLimit("RATE_LIMIT_DEVICE", default: RateLimit(limit: 120, windowSeconds: 60))
+        registrationRateLimit = try environment.rateLimit(
+            "RATE_LIMIT_REGISTRATION", default: RateLimit(limit: 20, windowSeconds: 3600))
+        deviceRateLimit = try environment.rateLimit(
+            "RATE_LIMIT_DEVICE", default: RateLimit(limit: 120, windowSeconds: 60))
         pushRateLimit = try environment.rateLimit("RATE_LIMIT_PUSH", default: RateLimit(limit: 120, windowSeconds: 60))
         stashLimit = try environment.integer("STASH_MAX_MESSAGES", default: 5, range: 1...100)
         stashLifetimeSeconds = try environment.integer("STASH_TTL_SECONDS", default: 1800, range: 1...86_400)
-        maximumPushTTLSeconds = try environment.integer("PUSH_TTL_MAX_SECONDS", default: 2_419_200, range: 0...31_536_000)
+        maximumPushTTLSeconds = try environment.integer(
+            "PUSH_TTL_MAX_SECONDS", default: 2_419_200, range: 0...31_536_000)
         cacheLifetimeSeconds = try environment.integer("CACHE_TTL_SECONDS", default: 300, range: 1...86_400)
         subscriptionMaximumAgeSeconds = try environment.integer(
             "SUBSCRIPTION_MAX_AGE_SECONDS", default: 60 * 86_400, range: 1...3650 * 86_400)
@@ -136,7 +141,8 @@ public struct IngressConfiguration: Sendable {
         guard let url = URL(string: base), ["http", "https"].contains(url.scheme ?? ""), url.host?.isEmpty == false,
             url.query == nil
         else {
-            throw ConfigurationError(variable: "PUBLIC_BASE_URL", problem: "must be an http(s):// URL with a host and no query")
+            throw ConfigurationError(
+                variable: "PUBLIC_BASE_URL", problem: "must be an http(s):// URL with a host and no query")
         }
         publicBaseURL = url
         trustedProxies = try Self.cidrs(environment.optional("TRUSTED_PROXIES"))
