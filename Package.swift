@@ -72,6 +72,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "IngressServiceTests",
+            dependencies: ["IngressService", "Shared", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "Shared", "TestSupport", "CNGHTTP2"],
             swiftSettings: swiftSettings
