@@ -12,10 +12,12 @@ struct AdminClient {
     let actor: String?
 
     /// `method` on `path` (below `/admin/v1`); returns the parsed JSON (nil for 204).
-    func call(_ method: String, _ path: String, query: [(String, String)] = [], body: Any? = nil) async throws(PushctlError)
+    func call(_ method: String, _ path: String, query: [(String, String)] = [], body: Any? = nil)
+        async throws(PushctlError)
         -> Any?
     {
-        var components = URLComponents(url: baseURL.appendingPathComponent("admin/v1" + path), resolvingAgainstBaseURL: false)!
+        var components = URLComponents(
+            url: baseURL.appendingPathComponent("admin/v1" + path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
         var request = URLRequest(url: components.url!)
         request.httpMethod = method
@@ -50,12 +52,15 @@ struct AdminClient {
                         returning: .failure(
                             PushctlError(
                                 kind: .unreachable,
-                                message: "cannot reach the admin API at \(baseURL.absoluteString): \(error.localizedDescription)")))
+                                message:
+                                    "cannot reach the admin API at \(baseURL.absoluteString): \(error.localizedDescription)"
+                            )))
                 } else if let http = response as? HTTPURLResponse {
                     continuation.resume(returning: .success((data ?? Data(), http.statusCode)))
                 } else {
                     continuation.resume(
-                        returning: .failure(PushctlError(kind: .unreachable, message: "no HTTP answer from \(baseURL.absoluteString)")))
+                        returning: .failure(
+                            PushctlError(kind: .unreachable, message: "no HTTP answer from \(baseURL.absoluteString)")))
                 }
             }.resume()
         }

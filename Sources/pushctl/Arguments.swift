@@ -56,7 +56,9 @@ struct Arguments {
     /// The only positional argument, named `what` in the error.
     func single(_ what: String) throws(PushctlError) -> String {
         guard positionals.count == 1 else {
-            throw .usage(positionals.isEmpty ? "\(what) is required" : "expected one \(what), got \(positionals.count) arguments")
+            throw .usage(
+                positionals.isEmpty ? "\(what) is required" : "expected one \(what), got \(positionals.count) arguments"
+            )
         }
         return positionals[0]
     }

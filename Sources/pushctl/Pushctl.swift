@@ -25,7 +25,8 @@ struct Pushctl {
             }
             let actor = global.value("actor") ?? environment["PUSHGATE_ACTOR"]
             let pushctl = Pushctl(
-                output: Output(json: global.flag("json")), client: AdminClient(baseURL: url, token: token, actor: actor))
+                output: Output(json: global.flag("json")), client: AdminClient(baseURL: url, token: token, actor: actor)
+            )
             try await pushctl.run(words)
             return 0
         } catch let error as PushctlError {
@@ -44,7 +45,8 @@ struct Pushctl {
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
-            let name = argument.hasPrefix("--") ? String(argument.dropFirst(2).split(separator: "=", maxSplits: 1)[0]) : ""
+            let name =
+                argument.hasPrefix("--") ? String(argument.dropFirst(2).split(separator: "=", maxSplits: 1)[0]) : ""
             if globalFlags.contains(name) {
                 global.append(argument)
             } else if globalOptions.contains(name) {
@@ -69,7 +71,8 @@ struct Pushctl {
         case "credential": try await credential(rest)
         case "app": try await app(rest)
         case "user": try await user(rest)
-        case "activity": try await activity(try Arguments(rest, options: ["account", "subject", "limit", "before"], flags: []))
+        case "activity":
+            try await activity(try Arguments(rest, options: ["account", "subject", "limit", "before"], flags: []))
         default: throw .usage("unknown command \(group)")
         }
     }
@@ -104,7 +107,8 @@ struct Pushctl {
             var query: [(String, String)] = []
             if let limit = arguments.value("limit") { query.append(("limit", limit)) }
             if let after = arguments.value("after") { query.append(("after", after)) }
-            output.show(try await client.call("GET", "/accounts", query: query), list: "accounts", columns: accountColumns)
+            output.show(
+                try await client.call("GET", "/accounts", query: query), list: "accounts", columns: accountColumns)
         case "show":
             let id = try Arguments(rest, options: [], flags: []).single("ACCOUNT")
             output.show(try await client.call("GET", "/accounts/\(Self.path(id))"))
@@ -128,8 +132,9 @@ struct Pushctl {
         let usage = try await client.call("GET", "/accounts/\(Self.path(account))/usage")
         guard !output.json, let object = usage as? [String: Any] else { return output.show(usage) }
         let limit = object["limit"].flatMap { $0 is NSNull ? nil : Output.text($0) } ?? "unlimited"
-        print("\(Output.text(object["accountId"])) \(Output.text(object["month"])) (\(Output.text(object["plan"]))): "
-            + "\(Output.text(object["used"])) / \(limit)")
+        print(
+            "\(Output.text(object["accountId"])) \(Output.text(object["month"])) (\(Output.text(object["plan"]))): "
+                + "\(Output.text(object["used"])) / \(limit)")
     }
 
     static func plan(_ text: String) throws(PushctlError) -> String {
@@ -151,7 +156,8 @@ struct Pushctl {
             let account = try arguments.required("account")
             let pem = try Self.readFile(try arguments.required("p8"))
             let body: [String: Any] = [
-                "keyId": try arguments.required("key-id"), "teamId": try arguments.required("team-id"), "privateKey": pem,
+                "keyId": try arguments.required("key-id"), "teamId": try arguments.required("team-id"),
+                "privateKey": pem,
             ]
             output.show(try await client.call("POST", "/accounts/\(Self.path(account))/credentials", body: body))
         case "list":
@@ -241,7 +247,9 @@ struct Pushctl {
         case (false, false): break
         }
         if arguments.flag("no-credential") {
-            guard arguments.value("credential") == nil else { throw .usage("--credential and --no-credential exclude each other") }
+            guard arguments.value("credential") == nil else {
+                throw .usage("--credential and --no-credential exclude each other")
+            }
             body["credentialId"] = NSNull()
         } else if let credential = arguments.value("credential") {
             body["credentialId"] = credential
@@ -284,7 +292,8 @@ struct Pushctl {
             guard arguments.positionals.count == 2 else { throw .usage("usage: pushctl app key revoke APP KEY_ID") }
             output.show(
                 try await client.call(
-                    "DELETE", "/apps/\(Self.path(arguments.positionals[0]))/keys/\(Self.path(arguments.positionals[1]))"))
+                    "DELETE", "/apps/\(Self.path(arguments.positionals[0]))/keys/\(Self.path(arguments.positionals[1]))"
+                ))
         default: throw .usage("unknown command app key \(name)")
         }
     }
@@ -326,7 +335,8 @@ struct Pushctl {
             if body.isEmpty {
                 output.show(try await client.call("GET", "/apps/\(Self.path(app))/users/\(Self.path(id))"))
             } else {
-                output.show(try await client.call("PATCH", "/apps/\(Self.path(app))/users/\(Self.path(id))", body: body))
+                output.show(
+                    try await client.call("PATCH", "/apps/\(Self.path(app))/users/\(Self.path(id))", body: body))
             }
         default: throw .usage("unknown command user \(name)")
         }

@@ -13,7 +13,8 @@ import Testing
             #expect(missing.errorCode == "unauthorized")
             let wrong = try await admin.call("GET", "/accounts", token: AdminHarness.token + "x")
             #expect(wrong.status == 401)
-            #expect(wrong.text == #"{"error":{"code":"unauthorized","message":"a valid admin bearer token is required"}}"#)
+            #expect(
+                wrong.text == #"{"error":{"code":"unauthorized","message":"a valid admin bearer token is required"}}"#)
         }
     }
 

@@ -70,7 +70,8 @@ import Testing
                 "POST", "/api/push/v1/subscriptions",
                 body: Array(#"{"topic": "\#(topic)", "token": "\#(token)", "sandbox": false}"#.utf8))
             try #require(registered.status == 201, "registration: \(registered.status) \(registered.text)")
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(registered.body)) as? [String: String])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(registered.body)) as? [String: String])
             let (id, secret) = (try #require(object["id"]), try #require(object["secret"]))
             let activated = try await client.request(
                 "POST", "/api/push/v1/subscriptions/\(id)/activate", headers: [("Authorization", "Bearer \(secret)")])

@@ -22,7 +22,9 @@ import Testing
     @Test func helpListsEveryCommandGroupAndExitsZero() async throws {
         let help = try await Self.pushctl(["--help"], port: nil, token: nil)
         #expect(help.status == 0)
-        for command in ["account create", "usage ACCOUNT", "credential add", "app push", "app key create", "user ban", "activity"] {
+        for command in [
+            "account create", "usage ACCOUNT", "credential add", "app push", "app key create", "user ban", "activity",
+        ] {
             #expect(help.output.contains(command), "help mentions \(command)")
         }
         let bare = try await Self.pushctl([], port: nil, token: nil)
@@ -58,7 +60,8 @@ import Testing
             #expect(created.output.contains("plan: lite\n"))
 
             let app = AdminHarness.unique("app")
-            #expect(try await Self.pushctl(["app", "create", "--account", account, "--id", app], port: port).status == 0)
+            #expect(
+                try await Self.pushctl(["app", "create", "--account", account, "--id", app], port: port).status == 0)
             let refused = try await Self.pushctl(["app", "push", app, "--enable"], port: port)
             #expect(refused.status == 1)
             #expect(

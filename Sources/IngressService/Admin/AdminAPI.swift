@@ -38,7 +38,8 @@ public struct AdminAPI: HTTPHandler {
         self.init(
             token: token,
             dependencies: AdminDependencies(
-                postgres: postgres, sealer: sealer, probe: probe, invalidator: invalidator, quota: quota, logger: logger,
+                postgres: postgres, sealer: sealer, probe: probe, invalidator: invalidator, quota: quota,
+                logger: logger,
                 now: now))
     }
 
@@ -69,7 +70,8 @@ public struct AdminAPI: HTTPHandler {
             return AdminResponse.error(.invalid("X-Actor must be 1 to 100 printable characters"))
         }
         guard request.path == Self.prefix || request.path.hasPrefix(Self.prefix + "/") else {
-            return AdminResponse.error(AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)"))
+            return AdminResponse.error(
+                AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)"))
         }
         let segments = request.path.dropFirst(Self.prefix.count).split(separator: "/", omittingEmptySubsequences: true)
             .map { String($0).removingPercentEncoding ?? String($0) }
@@ -84,7 +86,8 @@ public struct AdminAPI: HTTPHandler {
                 return AdminResponse.error(error)
             } catch {
                 logger.error(
-                    "admin request failed", metadata: ["method": request.method, "path": request.path, "error": "\(error)"])
+                    "admin request failed",
+                    metadata: ["method": request.method, "path": request.path, "error": "\(error)"])
                 return AdminResponse.error(AdminError(500, "internal", "the request failed; see the service log"))
             }
         }
@@ -92,7 +95,8 @@ public struct AdminAPI: HTTPHandler {
             return AdminResponse.error(
                 AdminError(405, "method_not_allowed", "\(request.method) is not allowed on \(request.path)"))
         }
-        return AdminResponse.error(AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)"))
+        return AdminResponse.error(
+            AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)"))
     }
 
     /// Constant-time comparison of the token's SHA-256 (so neither length nor content leaks).
@@ -105,7 +109,8 @@ public struct AdminAPI: HTTPHandler {
     /// `X-Actor`, default `admin`; nil when it is unusable.
     static func actor(_ headers: HTTPHeaders) -> String? {
         guard let value = headers["X-Actor"]?.trimmingCharacters(in: .whitespaces) else { return "admin" }
-        guard (1...100).contains(value.count), !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+        guard (1...100).contains(value.count),
+            !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
         else { return nil }
         return value
     }

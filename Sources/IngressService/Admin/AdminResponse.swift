@@ -20,7 +20,8 @@ enum AdminResponse {
     static let noContent = HTTPResponse(status: 204)
 
     static func error(_ error: AdminError) -> HTTPResponse {
-        let body = "{\"error\":{\"code\":\(JSONString.quote(error.code)),\"message\":\(JSONString.quote(error.message))}}"
+        let body =
+            "{\"error\":{\"code\":\(JSONString.quote(error.code)),\"message\":\(JSONString.quote(error.message))}}"
         return .json(error.status, body)
     }
 }

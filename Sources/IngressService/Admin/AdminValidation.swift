@@ -8,7 +8,11 @@ enum AdminValidation {
     static func id(_ value: String, _ what: String) throws(AdminError) -> String {
         let bytes = Array(value.utf8)
         guard (1...128).contains(bytes.count), isAlphanumeric(bytes[0]),
-            bytes.allSatisfy({ isAlphanumeric($0) || [UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "-")].contains($0) })
+            bytes.allSatisfy({
+                isAlphanumeric($0)
+                    || [UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "-")]
+                        .contains($0)
+            })
         else {
             throw .invalid("\(what) must be 1 to 128 letters, digits or . _ : @ - (starting with a letter or digit)")
         }

@@ -6,9 +6,8 @@ import Shared
 /// token, so its answer says which of them is wrong.
 protocol CredentialProbe: Sendable {
     /// Throws `CredentialProbeError` when APNs could not be asked (network, 5xx, 429).
-    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topic: String) async throws(
-        CredentialProbeError
-    ) -> CredentialProbeResult
+    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topic: String)
+        async throws(CredentialProbeError) -> CredentialProbeResult
 }
 
 /// What a probe learned.

@@ -41,13 +41,15 @@ struct APIKeysController: Sendable {
         guard !scopes.isEmpty else { throw AdminError.invalid("scopes must name at least one scope") }
         if let unknown = scopes.first(where: { !$0.isKnown }) {
             throw AdminError.invalid(
-                "unknown scope \(unknown.rawValue.prefix(64)); known: \(AppAPIScope.known.map(\.rawValue).joined(separator: ", "))")
+                "unknown scope \(unknown.rawValue.prefix(64)); known: \(AppAPIScope.known.map(\.rawValue).joined(separator: ", "))"
+            )
         }
         let secret = AppAPIKey.generate()
         var key = try await dependencies.postgres.withTransaction { connection in
             let app = try await apps.lock(appID, on: connection)
             let key = try await keys.insert(
-                appID: appID, name: name, keyHash: AppAPIKey.hash(of: secret), scopes: Array(Set(scopes)).sorted {
+                appID: appID, name: name, keyHash: AppAPIKey.hash(of: secret),
+                scopes: Array(Set(scopes)).sorted {
                     $0.rawValue < $1.rawValue
                 }, on: connection)
             try await dependencies.activity.record(
@@ -71,7 +73,9 @@ struct APIKeysController: Sendable {
 
     func revoke(_ request: AdminRequest) async throws -> HTTPResponse {
         let appID = request.parameter("id")
-        guard let keyID = Int64(request.parameter("key")) else { throw AdminError.notFound("API key", request.parameter("key")) }
+        guard let keyID = Int64(request.parameter("key")) else {
+            throw AdminError.notFound("API key", request.parameter("key"))
+        }
         let (key, hash) = try await dependencies.postgres.withTransaction { connection in
             let app = try await apps.lock(appID, on: connection)
             guard let before = try await keys.find(keyID, appID: appID, on: connection) else {

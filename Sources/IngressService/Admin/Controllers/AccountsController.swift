@@ -57,7 +57,8 @@ struct AccountsController: Sendable {
 
     func show(_ request: AdminRequest) async throws -> HTTPResponse {
         let id = request.parameter("id")
-        return AdminResponse.ok(try await dependencies.postgres.withConnection { try await accounts.require(id, on: $0) })
+        return AdminResponse.ok(
+            try await dependencies.postgres.withConnection { try await accounts.require(id, on: $0) })
     }
 
     /// A plan change takes effect at once: the account's cache entry is invalidated,

@@ -22,7 +22,9 @@ struct ActivityController: Sendable {
         let limit = try request.integer("limit", default: 100, range: 1...1000)
         var beforeID: Int64?
         if let text = request.query("before") {
-            guard let value = Int64(text) else { throw AdminError.invalid("query parameter before must be an entry id") }
+            guard let value = Int64(text) else {
+                throw AdminError.invalid("query parameter before must be an entry id")
+            }
             beforeID = value
         }
         let entries = try await dependencies.activity.entries(

@@ -136,7 +136,8 @@ struct AppsController: Sendable {
             if body.enabled == true && !account.plan.allowsPush {
                 throw AdminError.unprocessable(
                     "plan_without_push",
-                    "account \(account.id) is on the \(account.plan.rawValue) plan, which has no push; upgrade it first")
+                    "account \(account.id) is on the \(account.plan.rawValue) plan, which has no push; upgrade it first"
+                )
             }
             var credential: Credential?
             if let credentialID {
@@ -225,7 +226,8 @@ struct AppsController: Sendable {
                 if bundleID.isEmpty { continue }
                 guard AdminValidation.isBundleID(bundleID) else {
                     throw .invalid(
-                        "bundle id \"\(bundleID.prefix(160))\" is not valid: letters, digits, dots and hyphens, at most 155")
+                        "bundle id \"\(bundleID.prefix(160))\" is not valid: letters, digits, dots and hyphens, at most 155"
+                    )
                 }
                 guard seen.insert(bundleID.lowercased()).inserted else {
                     throw .invalid("bundle id \(bundleID) is listed twice")

@@ -76,7 +76,8 @@ struct CredentialsController: Sendable {
         }
         await dependencies.invalidate("credential") { try await dependencies.invalidator.credentialChanged(id) }
         dependencies.logger.info(
-            "push credential saved", metadata: ["credential": id, "account": accountID, "key_id": keyID, "team_id": teamID])
+            "push credential saved",
+            metadata: ["credential": id, "account": accountID, "key_id": keyID, "team_id": teamID])
         return AdminResponse.created(credential)
     }
 
@@ -91,7 +92,8 @@ struct CredentialsController: Sendable {
 
     func show(_ request: AdminRequest) async throws -> HTTPResponse {
         let id = request.parameter("id")
-        return AdminResponse.ok(try await dependencies.postgres.withConnection { try await credentials.require(id, on: $0) })
+        return AdminResponse.ok(
+            try await dependencies.postgres.withConnection { try await credentials.require(id, on: $0) })
     }
 
     /// Refused (409 `credential_in_use`) while apps use the credential, unless
@@ -136,7 +138,8 @@ struct CredentialsController: Sendable {
         -> CredentialProbeResult
     {
         do {
-            return try await dependencies.probe.probe(teamID: teamID, keyID: keyID, privateKey: privateKey, topic: topic)
+            return try await dependencies.probe.probe(
+                teamID: teamID, keyID: keyID, privateKey: privateKey, topic: topic)
         } catch {
             dependencies.logger.warning("APNs probe failed", metadata: ["key_id": keyID, "error": error.message])
             throw AdminError.apnsUnavailable("APNs could not be asked to check the credential: \(error.message)")

@@ -13,8 +13,9 @@ struct PushSettingsRequest: Decodable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         enabled = try container.decodeIfPresent(Bool.self, forKey: .enabled)
         if container.contains(.credentialId) {
-            credentialId = .some(try container.decodeNil(forKey: .credentialId)
-                ? nil : try container.decode(String.self, forKey: .credentialId))
+            credentialId = .some(
+                try container.decodeNil(forKey: .credentialId)
+                    ? nil : try container.decode(String.self, forKey: .credentialId))
         }
         // An array of ids, or the console's text: one per line.
         if let text = try? container.decodeIfPresent(String.self, forKey: .bundleIds) {

@@ -126,7 +126,9 @@ struct UsersController: Sendable {
             if let unsubscribed = body.unsubscribed, unsubscribed != before.unsubscribed {
                 try await users.setUnsubscribed(unsubscribed, userID: userID, appID: appID, on: connection)
             }
-            if let disabled = body.disabled, disabled != before.disabled || (disabled && reason != before.disabledReason) {
+            if let disabled = body.disabled,
+                disabled != before.disabled || (disabled && reason != before.disabledReason)
+            {
                 try await users.setDisabled(disabled, reason: reason, userID: userID, appID: appID, on: connection)
             }
             let after = try await users.state(userID: userID, appID: appID, on: connection)

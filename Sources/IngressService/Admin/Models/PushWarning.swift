@@ -12,7 +12,8 @@ struct PushWarning: Sendable, Codable, Equatable {
     static func rejected(reason: String?, at: Date?) -> PushWarning {
         PushWarning(
             code: "credential_rejected",
-            message: "APNs rejected this credential (\(reason ?? "InvalidProviderToken")); sends fail until it is replaced",
+            message:
+                "APNs rejected this credential (\(reason ?? "InvalidProviderToken")); sends fail until it is replaced",
             at: at)
     }
 

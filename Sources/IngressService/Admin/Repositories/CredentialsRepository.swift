@@ -27,7 +27,8 @@ struct CredentialsRepository: Sendable {
     }
 
     func find(_ id: String, on connection: PostgresConnection) async throws -> Credential? {
-        let rows = try await connection.query(PostgresQuery(unsafeSQL: Self.select + " WHERE c.id = $1", binds: [id.postgresData]))
+        let rows = try await connection.query(
+            PostgresQuery(unsafeSQL: Self.select + " WHERE c.id = $1", binds: [id.postgresData]))
         return try rows.first.map(Self.credential)
     }
 
