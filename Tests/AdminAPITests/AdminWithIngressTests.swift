@@ -109,6 +109,19 @@ import Testing
         }
     }
 
+    @Test func theAdminListenerIsOffWithoutADMIN_LISTEN() async throws {
+        let configuration = try IngressConfiguration(
+            environment: Environment([
+                "DATABASE_URL": TestEnvironment.databaseURL, "REDIS_URL": TestEnvironment.redisURL,
+                "CREDENTIAL_KEY": Data(SecureRandom.bytes(32)).base64EncodedString(),
+                "PUBLIC_BASE_URL": "https://push.example.test", "INGRESS_LISTEN": "127.0.0.1:0",
+            ]))
+        let (logger, _) = TestEnvironment.capturingLogger("ingress")
+        let application = try buildApplication(configuration: configuration, logger: logger)
+        #expect(application.adminServer == nil)
+        await application.shutdown(deadline: .seconds(1))
+    }
+
     @Test func disablingPushAnswers1010AtOnceAndEnablingRestoresTheSameURL() async throws {
         try await Running.with { ingress in
             let (_, app, topic) = try await ingress.pushingApp(plan: "plus")
