@@ -16,7 +16,7 @@ extension AdminAPI {
             token: token, postgres: postgres, sealer: try PushCredentialSealer(configuration: configuration.common),
             probe: probe, invalidator: invalidator, quota: quota, logger: logger)
         return HTTPServer(
-            configuration: HTTPServer.Configuration(address: address, threads: 1, connectionLimit: 256),
+            configuration: HTTPServer.Configuration(address: address, connectionLimit: 256),
             handler: api, logger: logger)
     }
 }
