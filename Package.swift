@@ -23,7 +23,9 @@ let package = Package(
     targets: [
         // MARK: C bindings
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
-        .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
+        // hiredis's pkg-config file adds -D_FILE_OFFSET_BITS=64, which SwiftPM refuses (noisily); its
+        // headers live in the default include path, so the module map links it directly.
+        .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
@@ -53,6 +55,7 @@ let package = Package(
         .executableTarget(
             name: "APNsSimulator",
             dependencies: ["Shared", "CNGHTTP2", "COpenSSL", "CShims"],
+            exclude: ["README.md", "example-config.json"],
             swiftSettings: swiftSettings
         ),
 
@@ -66,6 +69,11 @@ let package = Package(
         .testTarget(
             name: "SharedTests",
             dependencies: ["Shared", "TestSupport", "IngressService", "CNGHTTP2"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "IngressServiceTests",
+            dependencies: ["IngressService", "Shared", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

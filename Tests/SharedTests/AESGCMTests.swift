@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import Shared
@@ -124,19 +125,4 @@ import Testing
         #expect(sealer.description == "AESGCMSealer(version: 1, key: <redacted>)")
         #expect(String(reflecting: sealer).contains("<redacted>"))
     }
-}
-
-private func errorCode(_ body: () throws -> Any) -> CryptoError.Code? {
-    do {
-        _ = try body()
-        return nil
-    } catch let error as CryptoError {
-        return error.code
-    } catch {
-        return nil
-    }
-}
-
-private func hexString(_ bytes: [UInt8]) -> String {
-    bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
 }

@@ -20,7 +20,7 @@ import Testing
 
     @Test(arguments: [
         ("DATABASE_URL", nil, "DATABASE_URL is required but not set"),
-        ("REDIS_URL", "http://x", "REDIS_URL must look like"),
+        ("REDIS_URL", "http://x", "REDIS_URL must start with redis://"),
         ("CREDENTIAL_KEY", "c2hvcnQ=", "CREDENTIAL_KEY must be exactly 32 bytes"),
         ("INGRESS_LISTEN", "8080", "INGRESS_LISTEN must be host:port"),
         ("PUBLIC_BASE_URL", "ftp://x", "PUBLIC_BASE_URL must be an http(s)"),

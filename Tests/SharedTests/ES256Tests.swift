@@ -485,20 +485,6 @@ private final class TemporaryDirectory {
     }
 }
 
-private func errorCode(_ body: () throws -> Any) -> CryptoError.Code? {
-    do {
-        _ = try body()
-        return nil
-    } catch let error as CryptoError {
-        return error.code
-    } catch {
-        return nil
-    }
-}
-
-private func hexString(_ bytes: [UInt8]) -> String {
-    bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-}
 
 private func hexBytes(_ hex: String) -> [UInt8] {
     let digits = Array(hex.utf8)

@@ -56,7 +56,3 @@ import Testing
         #expect(!ConstantTime.equals([], [0]))
     }
 }
-
-private func hexString(_ bytes: [UInt8]) -> String {
-    bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-}

@@ -201,36 +201,7 @@ struct ScratchDatabase {
         try await database.drop()
     }
 
-    // MARK: - Running the built executable
-
-    struct ProcessResult: Sendable {
-        let status: Int32
-        let standardError: String
-    }
-
-    /// The built `ingress-service`, next to the test bundle (or under `.build/debug`).
-    static var ingressExecutable: URL {
-        let sibling = Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("ingress-service")
-        if FileManager.default.isExecutableFile(atPath: sibling.path) { return sibling }
-        return TestEnvironment.repositoryRoot.appendingPathComponent(".build/debug/ingress-service")
-    }
-
-    static func runMigrate(environment: [String: String]) async throws -> ProcessResult {
-        let errorFile = FileManager.default.temporaryDirectory.appendingPathComponent("migrate-\(UUID().uuidString).log")
-        _ = FileManager.default.createFile(atPath: errorFile.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: errorFile) }
-        let handle = try FileHandle(forWritingTo: errorFile)
-        let process = Process()
-        process.executableURL = ingressExecutable
-        process.arguments = ["migrate"]
-        process.environment = environment
-        process.standardError = handle
-        process.standardOutput = FileHandle.nullDevice
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
-        try handle.close()
-        return ProcessResult(status: status, standardError: try String(contentsOf: errorFile, encoding: .utf8))
+    static func runMigrate(environment: [String: String]) async throws -> BuiltExecutable.Result {
+        try await BuiltExecutable.run("ingress-service", ["migrate"], environment: environment)
     }
 }

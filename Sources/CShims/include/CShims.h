@@ -5,3 +5,4 @@
 #include "mhd_shims.h"
 #include "system_shims.h"
 #include "tls_shims.h"
+#include "x509_shims.h"

@@ -9,6 +9,8 @@ import Foundation
 /// - `APNS_PRODUCTION_URL`, `APNS_SANDBOX_URL`: default Apple's hosts.
 /// - `APNS_CA_FILE`: extra CA bundle to trust (verification is never switched off).
 /// - `LOG_LEVEL`: debug, info (default), notice, warning, error.
+/// - `TOMBSTONE_TTL_SECONDS`: how long a subscription whose device token died
+///   answers 410 instead of 404, default 2592000 (30 days).
 public struct CommonConfiguration: Sendable {
     public var databaseURL: String
     public var redisURL: String
@@ -18,12 +20,17 @@ public struct CommonConfiguration: Sendable {
     public var apnsSandboxURL: URL
     public var apnsCAFile: String?
     public var logLevel: Logger.Level
+    public var tombstoneLifetimeSeconds: Int
 
     public init(environment: Environment) throws(ConfigurationError) {
         databaseURL = try environment.required("DATABASE_URL")
         redisURL = try environment.required("REDIS_URL")
-        guard RedisURLShape.isValid(redisURL) else {
-            throw ConfigurationError(variable: "REDIS_URL", problem: "must look like redis://[:password@]host:port[/db]")
+        do {
+            _ = try RedisURL(redisURL)
+        } catch {
+            // RedisURL's messages already name the variable: "REDIS_URL must start with redis://".
+            let problem = error.message.hasPrefix("REDIS_URL ") ? String(error.message.dropFirst(10)) : error.message
+            throw ConfigurationError(variable: "REDIS_URL", problem: problem)
         }
         let keyText = try environment.required("CREDENTIAL_KEY")
         guard let key = Data(base64Encoded: keyText), key.count == 32 else {
@@ -34,12 +41,16 @@ public struct CommonConfiguration: Sendable {
         apnsSandboxURL = try environment.httpsURL("APNS_SANDBOX_URL", default: "https://api.sandbox.push.apple.com")
         apnsCAFile = try environment.readableFile("APNS_CA_FILE")
         logLevel = try Self.logLevel(environment)
+        tombstoneLifetimeSeconds = try environment.integer(
+            "TOMBSTONE_TTL_SECONDS", default: CacheInvalidation.defaultTombstoneLifetimeSeconds,
+            range: 1...3650 * 86_400)
     }
 
     static func logLevel(_ environment: Environment) throws(ConfigurationError) -> Logger.Level {
         guard let name = environment.optional("LOG_LEVEL") else { return .info }
         guard let level = Logger.Level(name: name) else {
-            throw ConfigurationError(variable: "LOG_LEVEL", problem: "must be one of debug, info, notice, warning, error")
+            throw ConfigurationError(
+                variable: "LOG_LEVEL", problem: "must be one of debug, info, notice, warning, error")
         }
         return level
     }
@@ -53,6 +64,24 @@ public struct CommonConfiguration: Sendable {
 /// - `ADMIN_TOKEN`: bearer token of the admin API, at least 32 characters; required with `ADMIN_LISTEN`.
 /// - `PUBLIC_BASE_URL` (required): base of the push `url` returned at registration.
 /// - `TRUSTED_PROXIES`: comma-separated CIDRs whose `X-Forwarded-For` is believed.
+/// - `INGRESS_THREADS`: libmicrohttpd worker threads, default 2 (1–64).
+/// - `INGRESS_CONNECTION_LIMIT`: open connections at most, default 10000.
+/// - `INGRESS_CONNECTION_TIMEOUT`: seconds an idle or slow connection is kept, default 30.
+/// - `QUEUE_STREAM`: the stream pushes are added to, default `pushgate:queue:{0}`; its
+///   `{…}` hash tag is used by every other key (`RedisKeys`).
+/// - `RATE_LIMIT_REGISTRATION`: per client IP, `limit/seconds`, default `20/3600`.
+/// - `RATE_LIMIT_DEVICE`: other device endpoints per client IP, default `120/60`.
+/// - `RATE_LIMIT_PUSH`: Web Push deliveries per subscription, default `120/60`.
+/// - `STASH_MAX_MESSAGES`: pending stash size per subscription, default 5.
+/// - `STASH_TTL_SECONDS`: lifetime of a stashed message, default 1800.
+/// - `PUSH_TTL_MAX_SECONDS`: the largest Web Push `TTL` kept (larger ones are capped
+///   and the kept value echoed), default 2419200 (28 days).
+/// - `CACHE_TTL_SECONDS`: lifetime of the Redis copies of subscriptions, apps and
+///   accounts, default 300.
+/// - `SUBSCRIPTION_MAX_AGE_SECONDS`: subscriptions not refreshed for this long are
+///   hard-deleted, default 5184000 (60 days).
+/// - `SWEEP_INTERVAL_SECONDS`: how often one replica runs that sweep, default 3600.
+/// - `REDIS_CONNECTIONS`, `DATABASE_CONNECTIONS`: pool sizes, default 16 and 10.
 public struct IngressConfiguration: Sendable {
     public var common: CommonConfiguration
     public var listen: ListenAddress
@@ -60,9 +89,43 @@ public struct IngressConfiguration: Sendable {
     public var adminToken: String?
     public var publicBaseURL: URL
     public var trustedProxies: [CIDR]
+    public var threads: Int
+    public var connectionLimit: Int
+    public var connectionTimeoutSeconds: Int
+    public var queueStream: String
+    public var registrationRateLimit: RateLimit
+    public var deviceRateLimit: RateLimit
+    public var pushRateLimit: RateLimit
+    public var stashLimit: Int
+    public var stashLifetimeSeconds: Int
+    public var maximumPushTTLSeconds: Int
+    public var cacheLifetimeSeconds: Int
+    public var subscriptionMaximumAgeSeconds: Int
+    public var sweepIntervalSeconds: Int
+    public var redisConnections: Int
+    public var databaseConnections: Int
 
     public init(environment: Environment = Environment()) throws(ConfigurationError) {
         common = try CommonConfiguration(environment: environment)
+        threads = try environment.integer("INGRESS_THREADS", default: 2, range: 1...64)
+        connectionLimit = try environment.integer("INGRESS_CONNECTION_LIMIT", default: 10_000, range: 1...1_000_000)
+        connectionTimeoutSeconds = try environment.integer("INGRESS_CONNECTION_TIMEOUT", default: 30, range: 1...3600)
+        queueStream = environment.optional("QUEUE_STREAM") ?? WorkerConfiguration.defaultStream
+        registrationRateLimit = try environment.rateLimit(
+            "RATE_LIMIT_REGISTRATION", default: RateLimit(limit: 20, windowSeconds: 3600))
+        deviceRateLimit = try environment.rateLimit(
+            "RATE_LIMIT_DEVICE", default: RateLimit(limit: 120, windowSeconds: 60))
+        pushRateLimit = try environment.rateLimit("RATE_LIMIT_PUSH", default: RateLimit(limit: 120, windowSeconds: 60))
+        stashLimit = try environment.integer("STASH_MAX_MESSAGES", default: 5, range: 1...100)
+        stashLifetimeSeconds = try environment.integer("STASH_TTL_SECONDS", default: 1800, range: 1...86_400)
+        maximumPushTTLSeconds = try environment.integer(
+            "PUSH_TTL_MAX_SECONDS", default: 2_419_200, range: 0...31_536_000)
+        cacheLifetimeSeconds = try environment.integer("CACHE_TTL_SECONDS", default: 300, range: 1...86_400)
+        subscriptionMaximumAgeSeconds = try environment.integer(
+            "SUBSCRIPTION_MAX_AGE_SECONDS", default: 60 * 86_400, range: 1...3650 * 86_400)
+        sweepIntervalSeconds = try environment.integer("SWEEP_INTERVAL_SECONDS", default: 3600, range: 1...86_400)
+        redisConnections = try environment.integer("REDIS_CONNECTIONS", default: 16, range: 1...1024)
+        databaseConnections = try environment.integer("DATABASE_CONNECTIONS", default: 10, range: 1...1024)
         listen = try environment.listenAddress("INGRESS_LISTEN") ?? ListenAddress(host: "127.0.0.1", port: 8080)
         adminListen = try environment.listenAddress("ADMIN_LISTEN")
         adminToken = environment.optional("ADMIN_TOKEN")
@@ -78,7 +141,8 @@ public struct IngressConfiguration: Sendable {
         guard let url = URL(string: base), ["http", "https"].contains(url.scheme ?? ""), url.host?.isEmpty == false,
             url.query == nil
         else {
-            throw ConfigurationError(variable: "PUBLIC_BASE_URL", problem: "must be an http(s):// URL with a host and no query")
+            throw ConfigurationError(
+                variable: "PUBLIC_BASE_URL", problem: "must be an http(s):// URL with a host and no query")
         }
         publicBaseURL = url
         trustedProxies = try Self.cidrs(environment.optional("TRUSTED_PROXIES"))
@@ -128,16 +192,5 @@ public struct WorkerConfiguration: Sendable {
         self.streams = streams
         apnsConnections = try environment.integer("APNS_CONNECTIONS", default: 4, range: 1...64)
         metricsListen = try environment.listenAddress("METRICS_LISTEN") ?? ListenAddress(host: "127.0.0.1", port: 9091)
-    }
-}
-
-/// The shape check for `REDIS_URL`; the Redis client parses it fully.
-enum RedisURLShape {
-    static func isValid(_ text: String) -> Bool {
-        guard let components = URLComponents(string: text), ["redis", "rediss"].contains(components.scheme ?? ""),
-            components.host?.isEmpty == false
-        else { return false }
-        let path = components.path.drop(while: { $0 == "/" })
-        return path.isEmpty || Int(path) != nil
     }
 }

@@ -16,17 +16,30 @@ public struct Environment: Sendable {
     }
 
     public func required(_ name: String) throws(ConfigurationError) -> String {
-        guard let value = optional(name) else { throw ConfigurationError(variable: name, problem: "is required but not set") }
+        guard let value = optional(name) else {
+            throw ConfigurationError(variable: name, problem: "is required but not set")
+        }
         return value
     }
 
-    public func integer(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+    public func integer(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws(ConfigurationError)
+        -> Int
+    {
         guard let text = optional(name) else { return fallback }
         guard let value = Int(text), range.contains(value) else {
             throw ConfigurationError(
                 variable: name, problem: "must be a whole number from \(range.lowerBound) to \(range.upperBound)")
         }
         return value
+    }
+
+    /// A `limit/seconds` rate limit (`RateLimit`).
+    public func rateLimit(_ name: String, default fallback: RateLimit) throws(ConfigurationError) -> RateLimit {
+        guard let text = optional(name) else { return fallback }
+        guard let limit = RateLimit(text) else {
+            throw ConfigurationError(variable: name, problem: "must be limit/seconds, e.g. 120/60")
+        }
+        return limit
     }
 
     public func listenAddress(_ name: String) throws(ConfigurationError) -> ListenAddress? {
@@ -68,7 +81,9 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
         let host: Substring
         let portText: Substring
         if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+                return nil
+            }
             host = text[text.index(after: text.startIndex)..<close]
             portText = text[text.index(close, offsetBy: 2)...]
         } else {

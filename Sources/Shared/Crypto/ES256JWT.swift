@@ -53,8 +53,8 @@ public struct ES256JWT: Sendable, Equatable {
     /// `kid` = `keyID`, `iss` = `teamID` and `iat` = `issuedAt` in whole seconds.
     public static func sign(keyID: String, teamID: String, issuedAt: Date, key: P256PrivateKey) throws -> String {
         let seconds = Int64(issuedAt.timeIntervalSince1970.rounded(.down))
-        let header = #"{"alg":"ES256","kid":\#(jsonString(keyID))}"#
-        let claims = #"{"iss":\#(jsonString(teamID)),"iat":\#(seconds)}"#
+        let header = #"{"alg":"ES256","kid":\#(JSONString.quote(keyID))}"#
+        let claims = #"{"iss":\#(JSONString.quote(teamID)),"iat":\#(seconds)}"#
         let signingInput = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
         let signature = try key.signature(for: Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
@@ -101,24 +101,5 @@ public struct ES256JWT: Sendable, Equatable {
         let jwt = try ES256JWT(parsing: token)
         try jwt.verify(with: key)
         return jwt
-    }
-
-    /// `text` as a JSON string literal (RFC 8259 §7).
-    static func jsonString(_ text: String) -> String {
-        var output = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case let control where control.value < 0x20:
-                let hex = String(control.value, radix: 16)
-                output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: output.unicodeScalars.append(scalar)
-            }
-        }
-        return output + "\""
     }
 }

@@ -73,12 +73,17 @@ public protocol HTTPHandler: Sendable {
     func maximumBodySize(for head: HTTPRequestHead) -> Int
     /// The answer for a body over the limit (in the API's own error format).
     func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse
+    /// The answer for a body over the limit when it needs I/O to decide (e.g. an
+    /// earlier check that takes precedence over "too large"). The body has been
+    /// discarded. By default `bodyTooLarge(_:)`.
+    func handleOversized(_ head: HTTPRequestHead) async -> HTTPResponse
     func handle(_ request: HTTPRequest) async -> HTTPResponse
 }
 
 extension HTTPHandler {
     public func maximumBodySize(for head: HTTPRequestHead) -> Int { 64 * 1024 }
     public func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { .text(413, "request body too large\n") }
+    public func handleOversized(_ head: HTTPRequestHead) async -> HTTPResponse { bodyTooLarge(head) }
 }
 
 extension String {

@@ -63,17 +63,14 @@ let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method
         uploadSize.pointee = 0  // consumed (or discarded past the limit, never buffered)
         return .YES
     }
-    if context.bodyTooLarge {
-        return queue(server.handler.bodyTooLarge(context.head), on: connection)
-    }
-
+    let handler = server.handler
+    let oversized = context.bodyTooLarge
     let request = HTTPRequest(head: context.head, body: context.body)
     context.body = []
     MHD_suspend_connection(connection)
     let suspended = SuspendedConnection(connection)
-    let handler = server.handler
     Task {
-        let response = await handler.handle(request)
+        let response = oversized ? await handler.handleOversized(request.head) : await handler.handle(request)
         context.response.withLock { $0 = response }
         MHD_resume_connection(suspended.pointer)
     }

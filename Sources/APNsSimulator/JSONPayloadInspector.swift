@@ -1,0 +1,180 @@
+/// Checks a notification payload without building it: well-formed JSON
+/// (RFC 8259, UTF-8) whose top level is an object with an `aps` member that is
+/// itself an object. A single pass over the bytes with no allocation, because it
+/// runs for every request; `JSONSerialization` would cost several times more.
+enum JSONPayloadInspector {
+    enum Verdict: Equatable {
+        case valid
+        /// Not JSON, or JSON but not an object.
+        case malformed
+        /// A JSON object without an `aps` object.
+        case missingAPS
+    }
+
+    static func inspect(_ bytes: [UInt8]) -> Verdict {
+        bytes.withUnsafeBufferPointer { buffer in
+            var parser = Parser(bytes: buffer)
+            parser.skipWhitespace()
+            guard parser.peek == UInt8(ascii: "{") else { return .malformed }
+            guard parser.parseValue(depth: 0), parser.atEndAfterWhitespace else { return .malformed }
+            guard String(validating: buffer, as: UTF8.self) != nil else { return .malformed }
+            return parser.sawAPSObject ? .valid : .missingAPS
+        }
+    }
+
+    private struct Parser {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var index = 0
+        /// Set when the top-level object has `"aps": {…}`.
+        var sawAPSObject = false
+        static let maximumDepth = 64
+
+        init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+        var peek: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+        var atEndAfterWhitespace: Bool {
+            mutating get {
+                skipWhitespace()
+                return index == bytes.count
+            }
+        }
+
+        mutating func skipWhitespace() {
+            while let byte = peek, byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { index += 1 }
+        }
+
+        mutating func parseValue(depth: Int) -> Bool {
+            guard depth < Self.maximumDepth else { return false }
+            skipWhitespace()
+            guard let byte = peek else { return false }
+            switch byte {
+            case UInt8(ascii: "{"): return parseObject(depth: depth)
+            case UInt8(ascii: "["): return parseArray(depth: depth)
+            case UInt8(ascii: "\""): return parseString() != nil
+            case UInt8(ascii: "t"): return literal("true")
+            case UInt8(ascii: "f"): return literal("false")
+            case UInt8(ascii: "n"): return literal("null")
+            default: return parseNumber()
+            }
+        }
+
+        mutating func parseObject(depth: Int) -> Bool {
+            index += 1  // {
+            skipWhitespace()
+            if peek == UInt8(ascii: "}") {
+                index += 1
+                return true
+            }
+            while true {
+                skipWhitespace()
+                guard peek == UInt8(ascii: "\""), let key = parseString() else { return false }
+                skipWhitespace()
+                guard peek == UInt8(ascii: ":") else { return false }
+                index += 1
+                skipWhitespace()
+                let isAPS = depth == 0 && key.count == 3 && key.elementsEqual("aps".utf8)
+                if isAPS && peek == UInt8(ascii: "{") { sawAPSObject = true }
+                guard parseValue(depth: depth + 1) else { return false }
+                skipWhitespace()
+                switch peek {
+                case UInt8(ascii: ","): index += 1
+                case UInt8(ascii: "}"):
+                    index += 1
+                    return true
+                default: return false
+                }
+            }
+        }
+
+        mutating func parseArray(depth: Int) -> Bool {
+            index += 1  // [
+            skipWhitespace()
+            if peek == UInt8(ascii: "]") {
+                index += 1
+                return true
+            }
+            while true {
+                guard parseValue(depth: depth + 1) else { return false }
+                skipWhitespace()
+                switch peek {
+                case UInt8(ascii: ","): index += 1
+                case UInt8(ascii: "]"):
+                    index += 1
+                    return true
+                default: return false
+                }
+            }
+        }
+
+        /// Parses a string starting at its quote; returns its raw (still escaped) bytes.
+        mutating func parseString() -> UnsafeBufferPointer<UInt8>.SubSequence? {
+            index += 1  // "
+            let start = index
+            while let byte = peek {
+                switch byte {
+                case UInt8(ascii: "\""):
+                    let content = bytes[start..<index]
+                    index += 1
+                    return content
+                case UInt8(ascii: "\\"):
+                    index += 1
+                    guard let escaped = peek else { return nil }
+                    switch escaped {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                        UInt8(ascii: "f"),
+                        UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                        index += 1
+                    case UInt8(ascii: "u"):
+                        index += 1
+                        for _ in 0..<4 {
+                            guard let hex = peek, isHexDigit(hex) else { return nil }
+                            index += 1
+                        }
+                    default: return nil
+                    }
+                case 0..<0x20: return nil
+                default: index += 1
+                }
+            }
+            return nil
+        }
+
+        mutating func parseNumber() -> Bool {
+            if peek == UInt8(ascii: "-") { index += 1 }
+            guard let first = peek, isDigit(first) else { return false }
+            index += 1
+            if first != UInt8(ascii: "0") { skipDigits() }
+            if peek == UInt8(ascii: ".") {
+                index += 1
+                guard let digit = peek, isDigit(digit) else { return false }
+                skipDigits()
+            }
+            if peek == UInt8(ascii: "e") || peek == UInt8(ascii: "E") {
+                index += 1
+                if peek == UInt8(ascii: "+") || peek == UInt8(ascii: "-") { index += 1 }
+                guard let digit = peek, isDigit(digit) else { return false }
+                skipDigits()
+            }
+            return true
+        }
+
+        mutating func skipDigits() {
+            while let byte = peek, isDigit(byte) { index += 1 }
+        }
+
+        mutating func literal(_ word: StaticString) -> Bool {
+            let count = word.utf8CodeUnitCount
+            guard bytes.count - index >= count else { return false }
+            for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { return false }
+            index += count
+            return true
+        }
+
+        func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+        func isHexDigit(_ byte: UInt8) -> Bool {
+            isDigit(byte) || (byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "f"))
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Shared
+
+/// A connection's provider-token state, as APNs keeps it: the token in use, once
+/// verified, and when it was installed (a different token within
+/// `tokenUpdatePeriodSeconds` answers 429 TooManyProviderTokenUpdates).
+///
+/// The signature is checked once per connection and token; later requests with
+/// the same token compare strings, and check only the age and that the key is
+/// still valid (a key change bumps `SimulatorRules.keyGeneration`, which makes
+/// the next request verify again). A value type with the clock passed in, so
+/// tests drive it without sockets.
+struct ProviderTokenCache: Sendable {
+    struct Verified: Sendable, Equatable {
+        let token: String
+        let keyID: String
+        let teamID: String
+        /// `iat`, seconds since 1970.
+        let issuedAt: Int64
+        /// When this connection first accepted the token (seconds since 1970).
+        let installedAt: Int64
+        /// `SimulatorRules.keyGeneration` at verification.
+        let keyGeneration: UInt64
+    }
+
+    private(set) var current: Verified?
+    /// Signature verifications done, for the counters.
+    private(set) var verifications = 0
+
+    /// Checks the `authorization` header's value at `now` (seconds since 1970).
+    /// On success the token is the connection's current one.
+    mutating func authenticate(authorization: String?, rules: SimulatorRules, now: Int64) -> Result<
+        Verified, APNsRejection
+    > {
+        guard let token = Self.bearerToken(authorization) else {
+            return .failure(
+                authorization.map { Self.hasBearerScheme($0) } == false ? .invalidProviderToken : .missingProviderToken)
+        }
+        if let current, current.token == token {
+            if current.keyGeneration != rules.keyGeneration {
+                // Keys changed since: verify again, keeping the installation time.
+                switch verify(token, rules: rules, installedAt: current.installedAt) {
+                case .failure(let rejection): return .failure(rejection)
+                case .success(let verified): self.current = verified
+                }
+            }
+            return checkAge(self.current!, rules: rules, now: now)
+        }
+        let verified: Verified
+        switch verify(token, rules: rules, installedAt: now) {
+        case .failure(let rejection): return .failure(rejection)
+        case .success(let value): verified = value
+        }
+        if case .failure(let rejection) = checkAge(verified, rules: rules, now: now) { return .failure(rejection) }
+        if let current, now - current.installedAt < rules.tokenUpdatePeriodSeconds {
+            return .failure(.tooManyProviderTokenUpdates)
+        }
+        current = verified
+        return .success(verified)
+    }
+
+    private mutating func verify(_ token: String, rules: SimulatorRules, installedAt: Int64) -> Result<
+        Verified, APNsRejection
+    > {
+        guard let jwt = try? ES256JWT(parsing: token), let keyID = jwt.header.keyID, let key = rules.keys[keyID],
+            !key.isRevoked, let issuer = jwt.claims.issuer, issuer == key.teamID, let issuedAt = jwt.claims.issuedAt
+        else { return .failure(.invalidProviderToken) }
+        verifications += 1
+        guard (try? jwt.verify(with: key.publicKey)) != nil else { return .failure(.invalidProviderToken) }
+        return .success(
+            Verified(
+                token: token, keyID: keyID, teamID: issuer, issuedAt: issuedAt, installedAt: installedAt,
+                keyGeneration: rules.keyGeneration))
+    }
+
+    private func checkAge(_ verified: Verified, rules: SimulatorRules, now: Int64) -> Result<Verified, APNsRejection> {
+        now - verified.issuedAt > rules.tokenLifetimeSeconds ? .failure(.expiredProviderToken) : .success(verified)
+    }
+
+    /// The token of `bearer <token>` (scheme case-insensitive), or nil.
+    static func bearerToken(_ value: String?) -> String? {
+        guard let value, hasBearerScheme(value) else { return nil }
+        let token = value.utf8.dropFirst(7)
+        guard !token.isEmpty else { return nil }
+        return String(token)
+    }
+
+    /// `bearer ` (or a bare `bearer`), any case; compared bytewise, as it runs per request.
+    private static func hasBearerScheme(_ value: String) -> Bool {
+        let utf8 = value.utf8
+        let scheme = "bearer ".utf8
+        guard utf8.count >= 6 else { return false }
+        return zip(utf8.prefix(7), scheme).allSatisfy { $0 | 0x20 == $1 }
+            && (utf8.count == 6 || utf8.dropFirst(6).first == 0x20)
+    }
+}

@@ -1,0 +1,40 @@
+import Shared
+
+/// An accepted notification as the simulator keeps it for tests: every request
+/// header but `authorization` (pseudo-headers included), in arrival order, and
+/// the payload bytes exactly as sent.
+struct RecordedNotification: Sendable {
+    /// 1, 2, 3… in order of acceptance, never reused until a reset.
+    let sequence: Int
+    /// Milliseconds since 1970.
+    let receivedAt: Int64
+    let apnsID: String
+    let deviceToken: String
+    let topic: String
+    let teamID: String
+    let keyID: String
+    let connectionID: Int
+    let headers: [HTTP2Header]
+    let payload: [UInt8]
+
+    /// `{"sequence":…,"apnsId":…,"deviceToken":…,"topic":…,"teamId":…,"keyId":…,
+    /// "connection":…,"receivedAt":…,"headers":{name:value…},"payload":{…}}`;
+    /// `payload` is the JSON object as sent (it was checked to be one). A header
+    /// given twice is joined with ", ".
+    var json: String {
+        var merged: [(String, String)] = []
+        for header in headers {
+            if let index = merged.firstIndex(where: { $0.0 == header.name }) {
+                merged[index].1 += ", " + header.value
+            } else {
+                merged.append((header.name, header.value))
+            }
+        }
+        let headerFields = merged.map { JSONString.quote($0.0) + ":" + JSONString.quote($0.1) }.joined(separator: ",")
+        return "{\"sequence\":\(sequence),\"apnsId\":\(JSONString.quote(apnsID)),"
+            + "\"deviceToken\":\(JSONString.quote(deviceToken)),\"topic\":\(JSONString.quote(topic)),"
+            + "\"teamId\":\(JSONString.quote(teamID)),\"keyId\":\(JSONString.quote(keyID)),"
+            + "\"connection\":\(connectionID),\"receivedAt\":\(receivedAt),"
+            + "\"headers\":{\(headerFields)},\"payload\":\(String(decoding: payload, as: UTF8.self))}"
+    }
+}

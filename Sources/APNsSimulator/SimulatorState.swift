@@ -1,0 +1,191 @@
+import Foundation
+import Shared
+import Synchronization
+
+/// The simulator's shared mutable state, behind one `Mutex`: the rules in force,
+/// injected faults, recordings and counters. Connections touch it twice per
+/// request (`beginRequest`, `finishRequest`), short critical sections with no
+/// I/O; everything per-connection lives on the connection's loop instead.
+final class SimulatorState: Sendable {
+    /// What a request needs to be judged, taken at its start.
+    struct RequestContext: Sendable {
+        /// Answer with this instead of judging the request (an injected fault).
+        let fault: APNsRejection?
+        let rules: SimulatorRules
+        let latencyMilliseconds: Int
+    }
+
+    struct Fault: Sendable, Equatable {
+        let rejection: APNsRejection
+        var remaining: Int
+    }
+
+    struct Counters: Sendable {
+        var accepted = 0
+        var rejected: [String: Int] = [:]
+        var connectionsOpened = 0
+        var connectionsOpen = 0
+        /// Distinct provider tokens accepted by some connection.
+        var providerTokens: Set<String> = []
+        /// ES256 signature checks (one per connection and token when caching works).
+        var providerTokenVerifications = 0
+        /// Streams above a GOAWAY's last-stream-id, dropped unanswered.
+        var streamsRefusedAfterGoAway = 0
+        var faultsInjected = 0
+        var recordingsDropped = 0
+        var goAwaysSent = 0
+    }
+
+    private struct Storage: Sendable {
+        var rules: SimulatorRules
+        var faults: [Fault] = []
+        var latencyMilliseconds = 0
+        var recordings: [RecordedNotification] = []
+        /// Index of the oldest recording once the buffer is full (a ring).
+        var recordingsStart = 0
+        var nextSequence = 1
+        var nextConnectionID = 1
+        var counters = Counters()
+    }
+
+    let configuration: SimulatorConfiguration
+    private let storage: Mutex<Storage>
+
+    init(configuration: SimulatorConfiguration) {
+        self.configuration = configuration
+        storage = Mutex(Storage(rules: SimulatorRules(configuration: configuration)))
+    }
+
+    // MARK: Hot path
+
+    func beginRequest() -> RequestContext {
+        storage.withLock { storage in
+            var fault: APNsRejection?
+            if !storage.faults.isEmpty {
+                fault = storage.faults[0].rejection
+                storage.faults[0].remaining -= 1
+                if storage.faults[0].remaining <= 0 { storage.faults.removeFirst() }
+                storage.counters.faultsInjected += 1
+            }
+            return RequestContext(fault: fault, rules: storage.rules, latencyMilliseconds: storage.latencyMilliseconds)
+        }
+    }
+
+    /// Counts a rejection.
+    func finishRequest(rejected rejection: APNsRejection) {
+        storage.withLock { $0.counters.rejected[rejection.reason, default: 0] += 1 }
+    }
+
+    /// Counts and records an accepted notification (the oldest recording goes
+    /// when `maxRecordedNotifications` are kept).
+    func finishRequest(
+        accepted: APNsRequestValidator.Accepted, apnsID: String, headers: [HTTP2Header], payload: [UInt8],
+        connectionID: Int
+    ) {
+        let limit = configuration.maxRecordedNotifications
+        let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        let kept = limit > 0 ? headers.filter { $0.name != "authorization" } : []
+        storage.withLock { storage in
+            storage.counters.accepted += 1
+            guard limit > 0 else { return }
+            let record = RecordedNotification(
+                sequence: storage.nextSequence, receivedAt: receivedAt, apnsID: apnsID,
+                deviceToken: accepted.deviceToken,
+                topic: accepted.topic, teamID: accepted.teamID, keyID: accepted.keyID, connectionID: connectionID,
+                headers: kept, payload: payload)
+            storage.nextSequence += 1
+            if storage.recordings.count < limit {
+                storage.recordings.append(record)
+            } else {
+                storage.recordings[storage.recordingsStart] = record
+                storage.recordingsStart = (storage.recordingsStart + 1) % limit
+                storage.counters.recordingsDropped += 1
+            }
+        }
+    }
+
+    /// A connection verified a token's signature; `accepted` if it now uses it.
+    func noteTokenVerification(count: Int, accepted token: String?) {
+        storage.withLock { storage in
+            storage.counters.providerTokenVerifications += count
+            if let token { storage.counters.providerTokens.insert(token) }
+        }
+    }
+
+    func noteStreamRefusedAfterGoAway() { storage.withLock { $0.counters.streamsRefusedAfterGoAway += 1 } }
+
+    /// Returns the new connection's id.
+    func connectionOpened() -> Int {
+        storage.withLock { storage in
+            storage.counters.connectionsOpened += 1
+            storage.counters.connectionsOpen += 1
+            defer { storage.nextConnectionID += 1 }
+            return storage.nextConnectionID
+        }
+    }
+
+    func connectionClosed() { storage.withLock { $0.counters.connectionsOpen -= 1 } }
+
+    func noteGoAways(_ count: Int) { storage.withLock { $0.counters.goAwaysSent += count } }
+
+    // MARK: Control API
+
+    var counters: Counters { storage.withLock { $0.counters } }
+    var rules: SimulatorRules { storage.withLock { $0.rules } }
+    var faults: [Fault] { storage.withLock { $0.faults } }
+    var latencyMilliseconds: Int { storage.withLock { $0.latencyMilliseconds } }
+    var recordedCount: Int { storage.withLock { $0.recordings.count } }
+
+    /// Recordings in order, optionally only those after `sequence` and for one device token (any case).
+    func recordings(after sequence: Int = 0, deviceToken: String? = nil, limit: Int = .max) -> [RecordedNotification] {
+        let wanted = deviceToken?.lowercased()
+        return storage.withLock { storage in
+            let ordered =
+                storage.recordings[storage.recordingsStart...] + storage.recordings[..<storage.recordingsStart]
+            var result: [RecordedNotification] = []
+            for record in ordered where record.sequence > sequence {
+                if let wanted, record.deviceToken.lowercased() != wanted { continue }
+                result.append(record)
+                if result.count >= limit { break }
+            }
+            return result
+        }
+    }
+
+    func clearRecordings() {
+        storage.withLock { storage in
+            storage.recordings = []
+            storage.recordingsStart = 0
+        }
+    }
+
+    /// The next `count` requests (on any connection) answer `rejection`, after
+    /// faults already queued.
+    func injectFault(_ rejection: APNsRejection, count: Int) {
+        storage.withLock { $0.faults.append(Fault(rejection: rejection, remaining: count)) }
+    }
+
+    func clearFaults() { storage.withLock { $0.faults = [] } }
+
+    func setLatency(milliseconds: Int) { storage.withLock { $0.latencyMilliseconds = milliseconds } }
+
+    func updateRules<Result>(_ change: (inout SimulatorRules) -> Result) -> Result {
+        storage.withLock { change(&$0.rules) }
+    }
+
+    /// Back to the configuration file: rules, faults, latency, recordings and
+    /// counters (except the open-connection count, which stays true; connection
+    /// ids and recording sequence numbers keep counting up).
+    func reset() {
+        storage.withLock { storage in
+            let open = storage.counters.connectionsOpen
+            var fresh = Storage(rules: SimulatorRules(configuration: configuration))
+            // Connections cache verified tokens by generation: move past every old one.
+            fresh.rules.keyGeneration = storage.rules.keyGeneration &+ 1
+            fresh.counters.connectionsOpen = open
+            fresh.nextConnectionID = storage.nextConnectionID
+            fresh.nextSequence = storage.nextSequence
+            storage = fresh
+        }
+    }
+}

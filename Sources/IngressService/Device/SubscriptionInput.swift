@@ -1,0 +1,135 @@
+import Foundation
+import Shared
+
+/// The register / update body of the device endpoints, decoded strictly (a wrong
+/// JSON type is an error, not a coercion) and validated:
+///
+///     {"topic": "com.example.app", "token": "<hex>", "sandbox": false,
+///      "alert": {"title": "Example", "body": "New message"},
+///      "keys": {"p256dh": "<base64url point>", "auth": "<base64url 16 bytes>"}}
+struct SubscriptionInput: Sendable, Equatable {
+    static let maximumTitleLength = 200
+    static let maximumBodyLength = 1000
+    static let defaultBody = "New notification"
+
+    var topic: String?
+    /// Lower-case hex.
+    var token: String?
+    var sandbox: Bool?
+    var alertTitle: String?
+    var alertBody: String?
+    /// The uncompressed P-256 point, validated on the curve.
+    var p256dh: [UInt8]?
+    var auth: [UInt8]?
+
+    private struct Body: Decodable {
+        var topic: String?
+        var token: String?
+        var sandbox: Bool?
+        var alert: Alert?
+        var keys: Keys?
+    }
+    private struct Alert: Decodable {
+        var title: String?
+        var body: String?
+    }
+    private struct Keys: Decodable {
+        var p256dh: String?
+        var auth: String?
+    }
+
+    init(json: [UInt8]) throws(PushAPIError) {
+        let body: Body
+        do {
+            body = try JSONDecoder().decode(Body.self, from: Data(json))
+        } catch let error as DecodingError {
+            throw .invalid(Self.describe(error))
+        } catch {
+            throw .invalid("body must be a JSON object")
+        }
+        if let topic = body.topic {
+            guard !topic.isEmpty, topic.utf8.count <= 155 else { throw .invalid("topic must be a bundle id") }
+            self.topic = topic
+        }
+        if let token = body.token {
+            let count = token.utf8.count
+            guard count >= 32, count <= 200, count % 2 == 0, token.utf8.allSatisfy(Self.isHexDigit) else {
+                throw .invalid("token must be 32 to 200 hex digits")
+            }
+            self.token = token.lowercased()
+        }
+        sandbox = body.sandbox
+        if let title = body.alert?.title {
+            guard title.count <= Self.maximumTitleLength else {
+                throw .invalid("alert.title must be at most \(Self.maximumTitleLength) characters")
+            }
+            alertTitle = title
+        }
+        if let text = body.alert?.body {
+            guard text.count <= Self.maximumBodyLength else {
+                throw .invalid("alert.body must be at most \(Self.maximumBodyLength) characters")
+            }
+            alertBody = text.isEmpty ? Self.defaultBody : text
+        }
+        if let keys = body.keys {
+            guard let p256dhText = keys.p256dh, let authText = keys.auth else {
+                throw .invalid("keys needs both p256dh and auth")
+            }
+            guard let point = Self.base64URL(p256dhText), point.count == 65, point[0] == 0x04 else {
+                throw .invalid("keys.p256dh must be a base64url uncompressed P-256 point")
+            }
+            guard (try? P256PublicKey(uncompressedPoint: point)) != nil else {
+                throw .invalid("keys.p256dh is not a point on P-256")
+            }
+            guard let auth = Self.base64URL(authText), auth.count == 16 else {
+                throw .invalid("keys.auth must be 16 bytes, base64url")
+            }
+            p256dh = point
+            self.auth = auth
+        }
+    }
+
+    /// What registration requires on top of the per-field checks.
+    func requireRegistrationFields() throws(PushAPIError) {
+        guard topic != nil else { throw .invalid("topic is required") }
+        guard token != nil else { throw .invalid("token is required") }
+        guard sandbox != nil else { throw .invalid("sandbox must be a boolean") }
+    }
+
+    /// Unpadded base64url; trailing `=` padding tolerated.
+    static func base64URL(_ text: String) -> [UInt8]? {
+        var trimmed = Substring(text)
+        while trimmed.hasSuffix("=") { trimmed = trimmed.dropLast() }
+        return Base64URL.decode(trimmed)
+    }
+
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+            UInt8(ascii: "A")...UInt8(ascii: "F"):
+            true
+        default: false
+        }
+    }
+
+    /// Names the field and the problem, never the value.
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            context.codingPath.map(\.stringValue).joined(separator: ".")
+        }
+        switch error {
+        case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
+            let field = path(context)
+            if field.isEmpty { return "body must be a JSON object" }
+            let expected = type == Bool.self ? "a boolean" : type == String.self ? "a string" : "an object"
+            return "\(field) must be \(expected)"
+        case .dataCorrupted(let context):
+            let field = path(context)
+            return field.isEmpty ? "body is not valid JSON" : "\(field) is invalid"
+        case .keyNotFound:
+            return "body is missing a field"
+        @unknown default:
+            return "body is invalid"
+        }
+    }
+}

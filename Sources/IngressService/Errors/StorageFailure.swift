@@ -1,0 +1,27 @@
+import Shared
+
+/// Maps what a route threw to the answer: a `PushAPIError` as it is; Redis,
+/// Postgres and pool failures as 1005 (503 when the store is unreachable or
+/// overloaded, 500 otherwise). Never a 201.
+enum StorageFailure {
+    static func apiError(for error: any Error) -> PushAPIError {
+        switch error {
+        case let error as PushAPIError: error
+        case let error as RedisError:
+            switch error.code {
+            case .unexpectedReply, .protocol: .storageFailed
+            default: .storageUnavailable
+            }
+        case let error as PostgresError:
+            switch error.code {
+            case .connectionFailed, .connectionClosed: .storageUnavailable
+            default: .storageFailed
+            }
+        case is ConnectionPoolError: .storageUnavailable
+        default: .storageFailed
+        }
+    }
+
+    /// Whether the error is the store's fault (worth a log line), not the client's.
+    static func isStorageError(_ error: any Error) -> Bool { !(error is PushAPIError) }
+}

@@ -1,0 +1,78 @@
+import Shared
+
+/// The public API's `HTTPHandler`: routes each request, applies the body limits
+/// (8 KB for Web Push, 64 KB for JSON), turns errors into the spec's error
+/// bodies and records the request metrics.
+struct IngressHandler: HTTPHandler {
+    static let jsonBodyLimit = 64 * 1024
+
+    let device: DeviceRoutes
+    let webPush: WebPushRoutes
+    let health: HealthRoutes
+    let clientIP: ClientIPResolver
+    let metrics: IngressMetrics
+    let failureLog: ThrottledLog
+
+    func maximumBodySize(for head: HTTPRequestHead) -> Int {
+        if case .deliver = Route(method: head.method, path: head.path) { return WebPushRoutes.bodyLimit(head) }
+        return Self.jsonBodyLimit
+    }
+
+    func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { PushAPIError.tooLarge.response }
+
+    func handleOversized(_ head: HTTPRequestHead) async -> HTTPResponse {
+        let start = ContinuousClock.now
+        let route = Route(method: head.method, path: head.path)
+        let response: HTTPResponse
+        if case .deliver(let id) = route {
+            response = await webPush.oversized(head, id: id)
+        } else {
+            response = PushAPIError.tooLarge.response
+        }
+        record(route, response, since: start)
+        return response
+    }
+
+    func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        let start = ContinuousClock.now
+        let route = Route(method: request.method, path: request.path)
+        let response = await respond(route, request)
+        record(route, response, since: start)
+        return response
+    }
+
+    private func respond(_ route: Route, _ request: HTTPRequest) async -> HTTPResponse {
+        switch route {
+        case .deliver(let id): return await webPush.deliver(request, id: id)
+        case .healthz: return health.healthz()
+        case .readyz: return await health.readyz()
+        case .metrics: return health.metricsText()
+        case .notFound: return .json(404, #"{"error": "not found"}"#)
+        case .methodNotAllowed(let allowed):
+            return .json(405, #"{"error": "method not allowed"}"#, headers: HTTPHeaders([("Allow", allowed)]))
+        default: break
+        }
+        let client = clientIP.clientKey(request.head)
+        do {
+            switch route {
+            case .register: return try await device.register(request, client: client)
+            case .update(let id): return try await device.update(request, id: id, client: client)
+            case .pending(let id): return try await device.pending(request, id: id, client: client)
+            case .activate(let id): return try await device.activate(request, id: id, client: client)
+            case .delete(let id): return try await device.delete(request, id: id, client: client)
+            default: return .json(404, #"{"error": "not found"}"#)
+            }
+        } catch {
+            if StorageFailure.isStorageError(error) {
+                failureLog.warning("device request failed: storage error", error: error)
+            }
+            return StorageFailure.apiError(for: error).response
+        }
+    }
+
+    private func record(_ route: Route, _ response: HTTPResponse, since start: ContinuousClock.Instant) {
+        let label = route.label
+        metrics.requests.increment(by: 1, label, String(response.status))
+        metrics.latency.observe(since: start, [label])
+    }
+}

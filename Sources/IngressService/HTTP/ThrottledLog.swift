@@ -1,0 +1,41 @@
+import Shared
+import Synchronization
+
+/// Logs a recurring failure (Redis down…) at most once per interval, counting
+/// what was left out, so an outage does not turn into a log line per request.
+final class ThrottledLog: Sendable {
+    private let logger: Logger
+    private let interval: Duration
+    private let state = Mutex<(last: ContinuousClock.Instant?, suppressed: Int)>((nil, 0))
+
+    init(logger: Logger, interval: Duration = .seconds(5)) {
+        self.logger = logger
+        self.interval = interval
+    }
+
+    func warning(_ message: String, error: any Error) {
+        let now = ContinuousClock.now
+        let suppressed: Int? = state.withLock { state in
+            if let last = state.last, now - last < interval {
+                state.suppressed += 1
+                return nil
+            }
+            let count = state.suppressed
+            state = (now, 0)
+            return count
+        }
+        guard let suppressed else { return }
+        logger.warning(
+            message, metadata: ["error": Self.describe(error), "suppressed": String(suppressed)])
+    }
+
+    /// The error's own safe description (Redis and Postgres errors never carry values).
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as RedisError: error.description
+        case let error as PostgresError: error.description
+        case let error as ConnectionPoolError: "\(error)"
+        default: "\(type(of: error))"
+        }
+    }
+}

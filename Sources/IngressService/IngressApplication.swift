@@ -1,0 +1,119 @@
+import Foundation
+import Shared
+import Synchronization
+
+/// The assembled ingress: the public HTTP server over the routes, the Redis and
+/// Postgres clients, the metrics and the stale-subscription sweep. `main` builds
+/// it from the environment; tests build the same thing on port 0.
+final class IngressApplication: Sendable {
+    let configuration: IngressConfiguration
+    let server: HTTPServer
+    let redis: RedisClient
+    let postgres: PostgresClient
+    let keys: RedisKeys
+    let metrics: IngressMetrics
+    let sweeper: SubscriptionSweeper
+    let invalidation: CacheInvalidation
+    let logger: Logger
+    private let sweepTask = Mutex<Task<Void, Never>?>(nil)
+
+    init(
+        configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, postgres: PostgresClient,
+        keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, invalidation: CacheInvalidation,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.server = server
+        self.redis = redis
+        self.postgres = postgres
+        self.keys = keys
+        self.metrics = metrics
+        self.sweeper = sweeper
+        self.invalidation = invalidation
+        self.logger = logger
+    }
+
+    /// The bound port (useful with port 0).
+    var port: Int { server.port }
+
+    /// Starts listening and, when `sweep` is set, the periodic sweep.
+    func start(sweep: Bool = true) throws(HTTPServerError) {
+        try server.start()
+        if sweep {
+            let sweeper = self.sweeper
+            sweepTask.withLock { $0 = Task { await sweeper.run() } }
+        }
+    }
+
+    /// Stops accepting, finishes requests in flight (up to `deadline`), stops the
+    /// sweep and closes the pools.
+    func shutdown(deadline: Duration = .seconds(10)) async {
+        await server.shutdown(deadline: deadline)
+        sweepTask.withLock { task in
+            task?.cancel()
+            task = nil
+        }
+        redis.close()
+        postgres.close()
+    }
+}
+
+/// Assembles the ingress from its configuration. `keys` overrides the Redis key
+/// layout (tests isolate themselves with their own namespace and stream).
+func buildApplication(
+    configuration: IngressConfiguration, logger: Logger, keys: RedisKeys? = nil
+) throws -> IngressApplication {
+    let keys = keys ?? RedisKeys(stream: configuration.queueStream)
+    let redis = try RedisClient(
+        url: configuration.common.redisURL,
+        options: .init(
+            maximumConnections: configuration.redisConnections, acquireTimeout: .seconds(2),
+            connection: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2))),
+        logger: logger)
+    let postgres = PostgresClient(
+        configuration: .init(
+            url: configuration.common.databaseURL, applicationName: "pushgate-ingress",
+            maximumConnections: configuration.databaseConnections, acquireTimeout: .seconds(5), connectTimeout: 5))
+    let metrics = IngressMetrics()
+    let subscriptions = SubscriptionRepository(postgres: postgres)
+    let directory = AppDirectory(postgres: postgres)
+    let invalidation = CacheInvalidation(
+        redis: redis, keys: keys, tombstoneLifetimeSeconds: configuration.common.tombstoneLifetimeSeconds)
+    let failureLog = ThrottledLog(logger: logger)
+    let stashLifetime = Int64(configuration.stashLifetimeSeconds) * 1000
+    var base = configuration.publicBaseURL.absoluteString
+    while base.hasSuffix("/") { base.removeLast() }
+
+    let device = DeviceRoutes(
+        subscriptions: subscriptions, directory: directory,
+        limiter: SlidingWindowLimiter(
+            redis: redis, keys: keys, registration: configuration.registrationRateLimit,
+            device: configuration.deviceRateLimit),
+        invalidation: invalidation, redis: redis, keys: keys, publicPushBase: base + Route.pushPathPrefix,
+        stashLifetimeMilliseconds: stashLifetime)
+    let webPush = WebPushRoutes(
+        redis: redis, keys: keys,
+        cache: HotPathCache(
+            redis: redis, keys: keys, subscriptions: subscriptions, directory: directory,
+            lifetimeMilliseconds: Int64(configuration.cacheLifetimeSeconds) * 1000),
+        metrics: metrics, pushRateLimit: configuration.pushRateLimit, stashLimit: configuration.stashLimit,
+        stashLifetimeMilliseconds: stashLifetime, maximumTTL: configuration.maximumPushTTLSeconds,
+        messageBase: base + "/api/push/m/", failureLog: failureLog)
+    let handler = IngressHandler(
+        device: device, webPush: webPush, health: HealthRoutes(redis: redis, postgres: postgres, metrics: metrics),
+        clientIP: ClientIPResolver(trustedProxies: configuration.trustedProxies), metrics: metrics,
+        failureLog: failureLog)
+    let server = HTTPServer(
+        configuration: .init(
+            address: configuration.listen, threads: configuration.threads,
+            connectionLimit: configuration.connectionLimit,
+            connectionTimeoutSeconds: configuration.connectionTimeoutSeconds),
+        handler: handler, logger: logger.child("http"))
+    let sweeper = SubscriptionSweeper(
+        redis: redis, keys: keys, subscriptions: subscriptions, invalidation: invalidation,
+        maximumAgeSeconds: configuration.subscriptionMaximumAgeSeconds,
+        interval: .seconds(configuration.sweepIntervalSeconds), logger: logger.child("sweep"))
+    return IngressApplication(
+        configuration: configuration, server: server, redis: redis, postgres: postgres, keys: keys, metrics: metrics,
+        sweeper: sweeper, invalidation: invalidation, logger: logger)
+}

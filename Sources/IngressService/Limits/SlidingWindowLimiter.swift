@@ -1,0 +1,47 @@
+import Shared
+
+/// Per-client-IP limits of the device endpoints: an exact sliding window (a
+/// sorted set of request times per key, on the Redis server's clock), so at most
+/// `limit` requests are allowed in any window of the configured length, also
+/// across minute boundaries.
+struct SlidingWindowLimiter: Sendable {
+    /// The groups of endpoints that have their own window.
+    enum Scope: String, Sendable {
+        case registration = "reg"
+        case device = "dev"
+    }
+
+    let redis: RedisClient
+    let keys: RedisKeys
+    let registration: RateLimit
+    let device: RateLimit
+
+    /// Counts one request of `client`; throws 429 (1006, `Retry-After`) when the window is full.
+    func admit(_ scope: Scope, client: String) async throws {
+        let limit = scope == .registration ? registration : device
+        let reply = try await redis.run(
+            Self.script, keys: [keys.ipRate(scope.rawValue, client)],
+            arguments: [limit.limit, limit.windowMilliseconds, Base64URL.encode(SecureRandom.bytes(12))])
+        guard let wait = reply.int else {
+            throw RedisError(code: .unexpectedReply, message: "rate limit script answered an unexpected shape")
+        }
+        if wait > 0 { throw PushAPIError.tooManyRequests(retryAfter: Int((wait + 999) / 1000)) }
+    }
+
+    /// KEYS[1] window; ARGV limit, window ms, unique member. Returns 0 when admitted,
+    /// else the milliseconds until the oldest request leaves the window.
+    static let script = RedisScript(
+        source: """
+            local t = redis.call('TIME')
+            local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+            local window = tonumber(ARGV[2])
+            redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+            if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+              local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+              return math.max(tonumber(oldest[2]) + window - now, 1)
+            end
+            redis.call('ZADD', KEYS[1], now, ARGV[3])
+            redis.call('PEXPIRE', KEYS[1], window)
+            return 0
+            """)
+}

@@ -1,0 +1,61 @@
+import Shared
+
+/// Hard-deletes subscriptions not refreshed for `SUBSCRIPTION_MAX_AGE_SECONDS`
+/// (60 days by default), every `SWEEP_INTERVAL_SECONDS`, on one replica at a time:
+/// a replica sweeps only while it holds the Redis lease `lock:sweep`.
+struct SubscriptionSweeper: Sendable {
+    static let batchSize = 1000
+
+    let redis: RedisClient
+    let keys: RedisKeys
+    let subscriptions: SubscriptionRepository
+    let invalidation: CacheInvalidation
+    let maximumAgeSeconds: Int
+    let interval: Duration
+    let logger: Logger
+
+    /// Sweeps once if no other replica is sweeping; the number of subscriptions
+    /// deleted, or nil when another replica holds the lease.
+    func sweepOnce() async throws -> Int? {
+        let token = Base64URL.encode(SecureRandom.bytes(16))
+        let lease = max(Int(interval.components.seconds), 60) * 1000
+        let acquired = try await redis.send("SET", keys.lock("sweep"), token, "NX", "PX", lease)
+        guard acquired == .status("OK") else { return nil }
+        var deleted = 0
+        do {
+            while true {
+                let ids = try await subscriptions.deleteStale(
+                    maximumAgeSeconds: maximumAgeSeconds, limit: Self.batchSize)
+                try await invalidation.subscriptionsDeleted(ids)
+                deleted += ids.count
+                if ids.count < Self.batchSize { break }
+            }
+        } catch {
+            _ = try? await redis.run(Self.release, keys: [keys.lock("sweep")], arguments: [token])
+            throw error
+        }
+        // The lease is kept until it expires, so other replicas skip this interval.
+        return deleted
+    }
+
+    /// Sweeps every `interval` until cancelled.
+    func run() async {
+        while !Task.isCancelled {
+            do {
+                if let deleted = try await sweepOnce(), deleted > 0 {
+                    logger.info("swept stale subscriptions", metadata: ["deleted": String(deleted)])
+                }
+            } catch {
+                logger.warning("subscription sweep failed", metadata: ["error": ThrottledLog.describe(error)])
+            }
+            try? await Task.sleep(for: interval)
+        }
+    }
+
+    /// Deletes the lease only if it is still ours.
+    static let release = RedisScript(
+        source: """
+            if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+            return 0
+            """)
+}

@@ -1,0 +1,114 @@
+import Foundation
+import Shared
+
+/// The device endpoints under `/api/push/v1/subscriptions`: register, update,
+/// pending stash, activate, delete. Per-client-IP limits come first, then the
+/// Bearer secret (compared as SHA-256 hashes in constant time), then the body.
+struct DeviceRoutes: Sendable {
+    let subscriptions: SubscriptionRepository
+    let directory: AppDirectory
+    let limiter: SlidingWindowLimiter
+    let invalidation: CacheInvalidation
+    let redis: RedisClient
+    let keys: RedisKeys
+    let publicPushBase: String
+    let stashLifetimeMilliseconds: Int64
+
+    /// `POST /v1/subscriptions` → 201 `{id, secret, url}`.
+    func register(_ request: HTTPRequest, client: String) async throws -> HTTPResponse {
+        try await limiter.admit(.registration, client: client)
+        let input = try SubscriptionInput(json: request.body)
+        try input.requireRegistrationFields()
+        guard let topic = input.topic, let token = input.token, let sandbox = input.sandbox else {
+            throw PushAPIError.invalid("topic, token and sandbox are required")
+        }
+        guard let owner = try await directory.owner(ofTopic: topic), owner.acceptsPush else {
+            throw PushAPIError.unknownApp
+        }
+        let secret = Base64URL.encode(SecureRandom.bytes(32))
+        var id = ""
+        for attempt in 1...3 {
+            id = Base64URL.encode(SecureRandom.bytes(16))
+            do {
+                try await subscriptions.insert(
+                    .init(
+                        id: id, appID: owner.appID, topic: owner.bundleID, deviceToken: token, sandbox: sandbox,
+                        alertTitle: input.alertTitle ?? "", alertBody: input.alertBody ?? SubscriptionInput.defaultBody,
+                        p256dh: input.p256dh, auth: input.auth, secretHash: SHA256.hash(secret)))
+                break
+            } catch let error as PostgresError where error.isUniqueViolation && attempt < 3 {
+                continue  // 128 random bits colliding: practically never
+            }
+        }
+        // A negative cache entry for this id (a guess that came first) must not hide it.
+        try? await invalidation.subscriptionChanged(id)
+        let body =
+            "{\"id\":\(JSONString.quote(id)),\"secret\":\(JSONString.quote(secret)),\"url\":\(JSONString.quote(publicPushBase + id))}"
+        return .json(201, body)
+    }
+
+    /// `PUT /v1/subscriptions/{id}` → 204.
+    func update(_ request: HTTPRequest, id: String, client: String) async throws -> HTTPResponse {
+        try await limiter.admit(.device, client: client)
+        let current = try await authenticate(request, id: id)
+        let input = try SubscriptionInput(json: request.body)
+        if let topic = input.topic, topic.lowercased() != current.topic.lowercased() {
+            throw PushAPIError.invalid("topic cannot be changed; register a new subscription")
+        }
+        guard
+            try await subscriptions.update(
+                id, deviceToken: input.token, sandbox: input.sandbox, alertTitle: input.alertTitle,
+                alertBody: input.alertBody, p256dh: input.p256dh, auth: input.auth)
+        else { throw PushAPIError.notFound }
+        try await invalidation.subscriptionChanged(id)
+        return HTTPResponse(status: 204)
+    }
+
+    /// `GET /v1/subscriptions/{id}/pending` → `{messages: [base64url…]}`, oldest first.
+    func pending(_ request: HTTPRequest, id: String, client: String) async throws -> HTTPResponse {
+        try await limiter.admit(.device, client: client)
+        _ = try await authenticate(request, id: id)
+        let reply = try await redis.send(
+            StashScript.command(subscriptionID: id, lifetimeMilliseconds: stashLifetimeMilliseconds, keys: keys))
+        let messages = (reply.array ?? []).compactMap(\.bytes).map { JSONString.quote(Base64URL.encode($0)) }
+        return .json(200, "{\"messages\":[" + messages.joined(separator: ",") + "]}")
+    }
+
+    /// `POST /v1/subscriptions/{id}/activate` → 204; the stash is cleared.
+    func activate(_ request: HTTPRequest, id: String, client: String) async throws -> HTTPResponse {
+        try await limiter.admit(.device, client: client)
+        _ = try await authenticate(request, id: id)
+        guard try await subscriptions.activate(id) else { throw PushAPIError.notFound }
+        _ = try await redis.send("DEL", keys.subscription(id), keys.stash(id))
+        return HTTPResponse(status: 204)
+    }
+
+    /// `DELETE /v1/subscriptions/{id}` → 204; the row, its cache and its stash are gone.
+    func delete(_ request: HTTPRequest, id: String, client: String) async throws -> HTTPResponse {
+        try await limiter.admit(.device, client: client)
+        _ = try await authenticate(request, id: id)
+        guard try await subscriptions.delete(id) else { throw PushAPIError.notFound }
+        try await invalidation.subscriptionsDeleted([id])
+        return HTTPResponse(status: 204)
+    }
+
+    /// 1002 without a Bearer secret; 1003 for an unknown id or a wrong secret alike.
+    private func authenticate(_ request: HTTPRequest, id: String) async throws -> SubscriptionRepository.Credentials {
+        guard let secret = Self.bearer(request.headers["Authorization"]) else { throw PushAPIError.missingCredentials }
+        let presented = SHA256.hash(secret)
+        guard SubscriptionID.isWellFormed(id), let stored = try await subscriptions.credentials(id) else {
+            _ = ConstantTime.equals(presented, presented)  // same work as a wrong secret
+            throw PushAPIError.notFound
+        }
+        guard ConstantTime.equals(presented, stored.secretHash) else { throw PushAPIError.notFound }
+        return stored
+    }
+
+    static func bearer(_ header: String?) -> String? {
+        guard let header else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let secret = parts[1].trimmingCharacters(in: .whitespaces)
+        return secret.isEmpty ? nil : secret
+    }
+}

@@ -1,0 +1,54 @@
+import Shared
+
+/// Checks that a body is a well-formed RFC 8188 `aes128gcm` message as RFC 8291
+/// uses it, without decrypting it (only the device can):
+///
+///     salt (16) | rs (4, big-endian) | idlen (1) = 65 | keyid (65): 0x04 X Y | one record
+///
+/// `rs` is at least 18, and the single record holds at least a padding delimiter
+/// and the 16-byte tag (17 bytes) and at most `rs` bytes.
+enum AES128GCMMessage {
+    static let headerLength = 16 + 4 + 1 + 65
+    static let minimumRecordLength = 17
+
+    static func validate(_ body: [UInt8]) throws(PushAPIError) {
+        guard body.count >= headerLength + minimumRecordLength else {
+            throw .invalid("body is not an aes128gcm message (too short)")
+        }
+        let recordSize = UInt32(body[16]) << 24 | UInt32(body[17]) << 16 | UInt32(body[18]) << 8 | UInt32(body[19])
+        guard recordSize >= 18 else { throw .invalid("aes128gcm record size must be at least 18") }
+        guard body[20] == 65, body[21] == 0x04 else {
+            throw .invalid("aes128gcm keyid must be an uncompressed P-256 point")
+        }
+        guard body.count - headerLength <= Int(recordSize) else {
+            throw .invalid("aes128gcm body must be a single record")
+        }
+    }
+
+    /// The message inside the older base64url text form (bare, or quoted as a JSON
+    /// string; padding and the standard alphabet tolerated).
+    static func decodeText(_ body: [UInt8]) throws(PushAPIError) -> [UInt8] {
+        var text = body[...]
+        while let first = text.first, first == 0x20 || first == 0x0a || first == 0x0d || first == 0x09 {
+            text = text.dropFirst()
+        }
+        while let last = text.last, last == 0x20 || last == 0x0a || last == 0x0d || last == 0x09 {
+            text = text.dropLast()
+        }
+        if text.count >= 2, text.first == UInt8(ascii: "\""), text.last == UInt8(ascii: "\"") {
+            text = text.dropFirst().dropLast()
+        }
+        while text.last == UInt8(ascii: "=") { text = text.dropLast() }
+        let normalized = text.map { byte -> UInt8 in
+            switch byte {
+            case UInt8(ascii: "+"): UInt8(ascii: "-")
+            case UInt8(ascii: "/"): UInt8(ascii: "_")
+            default: byte
+            }
+        }
+        guard let bytes = Base64URL.decode(String(decoding: normalized, as: UTF8.self)) else {
+            throw .invalid("body is not base64url")
+        }
+        return bytes
+    }
+}

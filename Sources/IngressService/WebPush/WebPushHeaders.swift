@@ -1,0 +1,66 @@
+import Foundation
+import Shared
+
+/// The RFC 8030 / 8291 request headers of a Web Push delivery, validated.
+struct WebPushHeaders: Sendable, Equatable {
+    /// How the body carries the aes128gcm message.
+    enum BodyFormat: Sendable, Equatable {
+        /// `Content-Encoding: aes128gcm`: the body is the message (RFC 8291).
+        case aes128gcm
+        /// Older Stalwart: no `Content-Encoding`, `Content-Type: application/json`, the
+        /// body is the message's base64url text (bare or as a JSON string).
+        case base64URLText
+    }
+
+    /// The `TTL` kept, in seconds (capped at the configured maximum).
+    let ttl: Int
+    /// `apns-priority`: 5 for Urgency very-low and low, else 10.
+    let priority: Int
+    /// The `Topic` header: replaces earlier undelivered messages with the same topic.
+    let topic: String?
+    let bodyFormat: BodyFormat
+
+    init(_ headers: HTTPHeaders, maximumTTL: Int) throws(PushAPIError) {
+        guard let ttlText = headers["TTL"]?.trimmingCharacters(in: .whitespaces) else {
+            throw .invalid("TTL header is required")
+        }
+        guard !ttlText.isEmpty, ttlText.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            throw .invalid("TTL must be a non-negative integer")
+        }
+        // All digits: anything that does not fit is larger than the cap anyway.
+        ttl = min(Int(ttlText) ?? Int.max, maximumTTL)
+
+        switch headers["Urgency"]?.trimmingCharacters(in: .whitespaces).lowercased() {
+        case nil, "normal", "high": priority = 10
+        case "very-low", "low": priority = 5
+        default: throw .invalid("Urgency must be very-low, low, normal or high")
+        }
+
+        if let topic = headers["Topic"]?.trimmingCharacters(in: .whitespaces) {
+            guard !topic.isEmpty, topic.utf8.count <= 32, topic.utf8.allSatisfy(Self.isBase64URLCharacter) else {
+                throw .invalid("Topic must be 1 to 32 base64url characters")
+            }
+            self.topic = topic
+        } else {
+            topic = nil
+        }
+
+        if let encoding = headers["Content-Encoding"]?.trimmingCharacters(in: .whitespaces) {
+            guard encoding.lowercased() == "aes128gcm" else { throw .invalid("Content-Encoding must be aes128gcm") }
+            bodyFormat = .aes128gcm
+        } else if let type = headers["Content-Type"], type.lowercased().hasPrefix("application/json") {
+            bodyFormat = .base64URLText
+        } else {
+            throw .invalid("Content-Encoding must be aes128gcm")
+        }
+    }
+
+    static func isBase64URLCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            true
+        default: false
+        }
+    }
+}

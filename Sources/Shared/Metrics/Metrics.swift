@@ -1,0 +1,199 @@
+import Foundation
+import Synchronization
+
+/// Prometheus metrics kept in process and rendered in the text exposition format
+/// (version 0.0.4) for `/metrics`.
+///
+/// Metrics are registered once (at start-up) and then updated from any thread;
+/// an update is one atomic add or a short lock, never I/O.
+public final class MetricsRegistry: Sendable {
+    private let families = Mutex<[any MetricFamily]>([])
+
+    public init() {}
+
+    public func counter(_ name: String, help: String, labels: [String] = []) -> Counter {
+        register(Counter(name: name, help: help, labelNames: labels))
+    }
+
+    public func gauge(_ name: String, help: String, labels: [String] = []) -> Gauge {
+        register(Gauge(name: name, help: help, labelNames: labels))
+    }
+
+    /// `buckets` are upper bounds in seconds (or the unit in the name), ascending.
+    public func histogram(_ name: String, help: String, labels: [String] = [], buckets: [Double] = Histogram.latencyBuckets)
+        -> Histogram
+    {
+        register(Histogram(name: name, help: help, labelNames: labels, buckets: buckets))
+    }
+
+    private func register<Family: MetricFamily>(_ family: Family) -> Family {
+        families.withLock { list in
+            precondition(!list.contains { $0.name == family.name }, "metric \(family.name) registered twice")
+            list.append(family)
+        }
+        return family
+    }
+
+    /// All metrics in Prometheus text format.
+    public func render() -> String {
+        let list = families.withLock { $0 }
+        var output = ""
+        for family in list {
+            output += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) \(family.typeName)\n"
+            family.render(into: &output)
+        }
+        return output
+    }
+}
+
+protocol MetricFamily: AnyObject, Sendable {
+    var name: String { get }
+    var help: String { get }
+    var typeName: String { get }
+    func render(into output: inout String)
+}
+
+/// Label values in the order of the family's label names.
+typealias LabelValues = [String]
+
+func renderLabels(_ names: [String], _ values: LabelValues, extra: (String, String)? = nil) -> String {
+    var pairs = zip(names, values).map { "\($0)=\(quoteLabel($1))" }
+    if let extra { pairs.append("\(extra.0)=\(quoteLabel(extra.1))") }
+    return pairs.isEmpty ? "" : "{" + pairs.joined(separator: ",") + "}"
+}
+
+private func quoteLabel(_ value: String) -> String {
+    "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        .replacingOccurrences(of: "\n", with: "\\n") + "\""
+}
+
+func formatNumber(_ value: Double) -> String {
+    if value.isInfinite { return value > 0 ? "+Inf" : "-Inf" }
+    if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+    return String(value)
+}
+
+/// A monotonically increasing count, optionally split by labels.
+public final class Counter: MetricFamily {
+    let name: String
+    let help: String
+    let labelNames: [String]
+    var typeName: String { "counter" }
+    private let values = Mutex<[LabelValues: Double]>([:])
+
+    init(name: String, help: String, labelNames: [String]) {
+        self.name = name
+        self.help = help
+        self.labelNames = labelNames
+    }
+
+    public func increment(by amount: Double = 1, _ labels: String...) {
+        precondition(labels.count == labelNames.count, "\(name) takes labels \(labelNames)")
+        values.withLock { $0[labels, default: 0] += amount }
+    }
+
+    public func value(_ labels: String...) -> Double { values.withLock { $0[labels] ?? 0 } }
+
+    func render(into output: inout String) {
+        for (labels, value) in values.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            output += "\(name)\(renderLabels(labelNames, labels)) \(formatNumber(value))\n"
+        }
+    }
+}
+
+/// A value that goes up and down (queue length, open connections).
+public final class Gauge: MetricFamily {
+    let name: String
+    let help: String
+    let labelNames: [String]
+    var typeName: String { "gauge" }
+    private let values = Mutex<[LabelValues: Double]>([:])
+
+    init(name: String, help: String, labelNames: [String]) {
+        self.name = name
+        self.help = help
+        self.labelNames = labelNames
+    }
+
+    public func set(_ value: Double, _ labels: String...) {
+        precondition(labels.count == labelNames.count, "\(name) takes labels \(labelNames)")
+        values.withLock { $0[labels] = value }
+    }
+
+    public func add(_ amount: Double, _ labels: String...) {
+        precondition(labels.count == labelNames.count, "\(name) takes labels \(labelNames)")
+        values.withLock { $0[labels, default: 0] += amount }
+    }
+
+    public func value(_ labels: String...) -> Double { values.withLock { $0[labels] ?? 0 } }
+
+    func render(into output: inout String) {
+        for (labels, value) in values.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            output += "\(name)\(renderLabels(labelNames, labels)) \(formatNumber(value))\n"
+        }
+    }
+}
+
+/// Observations counted into cumulative buckets, with their sum and count.
+public final class Histogram: MetricFamily {
+    /// Seconds, from 100 µs to 10 s: request and APNs latencies.
+    public static let latencyBuckets: [Double] = [
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+    ]
+
+    struct Series {
+        var bucketCounts: [UInt64]
+        var sum: Double = 0
+        var count: UInt64 = 0
+    }
+
+    let name: String
+    let help: String
+    let labelNames: [String]
+    let buckets: [Double]
+    var typeName: String { "histogram" }
+    private let series = Mutex<[LabelValues: Series]>([:])
+
+    init(name: String, help: String, labelNames: [String], buckets: [Double]) {
+        precondition(buckets == buckets.sorted() && !buckets.isEmpty, "histogram buckets must ascend")
+        self.name = name
+        self.help = help
+        self.labelNames = labelNames
+        self.buckets = buckets
+    }
+
+    public func observe(_ value: Double, _ labels: String...) { record(value, labels) }
+
+    private func record(_ value: Double, _ labels: [String]) {
+        precondition(labels.count == labelNames.count, "\(name) takes labels \(labelNames)")
+        // Index of the first bucket that holds the value; counts are made cumulative when rendered.
+        let index = buckets.firstIndex { value <= $0 } ?? buckets.count
+        series.withLock { all in
+            var entry = all[labels] ?? Series(bucketCounts: Array(repeating: 0, count: buckets.count + 1))
+            entry.bucketCounts[index] += 1
+            entry.sum += value
+            entry.count += 1
+            all[labels] = entry
+        }
+    }
+
+    /// Observes the time since `start`, in seconds.
+    public func observe(since start: ContinuousClock.Instant, _ labels: [String] = []) {
+        let elapsed = ContinuousClock.now - start
+        record(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18, labels)
+    }
+
+    public func count(_ labels: String...) -> UInt64 { series.withLock { $0[labels]?.count ?? 0 } }
+
+    func render(into output: inout String) {
+        for (labels, entry) in series.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            var cumulative: UInt64 = 0
+            for (index, bound) in (buckets + [Double.infinity]).enumerated() {
+                cumulative += entry.bucketCounts[index]
+                output += "\(name)_bucket\(renderLabels(labelNames, labels, extra: ("le", formatNumber(bound)))) \(cumulative)\n"
+            }
+            output += "\(name)_sum\(renderLabels(labelNames, labels)) \(entry.sum)\n"
+            output += "\(name)_count\(renderLabels(labelNames, labels)) \(entry.count)\n"
+        }
+    }
+}

@@ -1,0 +1,31 @@
+/// Field names of the cache hashes the hot-path script reads (`RedisKeys.subscription`,
+/// `.app`, `.account`). Filled from Postgres on a miss by the ingress; dropped by
+/// `CacheInvalidation` when the rows change.
+public enum SubscriptionCacheField {
+    public static let app = "app"
+    public static let topic = "topic"
+    public static let token = "token"
+    /// `1` for the APNs sandbox, `0` for production.
+    public static let sandbox = "sandbox"
+    /// `pending` or `active`.
+    public static let state = "state"
+    public static let title = "title"
+    public static let body = "body"
+    /// `1` in a negative entry: no such subscription in Postgres (short-lived).
+    public static let missing = "missing"
+}
+
+public enum AppCacheField {
+    public static let account = "acct"
+    /// `1` when the app has push enabled.
+    public static let enabled = "enabled"
+    /// The chosen credential's id, empty when none is chosen.
+    public static let credential = "cred"
+    /// The credential's status (`active`, `rejected`), empty when none is chosen.
+    public static let credentialStatus = "cstatus"
+}
+
+public enum AccountCacheField {
+    /// The monthly push limit: `-1` unlimited, `0` push not available (Lite).
+    public static let monthlyLimit = "limit"
+}

@@ -1,0 +1,178 @@
+/// The whole per-push decision of a Web Push delivery, as one Lua script run by
+/// SHA: tombstone, subscription, app and account from the cache, push enabled,
+/// the per-subscription sliding window, the monthly quota, the credential and the
+/// workers' circuit flag, then stash (pending) or enqueue (active) and reserve one
+/// unit of quota. One round trip on the happy path; on a cache miss it answers
+/// `.cacheMiss` and the caller fills the cache from Postgres and runs it again.
+///
+/// Time comes from the Redis server (`TIME`), so every ingress replica shares one
+/// clock for the windows and the stash's lifetime.
+public enum HotPathScript {
+    public static let script = RedisScript(source: source)
+
+    /// What the script decided.
+    public enum Decision: Sendable, Equatable {
+        /// On the queue; the stream entry id.
+        case queued(entryID: String)
+        /// In the pending stash.
+        case stashed
+        /// No subscription with this id (negative cache entry).
+        case notFound
+        /// Tombstone: the device token died and the subscription was deleted.
+        case gone
+        /// App push disabled, or the account's plan has no push.
+        case disabled
+        /// The subscription's window is full; milliseconds until a slot frees up.
+        case rateLimited(retryAfterMilliseconds: Int64)
+        case quotaExceeded
+        /// `check` mode: everything before the body size passed.
+        case checked
+        /// No usable credential, or the workers' circuit flag is up.
+        case undeliverable
+        /// A cache entry is missing: `subscription` (id), `app` (id) or `account` (id).
+        case cacheMiss(kind: String, id: String)
+    }
+
+    /// What the script needs besides the cache.
+    public struct Request: Sendable {
+        public var subscriptionID: String
+        /// Runs the checks up to the quota and answers `.checked` without writing
+        /// anything but the rate window (for a body over the size limit).
+        public var checkOnly: Bool
+        public var rateLimit: Int
+        public var rateWindowMilliseconds: Int64
+        public var stashLimit: Int
+        public var stashLifetimeMilliseconds: Int64
+        public var quotaMonth: String
+        /// Unique per request: the `Location`'s tail, also the rate window member.
+        public var messageID: String
+        public var ciphertext: [UInt8]
+        public var priority: Int
+        public var expiration: Int64
+        public var collapseID: String?
+        public var acceptedAt: Int64
+
+        public init(
+            subscriptionID: String, checkOnly: Bool, rateLimit: Int, rateWindowMilliseconds: Int64, stashLimit: Int,
+            stashLifetimeMilliseconds: Int64, quotaMonth: String, messageID: String, ciphertext: [UInt8],
+            priority: Int, expiration: Int64, collapseID: String?, acceptedAt: Int64
+        ) {
+            self.subscriptionID = subscriptionID
+            self.checkOnly = checkOnly
+            self.rateLimit = rateLimit
+            self.rateWindowMilliseconds = rateWindowMilliseconds
+            self.stashLimit = stashLimit
+            self.stashLifetimeMilliseconds = stashLifetimeMilliseconds
+            self.quotaMonth = quotaMonth
+            self.messageID = messageID
+            self.ciphertext = ciphertext
+            self.priority = priority
+            self.expiration = expiration
+            self.collapseID = collapseID
+            self.acceptedAt = acceptedAt
+        }
+    }
+
+    /// Quota keys outlive their month by a few days (the worker may still release).
+    public static let quotaKeyLifetimeSeconds = 40 * 86_400
+
+    /// The `EVALSHA` command for `request`.
+    public static func command(_ request: Request, keys: RedisKeys) -> RedisCommand {
+        let id = request.subscriptionID
+        return .script(
+            script,
+            keys: [keys.subscription(id), keys.tombstone(id), keys.pushRate(id), keys.stash(id), keys.stream],
+            arguments: [
+                keys.prefix, request.checkOnly ? "check" : "push", request.rateLimit, request.rateWindowMilliseconds,
+                request.messageID, request.stashLimit, request.stashLifetimeMilliseconds, request.quotaMonth,
+                quotaKeyLifetimeSeconds, request.ciphertext, request.priority, request.expiration,
+                request.collapseID ?? "", request.acceptedAt, id,
+            ])
+    }
+
+    /// Reads the script's reply.
+    public static func decision(from reply: RedisReply) throws(RedisError) -> Decision {
+        guard let items = reply.array, let code = items.first?.int else {
+            throw RedisError(code: .unexpectedReply, message: "hot-path script answered an unexpected shape")
+        }
+        func text(_ index: Int) -> String? { items.count > index ? items[index].string : nil }
+        switch code {
+        case 0:
+            guard let entry = text(1) else { break }
+            return .queued(entryID: entry)
+        case 1: return .notFound
+        case 2: return .gone
+        case 3: return .disabled
+        case 4: return .rateLimited(retryAfterMilliseconds: items.count > 1 ? items[1].int ?? 1000 : 1000)
+        case 5: return .quotaExceeded
+        case 6: return .checked
+        case 7: return .undeliverable
+        case 8: return .stashed
+        case 10:
+            guard let kind = text(1), let id = text(2) else { break }
+            return .cacheMiss(kind: kind, id: id)
+        default: break
+        }
+        throw RedisError(code: .unexpectedReply, message: "hot-path script answered an unknown code")
+    }
+
+    // KEYS: 1 subscription cache, 2 tombstone, 3 rate window, 4 stash, 5 stream
+    // ARGV: 1 key prefix, 2 mode (push|check), 3 rate limit, 4 window ms, 5 message id,
+    //       6 stash limit, 7 stash lifetime ms, 8 quota month, 9 quota key lifetime s,
+    //       10 ciphertext, 11 priority, 12 expiration, 13 collapse id, 14 accepted-at ms,
+    //       15 subscription id
+    static let source = """
+        local prefix = ARGV[1]
+        if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
+        local sub = redis.call('HMGET', KEYS[1], 'app', 'topic', 'token', 'sandbox', 'state', 'title', 'body', 'missing')
+        if sub[8] then return {1} end
+        if not sub[1] then return {10, 'subscription', ARGV[15]} end
+        local app = redis.call('HMGET', prefix .. 'app:' .. sub[1], 'acct', 'enabled', 'cred', 'cstatus')
+        if not app[1] then return {10, 'app', sub[1]} end
+        local limit = redis.call('HGET', prefix .. 'acct:' .. app[1], 'limit')
+        if not limit then return {10, 'account', app[1]} end
+        limit = tonumber(limit)
+        if app[2] ~= '1' or limit == 0 then return {3} end
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local window = tonumber(ARGV[4])
+        redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
+        if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) then
+          local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+          return {4, tonumber(oldest[2]) + window - now}
+        end
+        redis.call('ZADD', KEYS[3], now, ARGV[5])
+        redis.call('PEXPIRE', KEYS[3], window)
+        local active = sub[5] == 'active'
+        local quotaKey = prefix .. 'quota:' .. app[1] .. ':' .. ARGV[8]
+        if active and limit > 0 then
+          if tonumber(redis.call('GET', quotaKey) or '0') >= limit then return {5} end
+        end
+        if ARGV[2] == 'check' then return {6} end
+        if not active then
+          redis.call('RPUSH', KEYS[4], now .. ':' .. ARGV[10])
+          redis.call('LTRIM', KEYS[4], -tonumber(ARGV[6]), -1)
+          redis.call('PEXPIRE', KEYS[4], ARGV[7])
+          return {8}
+        end
+        local environment = 'production'
+        if sub[4] == '1' then environment = 'sandbox' end
+        local credential = app[3] or ''
+        if credential == '' or app[4] ~= 'active' then return {7} end
+        if redis.call('EXISTS', prefix .. 'circuit:' .. credential .. ':' .. environment) == 1 then return {7} end
+        local fields = {'v', '1', 'mid', ARGV[5], 'sub', ARGV[15], 'app', sub[1], 'acct', app[1], 'cred', credential,
+          'topic', sub[2], 'token', sub[3], 'sandbox', sub[4], 'title', sub[6] or '', 'body', sub[7] or '',
+          'ct', ARGV[10], 'prio', ARGV[11], 'exp', ARGV[12]}
+        if ARGV[13] ~= '' then
+          fields[#fields + 1] = 'collapse'
+          fields[#fields + 1] = ARGV[13]
+        end
+        fields[#fields + 1] = 'at'
+        fields[#fields + 1] = ARGV[14]
+        fields[#fields + 1] = 'qk'
+        fields[#fields + 1] = quotaKey
+        local entry = redis.call('XADD', KEYS[5], '*', unpack(fields))
+        if redis.call('INCR', quotaKey) == 1 then redis.call('EXPIRE', quotaKey, ARGV[9]) end
+        return {0, entry}
+        """
+}

@@ -1,0 +1,153 @@
+/// One push on the queue stream, with everything the dispatch worker needs to send
+/// it without a Postgres query. Stored as the stream entry's field/value pairs
+/// (binary safe: the ciphertext is raw bytes). The ingress's hot-path script writes
+/// these fields (`HotPathScript`); `init(fields:)` reads them back.
+///
+/// | field | value |
+/// |---|---|
+/// | `v` | format version, `1` |
+/// | `mid` | message id (22-char base64url), the tail of the `Location` URL |
+/// | `sub` | subscription id |
+/// | `app` | app id |
+/// | `acct` | account id |
+/// | `cred` | credential id chosen by the app at accept time |
+/// | `topic` | bundle id (`apns-topic`) |
+/// | `token` | device token, lower-case hex |
+/// | `sandbox` | `1` APNs sandbox, `0` production |
+/// | `title`, `body` | placeholder alert |
+/// | `ct` | ciphertext: the aes128gcm body as received (raw bytes) |
+/// | `prio` | `apns-priority`: `10`, or `5` for Urgency low / very-low |
+/// | `exp` | `apns-expiration`, UNIX seconds; `0` = deliver now or never (TTL 0) |
+/// | `collapse` | `apns-collapse-id` from the Web Push `Topic` header; absent when none |
+/// | `at` | accepted at, UNIX milliseconds |
+/// | `qk` | the quota key the worker decrements (`DECR`) if the send fails |
+public struct QueueMessage: Sendable, Equatable {
+    public static let version = "1"
+
+    public enum Field {
+        public static let version = "v"
+        public static let messageID = "mid"
+        public static let subscription = "sub"
+        public static let app = "app"
+        public static let account = "acct"
+        public static let credential = "cred"
+        public static let topic = "topic"
+        public static let token = "token"
+        public static let sandbox = "sandbox"
+        public static let title = "title"
+        public static let body = "body"
+        public static let ciphertext = "ct"
+        public static let priority = "prio"
+        public static let expiration = "exp"
+        public static let collapseID = "collapse"
+        public static let acceptedAt = "at"
+        public static let quotaKey = "qk"
+    }
+
+    public var messageID: String
+    public var subscriptionID: String
+    public var appID: String
+    public var accountID: String
+    public var credentialID: String
+    public var topic: String
+    public var deviceToken: String
+    public var sandbox: Bool
+    public var alertTitle: String
+    public var alertBody: String
+    public var ciphertext: [UInt8]
+    public var priority: Int
+    /// UNIX seconds; 0 means "now or never".
+    public var expiration: Int64
+    public var collapseID: String?
+    /// UNIX milliseconds.
+    public var acceptedAt: Int64
+    public var quotaKey: String
+
+    public init(
+        messageID: String, subscriptionID: String, appID: String, accountID: String, credentialID: String,
+        topic: String, deviceToken: String, sandbox: Bool, alertTitle: String, alertBody: String,
+        ciphertext: [UInt8], priority: Int, expiration: Int64, collapseID: String?, acceptedAt: Int64,
+        quotaKey: String
+    ) {
+        self.messageID = messageID
+        self.subscriptionID = subscriptionID
+        self.appID = appID
+        self.accountID = accountID
+        self.credentialID = credentialID
+        self.topic = topic
+        self.deviceToken = deviceToken
+        self.sandbox = sandbox
+        self.alertTitle = alertTitle
+        self.alertBody = alertBody
+        self.ciphertext = ciphertext
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.acceptedAt = acceptedAt
+        self.quotaKey = quotaKey
+    }
+
+    /// Reads an entry's flat `[field, value, field, value…]` list (as XRANGE /
+    /// XREADGROUP return it). Unknown fields are ignored; a missing required one,
+    /// or another format version, fails.
+    public init(fields: [[UInt8]]) throws(QueueMessageError) {
+        var map: [String: [UInt8]] = [:]
+        var index = 0
+        while index + 1 < fields.count {
+            map[String(decoding: fields[index], as: UTF8.self)] = fields[index + 1]
+            index += 2
+        }
+        func text(_ name: String) throws(QueueMessageError) -> String {
+            guard let bytes = map[name] else { throw QueueMessageError(field: name, problem: "is missing") }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        func integer(_ name: String) throws(QueueMessageError) -> Int64 {
+            guard let value = Int64(try text(name)) else {
+                throw QueueMessageError(field: name, problem: "is not an integer")
+            }
+            return value
+        }
+        guard try text(Field.version) == Self.version else {
+            throw QueueMessageError(field: Field.version, problem: "is not a known format version")
+        }
+        guard let ciphertext = map[Field.ciphertext] else {
+            throw QueueMessageError(field: Field.ciphertext, problem: "is missing")
+        }
+        self.init(
+            messageID: try text(Field.messageID), subscriptionID: try text(Field.subscription),
+            appID: try text(Field.app), accountID: try text(Field.account), credentialID: try text(Field.credential),
+            topic: try text(Field.topic), deviceToken: try text(Field.token), sandbox: try text(Field.sandbox) == "1",
+            alertTitle: try text(Field.title), alertBody: try text(Field.body), ciphertext: ciphertext,
+            priority: Int(try integer(Field.priority)), expiration: try integer(Field.expiration),
+            collapseID: map[Field.collapseID].map { String(decoding: $0, as: UTF8.self) },
+            acceptedAt: try integer(Field.acceptedAt), quotaKey: try text(Field.quotaKey))
+    }
+
+    /// The flat field/value list for `XADD` (the order the script writes them in).
+    public var fields: [[UInt8]] {
+        var pairs: [(String, [UInt8])] = [
+            (Field.version, Array(Self.version.utf8)), (Field.messageID, Array(messageID.utf8)),
+            (Field.subscription, Array(subscriptionID.utf8)), (Field.app, Array(appID.utf8)),
+            (Field.account, Array(accountID.utf8)), (Field.credential, Array(credentialID.utf8)),
+            (Field.topic, Array(topic.utf8)), (Field.token, Array(deviceToken.utf8)),
+            (Field.sandbox, sandbox ? [UInt8(ascii: "1")] : [UInt8(ascii: "0")]),
+            (Field.title, Array(alertTitle.utf8)), (Field.body, Array(alertBody.utf8)),
+            (Field.ciphertext, ciphertext), (Field.priority, Array(String(priority).utf8)),
+            (Field.expiration, Array(String(expiration).utf8)),
+        ]
+        if let collapseID { pairs.append((Field.collapseID, Array(collapseID.utf8))) }
+        pairs.append((Field.acceptedAt, Array(String(acceptedAt).utf8)))
+        pairs.append((Field.quotaKey, Array(quotaKey.utf8)))
+        return pairs.flatMap { [Array($0.0.utf8), $0.1] }
+    }
+
+    /// `production` or `sandbox`, as circuit keys name the APNs environment.
+    public var environment: String { sandbox ? "sandbox" : "production" }
+}
+
+/// A stream entry that is not a `QueueMessage` of a known version.
+public struct QueueMessageError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let field: String
+    public let problem: String
+    public var description: String { "queue message field \(field) \(problem)" }
+}

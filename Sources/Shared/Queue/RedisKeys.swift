@@ -1,0 +1,70 @@
+import Foundation
+
+/// The Redis key layout shared by the ingress and the dispatch worker.
+///
+/// Every key a push touches carries the queue stream's hash tag (`{0}` for
+/// `pushgate:queue:{0}`), so the hot-path script's keys all live in one Redis
+/// Cluster slot and the script is legal on Cluster as well as on a single primary
+/// (Sentinel). The price: one stream's pushes are served by one shard.
+///
+/// | key | type | written by | meaning |
+/// |---|---|---|---|
+/// | `<ns>:{t}:sub:<id>` | hash | ingress (cache fill) | subscription cache (`SubscriptionCacheField`) or `missing=1` |
+/// | `<ns>:{t}:app:<id>` | hash | ingress (cache fill) | app cache (`AppCacheField`) |
+/// | `<ns>:{t}:acct:<id>` | hash | ingress (cache fill) | account cache (`AccountCacheField`) |
+/// | `<ns>:{t}:gone:<id>` | string | worker | tombstone: the token died, answer 410 |
+/// | `<ns>:{t}:stash:<id>` | list | ingress | pending stash: `<accepted ms>:` + ciphertext, oldest first |
+/// | `<ns>:{t}:rate:push:<id>` | zset | ingress | per-subscription sliding window |
+/// | `<ns>:{t}:rate:<scope>:<ip>` | zset | ingress | per-IP sliding windows (`reg`, `dev`) |
+/// | `<ns>:{t}:quota:<account>:<yyyymm>` | string | ingress (+1), worker (−1 on failure) | monthly reservations |
+/// | `<ns>:{t}:circuit:<credential>:<environment>` | string | worker | APNs environment failing: answer 502 |
+/// | `<ns>:{t}:lock:<name>` | string | any replica | short leases (`sweep`) |
+/// | the stream itself (`pushgate:queue:{0}`) | stream | ingress | `QueueMessage` entries |
+public struct RedisKeys: Sendable, Equatable {
+    /// The queue stream pushes are added to.
+    public let stream: String
+    /// `<namespace>:<hash tag>:`, the start of every other key.
+    public let prefix: String
+
+    /// `stream` is the queue stream (default `WorkerConfiguration.defaultStream`); its
+    /// `{…}` hash tag (or `{0}` when it has none) is reused by every key.
+    public init(stream: String = WorkerConfiguration.defaultStream, namespace: String = "pushgate") {
+        self.stream = stream
+        prefix = "\(namespace):\(Self.hashTag(of: stream)):"
+    }
+
+    /// The `{…}` part of `name`, as Redis Cluster hashes it, or `{0}`.
+    public static func hashTag(of name: String) -> String {
+        guard let open = name.firstIndex(of: "{"),
+            let close = name[name.index(after: open)...].firstIndex(of: "}"),
+            name.index(after: open) < close
+        else { return "{0}" }
+        return String(name[open...close])
+    }
+
+    public func subscription(_ id: String) -> String { prefix + "sub:" + id }
+    public func app(_ id: String) -> String { prefix + "app:" + id }
+    public func account(_ id: String) -> String { prefix + "acct:" + id }
+    public func tombstone(_ subscriptionID: String) -> String { prefix + "gone:" + subscriptionID }
+    public func stash(_ subscriptionID: String) -> String { prefix + "stash:" + subscriptionID }
+    public func pushRate(_ subscriptionID: String) -> String { prefix + "rate:push:" + subscriptionID }
+    /// Per-client-IP window of `scope` (`reg` registration, `dev` other device endpoints).
+    public func ipRate(_ scope: String, _ ip: String) -> String { prefix + "rate:\(scope):" + ip }
+    /// The account's reservations for `month` (`yyyymm`, UTC).
+    public func quota(account: String, month: String) -> String { prefix + "quota:\(account):\(month)" }
+    /// Set by workers while a credential's APNs environment (`production`/`sandbox`) fails.
+    public func circuit(credential: String, environment: String) -> String {
+        prefix + "circuit:\(credential):\(environment)"
+    }
+    public func lock(_ name: String) -> String { prefix + "lock:" + name }
+
+    /// `yyyymm` of `date` in UTC: the quota month.
+    public static func quotaMonth(_ date: Date = Date()) -> String {
+        var seconds = time_t(date.timeIntervalSince1970)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        let year = Int(parts.tm_year) + 1900
+        let month = Int(parts.tm_mon) + 1
+        return "\(year)" + (month < 10 ? "0\(month)" : "\(month)")
+    }
+}

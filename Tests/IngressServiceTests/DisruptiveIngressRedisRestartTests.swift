@@ -1,0 +1,88 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import IngressService
+
+/// Stops and restarts a Redis of its own (a private `redis-server` on a random
+/// port, so the shared test Redis and other suites are not disturbed); named
+/// Disruptive so `scripts/test` runs it apart from the rest anyway.
+@Suite(.serialized) struct DisruptiveIngressRedisRestartTests {
+    /// A throw-away `redis-server` (no persistence) under a temporary folder.
+    struct PrivateRedis {
+        let port = Int.random(in: 41_000...49_000)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "pushgate-redis-\(UInt32.random(in: 0...UInt32.max))")
+        var url: String { "redis://127.0.0.1:\(port)/0" }
+
+        func start() async throws {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let status = try await CleanProcess.run(
+                "/usr/bin/redis-server",
+                [
+                    "--bind", "127.0.0.1", "--port", "\(port)", "--save", "", "--appendonly", "no", "--daemonize",
+                    "yes",
+                    "--dir", folder.path, "--pidfile", folder.appendingPathComponent("redis.pid").path,
+                    "--logfile", folder.appendingPathComponent("redis.log").path,
+                ])
+            try #require(status == 0)
+            for _ in 0..<50 {
+                if try await CleanProcess.run("/usr/bin/redis-cli", ["-p", "\(port)", "ping"]) == 0 { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+
+        func stop() async throws {
+            _ = try await CleanProcess.run("/usr/bin/redis-cli", ["-p", "\(port)", "shutdown", "nosave"])
+            for _ in 0..<50 {
+                if try await CleanProcess.run("/usr/bin/redis-cli", ["-p", "\(port)", "ping"]) != 0 { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    @Test func pushesFailWith5xxWhileRedisIsDownAndSucceedAfterWithTheCacheRebuilt() async throws {
+        let redis = PrivateRedis()
+        try await redis.start()
+        do {
+            try await scenario(redis)
+        } catch {
+            try? await redis.stop()
+            throw error
+        }
+        try await redis.stop()
+    }
+
+    func scenario(_ redis: PrivateRedis) async throws {
+        try await IngressTestApp.with(["REDIS_URL": redis.url]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            #expect(try await app.push(id).status == 201)
+
+            try await redis.stop()
+            var statuses: [Int] = []
+            for _ in 0..<5 { statuses.append(try await app.push(id).status) }
+            let registration = try await app.register(topic: fixture.topic)
+            let ready = try await app.request("GET", "/readyz")
+            try await redis.start()
+
+            #expect(statuses.allSatisfy { $0 == 503 }, "\(statuses)")
+            #expect(registration.status == 503)
+            #expect(registration.text == errorBody(1005, "Storage error"))
+            #expect(ready.status == 503)
+            #expect(try await app.queueLength() == 0)  // the new Redis is empty: nothing was half-written
+
+            // Redis is back, empty: the cache is rebuilt from Postgres and pushes are accepted again.
+            var status = 0
+            for _ in 0..<20 where status != 201 {
+                status = try await app.push(id).status
+                if status != 201 { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            #expect(status == 201)
+            #expect(try await app.redis.send("EXISTS", app.keys.subscription(id)).int == 1)
+            #expect(try await app.queueLength() == 1)
+            #expect(try await app.request("GET", "/readyz").status == 200)
+        }
+    }
+}

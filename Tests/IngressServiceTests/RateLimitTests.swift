@@ -1,0 +1,100 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import IngressService
+@testable import Shared
+
+@Suite struct RateLimitTests {
+    @Test func registrationAllows20PerHourPerIPThen1006WithRetryAfter() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            for index in 1...20 {
+                let response = try await app.register(topic: fixture.topic)
+                try #require(response.status == 201, "registration \(index): \(response.status)")
+            }
+            let refused = try await app.register(topic: fixture.topic)
+            #expect(refused.status == 429)
+            #expect(refused.text == errorBody(1006, "Too many requests"))
+            let retry = try #require(refused.headers["retry-after"].flatMap(Int.init))
+            #expect(retry > 3500 && retry <= 3600)
+            // Invalid requests count too, and do not reach validation.
+            let invalid = try await app.request("POST", "/api/push/v1/subscriptions", body: Array("{".utf8))
+            #expect(invalid.status == 429)
+        }
+    }
+
+    @Test func otherDeviceEndpointsAllow120PerMinutePerIP() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
+            for index in 1...120 {
+                let response = try await app.request(
+                    "GET", "/api/push/v1/subscriptions/\(id)/pending", headers: [("Authorization", "Bearer \(secret)")])
+                try #require(response.status == 200, "call \(index): \(response.status)")
+            }
+            let refused = try await app.request(
+                "PUT", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")],
+                body: Array("{}".utf8))
+            #expect(refused.status == 429)
+            #expect(refused.text == errorBody(1006, "Too many requests"))
+            #expect(refused.headers["retry-after"] != nil)
+            // Registration has its own window.
+            #expect(try await app.register(topic: fixture.topic).status == 201)
+        }
+    }
+
+    /// A burst that straddles a window boundary is still held to the limit over any
+    /// window: 3 per 2 s, 3 at t=0, one refused at t≈1.2 s (a fixed window that
+    /// restarted at 1 s would allow it), allowed again after t=2 s.
+    @Test func windowIsSlidingNotFixed() async throws {
+        try await IngressTestApp.with(["RATE_LIMIT_PUSH": "3/2"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let start = ContinuousClock.now
+            for _ in 0..<3 { #expect(try await app.push(id).status == 201) }
+            try await Task.sleep(until: start + .milliseconds(1200))
+            #expect(try await app.push(id).status == 429)
+            try await Task.sleep(until: start + .milliseconds(2300))
+            #expect(try await app.push(id).status == 201)
+            #expect(try await app.push(id).status == 201)
+        }
+    }
+
+    @Test func clientIPComesFromTrustedProxiesRightMostUntrustedHop() {
+        func head(peer: [UInt8], forwarded: [String]) -> HTTPRequestHead {
+            HTTPRequestHead(
+                method: "GET", path: "/", query: [], headers: HTTPHeaders(forwarded.map { ("X-Forwarded-For", $0) }),
+                peerAddress: peer)
+        }
+        let resolver = ClientIPResolver(trustedProxies: [CIDR("10.0.0.0/8")!, CIDR("fd00::/8")!])
+        let proxy: [UInt8] = [10, 1, 2, 3]
+        #expect(resolver.clientKey(head(peer: [192, 0, 2, 1], forwarded: ["198.51.100.7"])) == "192.0.2.1")
+        #expect(resolver.clientKey(head(peer: proxy, forwarded: ["198.51.100.7"])) == "198.51.100.7")
+        #expect(resolver.clientKey(head(peer: proxy, forwarded: ["6.6.6.6, 198.51.100.7, 10.9.9.9"])) == "198.51.100.7")
+        #expect(resolver.clientKey(head(peer: proxy, forwarded: ["6.6.6.6", "198.51.100.7:4711"])) == "198.51.100.7")
+        #expect(resolver.clientKey(head(peer: proxy, forwarded: [])) == "10.1.2.3")
+        #expect(resolver.clientKey(head(peer: proxy, forwarded: ["garbage"])) == "10.1.2.3")
+        let v6 = CIDR.parseAddress("2001:db8:1:2:3:4:5:6")!
+        #expect(resolver.clientKey(head(peer: v6, forwarded: [])) == "2001:db8:1:2::/64")
+        let mapped = CIDR.parseAddress("::ffff:10.0.0.1")!
+        #expect(resolver.clientKey(head(peer: mapped, forwarded: ["203.0.113.9"])) == "203.0.113.9")
+        let untrusting = ClientIPResolver(trustedProxies: [])
+        #expect(untrusting.clientKey(head(peer: proxy, forwarded: ["198.51.100.7"])) == "10.1.2.3")
+    }
+
+    @Test func trustedProxiesApplyToTheRunningService() async throws {
+        try await IngressTestApp.with(["TRUSTED_PROXIES": "127.0.0.0/8", "RATE_LIMIT_REGISTRATION": "1/3600"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let body = Array(#"{"topic": "\#(fixture.topic)", "token": "\#(Fixture.token())", "sandbox": false}"#.utf8)
+            for client in ["198.51.100.1", "198.51.100.2"] {
+                let response = try await app.request(
+                    "POST", "/api/push/v1/subscriptions", headers: [("X-Forwarded-For", client)], body: body)
+                #expect(response.status == 201)
+            }
+            let again = try await app.request(
+                "POST", "/api/push/v1/subscriptions", headers: [("X-Forwarded-For", "198.51.100.1")], body: body)
+            #expect(again.status == 429)
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import IngressService
+
+@Suite struct ServiceTests {
+    @Test func healthReadinessAndMetrics() async throws {
+        try await IngressTestApp.with { app in
+            let health = try await app.request("GET", "/healthz")
+            #expect(health.status == 200)
+            let ready = try await app.request("GET", "/readyz")
+            #expect(ready.status == 200)
+            #expect(ready.text == #"{"redis":"ok","postgres":"ok"}"#)
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            #expect(try await app.push(id).status == 201)
+            #expect(try await app.push(id, headers: []).status == 400)
+            let metrics = try await app.request("GET", "/metrics")
+            #expect(metrics.status == 200)
+            #expect(metrics.headers["content-type"]?.hasPrefix("text/plain; version=0.0.4") == true)
+            #expect(metrics.text.contains(#"pushgate_ingress_requests_total{route="POST /p/{id}",status="201"} 1"#))
+            #expect(metrics.text.contains(#"pushgate_ingress_requests_total{route="POST /p/{id}",status="400"} 1"#))
+            #expect(metrics.text.contains(#"pushgate_ingress_pushes_total{outcome="accepted",code=""} 1"#))
+            #expect(metrics.text.contains(#"pushgate_ingress_pushes_total{outcome="rejected",code="1001"} 1"#))
+            #expect(
+                metrics.text.contains(
+                    #"pushgate_ingress_request_duration_seconds_bucket{route="POST /p/{id}",le="+Inf"} 2"#))
+            #expect(!metrics.text.contains(id))
+        }
+    }
+
+    @Test func readinessFailsWhenPostgresIsUnreachable() async throws {
+        try await IngressTestApp.with(["DATABASE_URL": "postgresql://pushgate@127.0.0.1:1/pushgate"]) { app in
+            let ready = try await app.request("GET", "/readyz")
+            #expect(ready.status == 503)
+            #expect(ready.text == #"{"redis":"ok","postgres":"down"}"#)
+            // And registration, which needs Postgres, is a storage error, not a 201.
+            let response = try await app.register(topic: "com.example.none")
+            #expect(response.status == 503)
+            #expect(response.text == errorBody(1005, "Storage error"))
+        }
+    }
+
+    @Test func unknownPathsAre404AndWrongMethods405() async throws {
+        try await IngressTestApp.with { app in
+            #expect(try await app.request("GET", "/nothing").status == 404)
+            let wrong = try await app.request("GET", "/api/push/p/abc")
+            #expect(wrong.status == 405)
+            #expect(wrong.headers["allow"] == "POST")
+            #expect(try await app.request("GET", "/api/push/v1/subscriptions").status == 405)
+        }
+    }
+
+    @Test func routesMatchTheirTemplates() {
+        #expect(Route(method: "POST", path: "/api/push/v1/subscriptions") == .register)
+        #expect(Route(method: "PUT", path: "/api/push/v1/subscriptions/abc") == .update(id: "abc"))
+        #expect(Route(method: "DELETE", path: "/api/push/v1/subscriptions/abc") == .delete(id: "abc"))
+        #expect(Route(method: "GET", path: "/api/push/v1/subscriptions/abc/pending") == .pending(id: "abc"))
+        #expect(Route(method: "POST", path: "/api/push/v1/subscriptions/abc/activate") == .activate(id: "abc"))
+        #expect(Route(method: "POST", path: "/api/push/p/abc") == .deliver(id: "abc"))
+        #expect(Route(method: "POST", path: "/api/push/p/abc/def") == .deliver(id: "abc/def"))
+        #expect(Route(method: "POST", path: "/api/push/v1/subscriptions/abc/other") == .notFound)
+        #expect(
+            Route(method: "GET", path: "/api/push/v1/subscriptions/abc/activate") == .methodNotAllowed(allowed: "POST"))
+    }
+
+    @Test func sweepHardDeletesSubscriptionsNotRefreshedForTheMaximumAge() async throws {
+        try await IngressTestApp.with(["SUBSCRIPTION_MAX_AGE_SECONDS": "3600"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (stale, _) = try await app.subscribe(topic: fixture.topic)
+            let (fresh, _) = try await app.subscribe(topic: fixture.topic)
+            #expect(try await app.push(stale).status == 201)  // cached
+            try await app.postgres.execute(
+                "UPDATE subscriptions SET last_seen_at = now() - interval '2 hours' WHERE id = \(stale)")
+            let deleted = try await app.app.sweeper.sweepOnce()
+            #expect((deleted ?? 0) >= 1)
+            #expect(try await app.postgres.query("SELECT 1 FROM subscriptions WHERE id = \(stale)").isEmpty)
+            #expect(try await app.postgres.query("SELECT 1 FROM subscriptions WHERE id = \(fresh)").count == 1)
+            #expect(try await app.push(stale).status == 404)
+            // Another replica (same Redis) does not sweep while the lease is held.
+            #expect(try await app.app.sweeper.sweepOnce() == nil)
+        }
+    }
+
+    @Test func postgresNeverReceivesNotificationContent() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (active, _) = try await app.subscribe(topic: fixture.topic)
+            let (pending, _) = try await app.subscribe(topic: fixture.topic, activate: false)
+            let message = Fixture.message()
+            #expect(try await app.push(active, body: message).status == 201)
+            #expect(try await app.push(pending, body: message).status == 201)
+            let marker = Base64URL.encode(Array(message.suffix(32)))
+            let rows = try await app.postgres.query(
+                """
+                SELECT count(*) AS hits FROM subscriptions s
+                WHERE s.id IN (\(active), \(pending)) AND (s::text LIKE '%' || \(marker) || '%'
+                    OR position(\(Array(message.suffix(32))) IN coalesce(s.p256dh, '') || coalesce(s.auth, '')) > 0)
+                """)
+            #expect(try rows.first?.decode("hits", as: Int.self) == 0)
+        }
+    }
+
+    /// 50 clients × 200 pushes each (one subscription each): exactly 10,000 entries,
+    /// every message id once.
+    @Test func fiftyClientsTimesTwoHundredPushesGiveExactly10000Entries() async throws {
+        try await IngressTestApp.with([
+            "RATE_LIMIT_PUSH": "1000/60", "RATE_LIMIT_REGISTRATION": "100/60", "RATE_LIMIT_DEVICE": "100/60",
+        ]) { app in
+            let fixture = try await Fixture.create(app.postgres, plan: "enterprise")
+            var ids: [String] = []
+            for _ in 0..<50 { ids.append(try await app.subscribe(topic: fixture.topic).id) }
+            let locations = try await withThrowingTaskGroup(of: [String].self) { group in
+                for id in ids {
+                    let port = app.app.port
+                    group.addTask {
+                        try await onThread {
+                            let connection = try KeepAliveClient(port: port)
+                            defer { connection.close() }
+                            var locations: [String] = []
+                            for _ in 0..<200 {
+                                let response = try connection.post(
+                                    "/api/push/p/\(id)", headers: Fixture.pushHeaders, body: Fixture.message())
+                                guard response.status == 201, let location = response.headers["location"] else {
+                                    throw RawHTTPClient.Failure(description: "push answered \(response.status)")
+                                }
+                                locations.append(location)
+                            }
+                            return locations
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(locations.count == 10_000)
+            #expect(Set(locations).count == 10_000)
+            let entries = try await app.queueEntries()
+            #expect(entries.count == 10_000)
+            #expect(Set(entries.map(\.messageID)) == Set(locations.map { String($0.split(separator: "/").last!) }))
+            let perSubscription = Dictionary(grouping: entries, by: \.subscriptionID).mapValues(\.count)
+            #expect(perSubscription.count == 50 && perSubscription.values.allSatisfy { $0 == 200 })
+        }
+    }
+}

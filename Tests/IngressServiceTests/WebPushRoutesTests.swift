@@ -1,0 +1,303 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import IngressService
+
+@Suite struct WebPushRoutesTests {
+    @Test func activeSubscriptionIsEnqueuedWithEverythingTheWorkerNeeds() async throws {
+        try await IngressTestApp.with(["PUSH_TTL_MAX_SECONDS": "86400"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic, sandbox: true)
+            let message = Fixture.message(recordLength: 300)
+            let before = Int64(Date().timeIntervalSince1970 * 1000)
+            let response = try await app.push(
+                id, body: message,
+                headers: [
+                    ("TTL", "999999999"), ("Content-Encoding", "aes128gcm"), ("Urgency", "low"), ("Topic", "inbox-1"),
+                ])
+            #expect(response.status == 201)
+            #expect(response.headers["ttl"] == "86400")
+            let location = try #require(response.headers["location"])
+            #expect(location.hasPrefix("\(IngressTestApp.publicBase)/api/push/m/"))
+            let entries = try await app.queueEntries()
+            #expect(entries.count == 1)
+            let entry = try #require(entries.first)
+            let token = try await app.postgres.query("SELECT device_token FROM subscriptions WHERE id = \(id)")
+            #expect(entry.messageID == String(location.split(separator: "/").last!))
+            #expect(entry.subscriptionID == id)
+            #expect(entry.appID == fixture.appID)
+            #expect(entry.accountID == fixture.accountID)
+            #expect(entry.credentialID == fixture.credentialID)
+            #expect(entry.topic == fixture.topic)
+            #expect(entry.deviceToken == (try token.first?.decode("device_token", as: String.self)))
+            #expect(entry.sandbox)
+            #expect(entry.alertTitle == "")
+            #expect(entry.alertBody == "New notification")
+            #expect(entry.ciphertext == message)
+            #expect(entry.priority == 5)
+            #expect(entry.collapseID == "inbox-1")
+            #expect(entry.acceptedAt >= before && entry.acceptedAt <= before + 5000)
+            #expect(entry.expiration == entry.acceptedAt / 1000 + 86400)
+            #expect(entry.quotaKey == app.keys.quota(account: fixture.accountID, month: RedisKeys.quotaMonth()))
+            #expect(try await app.redis.send("GET", entry.quotaKey).int == 1)
+        }
+    }
+
+    @Test func defaultsAreNormalPriorityNoCollapseIdAndTTLZeroMeansNowOrNever() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let response = try await app.push(id, headers: [("TTL", "0"), ("Content-Encoding", "aes128gcm")])
+            #expect(response.status == 201)
+            #expect(response.headers["ttl"] == "0")
+            let entry = try #require(try await app.queueEntries().first)
+            #expect(entry.priority == 10)
+            #expect(entry.expiration == 0)
+            #expect(entry.collapseID == nil)
+        }
+    }
+
+    @Test func olderStalwartBase64URLJSONFormDeliversTheSameBytes() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let message = Fixture.message()
+            let text = Base64URL.encode(message)
+            for body in [text, "\"\(text)\"\n"] {
+                let response = try await app.push(
+                    id, body: Array(body.utf8), headers: [("TTL", "60"), ("Content-Type", "application/json")])
+                #expect(response.status == 201)
+            }
+            #expect(try await app.queueEntries().map(\.ciphertext) == [message, message])
+            // Its 8 KB limit applies to the decoded message.
+            let big = Array(Base64URL.encode(Fixture.message(recordLength: 8192 - 86 + 1, recordSize: 9000)).utf8)
+            let tooLarge = try await app.push(
+                id, body: big, headers: [("TTL", "60"), ("Content-Type", "application/json")])
+            #expect(tooLarge.status == 413)
+            #expect(tooLarge.text == errorBody(1004, "Message too large"))
+        }
+    }
+
+    @Test func realRFC8291BodyFromPywebpushIsAccepted() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let body = try await PythonWebPush.encrypt("hello from pywebpush")
+            let response = try await app.push(id, body: body)
+            #expect(response.status == 201)
+            #expect(try await app.queueEntries().first?.ciphertext == body)
+        }
+    }
+
+    static let badHeaders: [([(String, String)], String)] = [
+        ([("Content-Encoding", "aes128gcm")], "TTL header is required"),
+        ([("TTL", "-1"), ("Content-Encoding", "aes128gcm")], "TTL must be a non-negative integer"),
+        ([("TTL", "1.5"), ("Content-Encoding", "aes128gcm")], "TTL must be a non-negative integer"),
+        ([("TTL", "abc"), ("Content-Encoding", "aes128gcm")], "TTL must be a non-negative integer"),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Urgency", "urgent")],
+            "Urgency must be very-low, low, normal or high"
+        ),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", String(repeating: "a", count: 33))],
+            "Topic must be 1 to 32 base64url characters"
+        ),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", "a b")],
+            "Topic must be 1 to 32 base64url characters"
+        ),
+        ([("TTL", "60"), ("Content-Encoding", "aesgcm")], "Content-Encoding must be aes128gcm"),
+        ([("TTL", "60")], "Content-Encoding must be aes128gcm"),
+    ]
+
+    @Test func invalidHeadersAnswer1001() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            for (headers, detail) in Self.badHeaders {
+                let response = try await app.push(id, headers: headers)
+                #expect(response.status == 400, "\(headers)")
+                #expect(response.text == errorBody(1001, "Invalid parameters: \(detail)"), "\(headers)")
+            }
+            #expect(try await app.queueLength() == 0)
+        }
+    }
+
+    @Test func malformedAes128gcmBodiesAnswer1001() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            var wrongIDLength = Fixture.message()
+            wrongIDLength[20] = 64
+            var compressedKey = Fixture.message()
+            compressedKey[21] = 0x02
+            let cases: [([UInt8], String)] = [
+                ([], "body is not an aes128gcm message (too short)"),
+                (Array(Fixture.message().prefix(86 + 16)), "body is not an aes128gcm message (too short)"),
+                (Fixture.message(recordSize: 17), "aes128gcm record size must be at least 18"),
+                (wrongIDLength, "aes128gcm keyid must be an uncompressed P-256 point"),
+                (compressedKey, "aes128gcm keyid must be an uncompressed P-256 point"),
+                (Fixture.message(recordLength: 200, recordSize: 100), "aes128gcm body must be a single record"),
+            ]
+            for (body, detail) in cases {
+                let response = try await app.push(id, body: body)
+                #expect(response.status == 400, "\(detail)")
+                #expect(response.text == errorBody(1001, "Invalid parameters: \(detail)"))
+            }
+            let text = try await app.push(
+                id, body: Array("not*base64".utf8), headers: [("TTL", "60"), ("Content-Type", "application/json")])
+            #expect(text.text == errorBody(1001, "Invalid parameters: body is not base64url"))
+            #expect(try await app.queueLength() == 0)
+        }
+    }
+
+    @Test func unknownIdIs404AndTombstoneIs410() async throws {
+        try await IngressTestApp.with { app in
+            for id in [Base64URL.encode(SecureRandom.bytes(16)), "short", "x%2F..%2Fy"] {
+                let response = try await app.push(id)
+                #expect(response.status == 404)
+                #expect(response.text == errorBody(1003, "Subscription not found"))
+            }
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            #expect(try await app.push(id).status == 201)
+            // What the worker does when APNs says the token is gone.
+            try await app.postgres.execute("DELETE FROM subscriptions WHERE id = \(id)")
+            try await app.app.invalidation.subscriptionGone(id)
+            let gone = try await app.push(id)
+            #expect(gone.status == 410)
+            #expect(gone.text == errorBody(1003, "Subscription not found"))
+            let ttl = try await app.redis.send("TTL", app.keys.tombstone(id)).int ?? 0
+            #expect(ttl > 29 * 86_400)
+        }
+    }
+
+    @Test func disabledAppAndLitePlanAnswer403AfterInvalidation() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            #expect(try await app.push(id).status == 201)
+
+            try await app.postgres.execute("UPDATE apps SET push_enabled = false WHERE id = \(fixture.appID)")
+            try await app.app.invalidation.appChanged(fixture.appID)
+            let disabled = try await app.push(id)
+            #expect(disabled.status == 403)
+            #expect(disabled.text == errorBody(1010, "Push is disabled for this app"))
+
+            try await app.postgres.execute("UPDATE apps SET push_enabled = true WHERE id = \(fixture.appID)")
+            try await app.app.invalidation.appChanged(fixture.appID)
+            #expect(try await app.push(id).status == 201)
+
+            try await app.postgres.execute("UPDATE accounts SET plan = 'lite' WHERE id = \(fixture.accountID)")
+            try await app.app.invalidation.accountChanged(fixture.accountID)
+            #expect(try await app.push(id).text == errorBody(1010, "Push is disabled for this app"))
+        }
+    }
+
+    @Test func perSubscriptionLimitAllows120AndRefusesThe121stWithRetryAfter() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let (other, _) = try await app.subscribe(topic: fixture.topic)
+            for index in 1...120 {
+                let response = try await app.push(id)
+                try #require(response.status == 201, "push \(index) answered \(response.status)")
+            }
+            let refused = try await app.push(id)
+            #expect(refused.status == 429)
+            #expect(refused.text == errorBody(1006, "Too many requests"))
+            let retry = try #require(refused.headers["retry-after"].flatMap(Int.init))
+            #expect(retry >= 1 && retry <= 60)
+            #expect(try await app.push(other).status == 201)
+            #expect(try await app.queueLength() == 121)
+        }
+    }
+
+    @Test func quotaUsedUpAnswers1009WhileOtherAccountsContinue() async throws {
+        try await IngressTestApp.with { app in
+            let full = try await Fixture.create(app.postgres, plan: "plus")
+            let other = try await Fixture.create(app.postgres, plan: "plus")
+            let enterprise = try await Fixture.create(app.postgres, plan: "enterprise")
+            let (fullID, _) = try await app.subscribe(topic: full.topic)
+            let (otherID, _) = try await app.subscribe(topic: other.topic)
+            let (enterpriseID, _) = try await app.subscribe(topic: enterprise.topic)
+            let (pendingID, _) = try await app.subscribe(topic: full.topic, activate: false)
+            let month = RedisKeys.quotaMonth()
+            _ = try await app.redis.send("SET", app.keys.quota(account: full.accountID, month: month), 49_999)
+            _ = try await app.redis.send("SET", app.keys.quota(account: enterprise.accountID, month: month), 10_000_000)
+            #expect(try await app.push(fullID).status == 201)  // the 50,000th
+            let refused = try await app.push(fullID)
+            #expect(refused.status == 429)
+            #expect(refused.text == errorBody(1009, "Monthly push quota used up"))
+            #expect(refused.headers["retry-after"] == nil)
+            #expect(try await app.push(otherID).status == 201)
+            #expect(try await app.push(enterpriseID).status == 201)
+            // Stashing does not use quota.
+            #expect(try await app.push(pendingID).status == 201)
+            #expect(
+                try await app.redis.send("GET", app.keys.quota(account: full.accountID, month: month)).int == 50_000)
+        }
+    }
+
+    @Test func bodyOver8KBAnswers413AfterTheEarlierChecks() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let big = Fixture.message(recordLength: 8192 - 86 + 1, recordSize: 9000)
+            #expect(big.count == 8193)
+            let response = try await app.push(id, body: big)
+            #expect(response.status == 413)
+            #expect(response.text == errorBody(1004, "Message too large"))
+            let exact = Fixture.message(recordLength: 8192 - 86, recordSize: 9000)
+            #expect(try await app.push(id, body: exact).status == 201)
+            // Unknown ids are 404 even with a large body; missing TTL is still 1001.
+            let unknown = try await app.push(Base64URL.encode(SecureRandom.bytes(16)), body: big)
+            #expect(unknown.status == 404)
+            let noTTL = try await app.push(id, body: big, headers: [("Content-Encoding", "aes128gcm")])
+            #expect(noTTL.status == 400)
+            try await app.postgres.execute("UPDATE apps SET push_enabled = false WHERE id = \(fixture.appID)")
+            try await app.app.invalidation.appChanged(fixture.appID)
+            #expect(try await app.push(id, body: big).status == 403)
+            #expect(try await app.queueLength() == 1)
+        }
+    }
+
+    @Test func missingOrRejectedCredentialAndCircuitFlagAnswer502() async throws {
+        try await IngressTestApp.with { app in
+            let none = try await Fixture.create(app.postgres, credential: nil)
+            let rejected = try await Fixture.create(app.postgres, credential: "rejected")
+            let healthy = try await Fixture.create(app.postgres)
+            for fixture in [none, rejected] {
+                let (id, _) = try await app.subscribe(topic: fixture.topic)
+                let response = try await app.push(id)
+                #expect(response.status == 502)
+                #expect(response.text == errorBody(1007, "Delivery failed"))
+            }
+            let (id, _) = try await app.subscribe(topic: healthy.topic, sandbox: true)
+            _ = try await app.redis.send(
+                "SET", app.keys.circuit(credential: healthy.credentialID!, environment: "sandbox"), "1", "EX", 30)
+            #expect(try await app.push(id).status == 502)
+            _ = try await app.redis.send(
+                "DEL", app.keys.circuit(credential: healthy.credentialID!, environment: "sandbox"))
+            #expect(try await app.push(id).status == 201)
+            #expect(try await app.queueLength() == 1)
+            // No quota was reserved for the refused pushes.
+            let month = RedisKeys.quotaMonth()
+            #expect(try await app.redis.send("GET", app.keys.quota(account: none.accountID, month: month)) == .null)
+        }
+    }
+
+    @Test func secondPushIsServedFromTheCacheWithoutPostgres() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            #expect(try await app.push(id).status == 201)
+            // Rename the row's id: a Postgres lookup would now miss; the cache still answers.
+            try await app.postgres.execute("UPDATE subscriptions SET id = \(id + "x") WHERE id = \(id)")
+            #expect(try await app.push(id).status == 201)
+            try await app.postgres.execute("UPDATE subscriptions SET id = \(id) WHERE id = \(id + "x")")
+        }
+    }
+}
