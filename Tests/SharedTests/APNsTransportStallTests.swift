@@ -2,22 +2,17 @@ import Foundation
 import Testing
 @testable import Shared
 
-/// Reproduces a stall below the APNs client, in the shared server-side stack
-/// (TLSStream accepted socket + HTTP2Connection, server role): on roughly 1 in 300
-/// fresh connections the first request is fully written by the client (nghttp2's
-/// outbound queue empty, the stream's send window reduced by the body, nothing
-/// pending in the TLS stream) yet the server's HTTP2Connection never reports it
-/// (`streamDidFinish` is not called; PINGs on the same connection do not unstick it).
-/// Disabled until the transport is fixed; run it with
-/// `swift test --filter APNsTransportStallTests` after removing `.disabled`.
+/// Regression test: a server-side TLS handshake that completed inside
+/// `TLSStream(acceptedSocket:)` lost the first requests of ~1 in 300 fresh
+/// connections (see `HTTP2ConnectionTests.firstRequestsOnFreshConnectionsAllReachTheServer`).
 @Suite struct APNsTransportStallTests {
-    @Test(.disabled("server-side TLS/HTTP2 stall on ~1 in 300 fresh connections; see the doc comment"))
+    @Test
     func everyFirstRequestOnAFreshConnectionReachesTheServer() async throws {
         let credential = APNsCredential(id: "c", teamID: "TEAM123456", keyID: "KEY1234567", privateKey: try .generate())
         let server = try await APNsTestServer.start(initialMaxStreams: 100, raisedMaxStreams: nil)
         defer { server.stop() }
         var outcomes: [String: Int] = [:]
-        for _ in 0..<150 {
+        for _ in 0..<60 {
             let client = try APNsClient(
                 configuration: APNsClient.Configuration(requestTimeout: .seconds(4), caFile: server.certificates.caFile),
                 tokens: InMemoryProviderTokenStore(), logger: Logger(component: "test", minimumLevel: .error))
@@ -41,7 +36,7 @@ import Testing
             await client.shutdown()
         }
         let stats = try await server.stats()
-        #expect(outcomes == ["200": 3000], "server saw \(stats.delivered) of 3000 over \(stats.connectionsAccepted) connections")
+        #expect(outcomes == ["200": 1200], "server saw \(stats.delivered) of 1200 over \(stats.connectionsAccepted) connections")
     }
 
 }

@@ -25,6 +25,8 @@ public final class TLSStream: EventLoopSelectable {
     public weak var delegate: (any TLSStreamDelegate)?
     /// The negotiated ALPN protocol, once connected.
     public private(set) var alpnProtocol: String?
+    /// Decrypted bytes delivered to the delegate so far.
+    public private(set) var bytesReceived = 0
 
     private enum State { case resolving, connecting, handshaking, open, closed }
     private var state: State
@@ -68,7 +70,8 @@ public final class TLSStream: EventLoopSelectable {
         }
     }
 
-    /// Wraps a socket accepted by a server; the handshake starts at once. Call on `loop`.
+    /// Wraps a socket accepted by a server; the handshake runs from the loop's next
+    /// readable event, so the caller can finish setting up first. Call on `loop`.
     public init(acceptedSocket fd: Int32, context: TLSContext, loop: EventLoop, delegate: any TLSStreamDelegate)
         throws(TLSError)
     {
@@ -84,8 +87,11 @@ public final class TLSStream: EventLoopSelectable {
         SSL_set_fd(ssl, fd)
         pg_shim_ssl_set_nonblocking_modes(ssl)
         SSL_set_accept_state(ssl)
+        // The handshake starts on the first readable event, never here: on another
+        // core the client can answer our first flight while this call is still
+        // inside SSL_do_handshake, so the handshake (and the client's first
+        // requests) could complete before the caller has attached its delegate.
         loop.register(fd, interest: .read, handler: self)
-        continueHandshake()
     }
 
     /// Continues on the loop once the host name is resolved.
@@ -261,6 +267,7 @@ public final class TLSStream: EventLoopSelectable {
             ERR_clear_error()
             let result = readBuffer.withUnsafeMutableBytes { SSL_read_ex(ssl, $0.baseAddress, $0.count, &count) }
             if result == 1 {
+                bytesReceived += count
                 readBuffer.withUnsafeBytes { delegate?.stream(self, didReceive: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
                 continue
             }
