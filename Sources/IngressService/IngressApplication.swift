@@ -120,7 +120,8 @@ func buildApplication(
         maximumAgeSeconds: configuration.subscriptionMaximumAgeSeconds,
         interval: .seconds(configuration.sweepIntervalSeconds), logger: logger.child("sweep"))
     let adminServer = try AdminAPI.makeServer(
-        configuration: configuration, postgres: postgres, probe: UnavailableCredentialProbe(),
+        configuration: configuration, postgres: postgres,
+        probe: APNsCredentialProbe(configuration: configuration.common, logger: logger.child("admin")),
         invalidator: RedisCacheInvalidator(invalidation: invalidation),
         quota: RedisQuotaCounter(redis: redis, keys: keys), logger: logger)
     return IngressApplication(
