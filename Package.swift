@@ -44,6 +44,7 @@ let package = Package(
         .executableTarget(
             name: "IngressService",
             dependencies: ["Shared", "CMicroHTTPD", "CShims"],
+            exclude: ["Admin/README.md"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
