@@ -21,6 +21,22 @@
 /// | `collapse` | `apns-collapse-id` from the Web Push `Topic` header; absent when none |
 /// | `at` | accepted at, UNIX milliseconds |
 /// | `qk` | the quota key the worker decrements (`DECR`) if the send fails |
+/// | `reply` | optional: a reply list for a sender that waits for the outcome (below) |
+/// | `n` | optional: send attempts so far (the worker's delayed retries set it; absent = 0) |
+///
+/// **Reply lists** (App API sends that wait for their outcome). A sender that wants
+/// the outcome puts a list key in `reply`, made with `RedisKeys.reply(_:)` (so it
+/// carries the stream's hash tag), e.g. one per App API request, and waits on it with
+/// `BLPOP`. When the message's outcome is recorded, in the same `MULTI` as the
+/// entry's acknowledgement, the worker `RPUSH`es one JSON object
+/// `{"mid":"<message id>","status":"<status>","reason":"<reason>"}` and sets the
+/// list's lifetime to `REPLY_TTL_SECONDS` (default 60), so an abandoned list
+/// disappears. `status` is the spec's per-message status: `sent`, `gone` or
+/// `failed`; `reason` is empty except for `failed`: `credential_missing`,
+/// `credential_rejected`, `provider_error`, or `expired` (the message's TTL passed
+/// before it could be sent). A message retried after a 429/5xx answers only once,
+/// with its final outcome; at-least-once delivery means a sender may in rare cases
+/// (a worker crash between send and acknowledgement) see two objects for one `mid`.
 public struct QueueMessage: Sendable, Equatable {
     public static let version = "1"
 
@@ -42,6 +58,8 @@ public struct QueueMessage: Sendable, Equatable {
         public static let collapseID = "collapse"
         public static let acceptedAt = "at"
         public static let quotaKey = "qk"
+        public static let reply = "reply"
+        public static let attempts = "n"
     }
 
     public var messageID: String
@@ -62,12 +80,16 @@ public struct QueueMessage: Sendable, Equatable {
     /// UNIX milliseconds.
     public var acceptedAt: Int64
     public var quotaKey: String
+    /// The reply list to `RPUSH` the outcome to, if the sender waits for it.
+    public var replyKey: String?
+    /// Send attempts already made (0 for a fresh message).
+    public var attempts: Int
 
     public init(
         messageID: String, subscriptionID: String, appID: String, accountID: String, credentialID: String,
         topic: String, deviceToken: String, sandbox: Bool, alertTitle: String, alertBody: String,
         ciphertext: [UInt8], priority: Int, expiration: Int64, collapseID: String?, acceptedAt: Int64,
-        quotaKey: String
+        quotaKey: String, replyKey: String? = nil, attempts: Int = 0
     ) {
         self.messageID = messageID
         self.subscriptionID = subscriptionID
@@ -85,6 +107,8 @@ public struct QueueMessage: Sendable, Equatable {
         self.collapseID = collapseID
         self.acceptedAt = acceptedAt
         self.quotaKey = quotaKey
+        self.replyKey = replyKey
+        self.attempts = attempts
     }
 
     /// Reads an entry's flat `[field, value, field, value…]` list (as XRANGE /
@@ -120,7 +144,9 @@ public struct QueueMessage: Sendable, Equatable {
             alertTitle: try text(Field.title), alertBody: try text(Field.body), ciphertext: ciphertext,
             priority: Int(try integer(Field.priority)), expiration: try integer(Field.expiration),
             collapseID: map[Field.collapseID].map { String(decoding: $0, as: UTF8.self) },
-            acceptedAt: try integer(Field.acceptedAt), quotaKey: try text(Field.quotaKey))
+            acceptedAt: try integer(Field.acceptedAt), quotaKey: try text(Field.quotaKey),
+            replyKey: map[Field.reply].map { String(decoding: $0, as: UTF8.self) },
+            attempts: map[Field.attempts] == nil ? 0 : Int(try integer(Field.attempts)))
     }
 
     /// The flat field/value list for `XADD` (the order the script writes them in).
@@ -138,6 +164,8 @@ public struct QueueMessage: Sendable, Equatable {
         if let collapseID { pairs.append((Field.collapseID, Array(collapseID.utf8))) }
         pairs.append((Field.acceptedAt, Array(String(acceptedAt).utf8)))
         pairs.append((Field.quotaKey, Array(quotaKey.utf8)))
+        if let replyKey { pairs.append((Field.reply, Array(replyKey.utf8))) }
+        if attempts > 0 { pairs.append((Field.attempts, Array(String(attempts).utf8))) }
         return pairs.flatMap { [Array($0.0.utf8), $0.1] }
     }
 
