@@ -141,7 +141,7 @@ func buildWorker(
     let stopping = StopFlag()
     let gauges = QueueGauges(redis: redis, contexts: contexts, limiter: limiter, apns: apns, metrics: metrics)
     let server = HTTPServer(
-        configuration: .init(address: configuration.metricsListen, threads: 1, connectionLimit: 64),
+        configuration: .init(address: configuration.metricsListen, threads: 2, connectionLimit: 64),
         handler: OperationsHandler(
             redis: redis, postgres: postgres, metrics: metrics, gauges: gauges,
             isStopping: { stopping.isSet }),
