@@ -227,3 +227,43 @@ func eventually(
     Issue.record("timed out waiting for \(what)", sourceLocation: sourceLocation)
     throw RawHTTPClient.Failure(description: "timed out waiting for \(what)")
 }
+
+extension DeliveryStack {
+    /// A queue message as the ingress would write it for `subscription`, with a
+    /// quota reservation taken (as the ingress does at accept).
+    func message(
+        subscription: String, token: String, credential: String? = nil, expiration: Int64? = nil, reply: String? = nil
+    ) async throws -> QueueMessage {
+        let quotaKey = keys.quota(account: fixture.accountID, month: RedisKeys.quotaMonth())
+        _ = try await redis.send("INCR", quotaKey)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        return QueueMessage(
+            messageID: Base64URL.encode(SecureRandom.bytes(16)), subscriptionID: subscription, appID: fixture.appID,
+            accountID: fixture.accountID, credentialID: credential ?? credentialID, topic: fixture.topic,
+            deviceToken: token, sandbox: false, alertTitle: "T", alertBody: "B", ciphertext: Fixture.message(),
+            priority: 10, expiration: expiration ?? (now / 1000 + 60), collapseID: nil, acceptedAt: now,
+            quotaKey: quotaKey, replyKey: reply.map { keys.reply($0) })
+    }
+
+    @discardableResult
+    func enqueue(_ message: QueueMessage) async throws -> String {
+        try await enqueue(fields: message.fields)
+    }
+
+    @discardableResult
+    func enqueue(fields: [[UInt8]]) async throws -> String {
+        let reply = try await redis.send(argv: [Array("XADD".utf8), Array(keys.stream.utf8), Array("*".utf8)] + fields)
+        return reply.string ?? ""
+    }
+
+    /// The outcome pushed on a reply list: `[mid, status, reason]`.
+    func awaitReply(_ id: String, timeout: Int = 10) async throws -> [String: String] {
+        let reply = try await redis.send(RedisCommand("BLPOP", keys.reply(id), timeout), timeout: .seconds(timeout + 2))
+        let json = try #require(reply.array?.last?.bytes, "no reply on \(id)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(json)) as? [String: String])
+    }
+
+    func subscriptionExists(_ id: String) async throws -> Bool {
+        try await postgres.query("SELECT 1 FROM subscriptions WHERE id = \(id)").count == 1
+    }
+}
