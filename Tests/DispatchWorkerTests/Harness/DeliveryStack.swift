@@ -198,8 +198,12 @@ final class DeliveryStack: @unchecked Sendable {
 
     /// Entries read by some worker and not acknowledged.
     func pendingCount() async throws -> Int {
-        let reply = try await redis.send("XPENDING", keys.stream, RedisKeys.consumerGroup)
-        return Int(reply.array?.first?.int ?? 0)
+        do {
+            let reply = try await redis.send("XPENDING", keys.stream, RedisKeys.consumerGroup)
+            return Int(reply.array?.first?.int ?? 0)
+        } catch let error as RedisError where error.serverPrefix == "NOGROUP" {
+            return 0  // no worker started yet
+        }
     }
 
     /// Daily counts of today for the fixture's app.
