@@ -13,6 +13,7 @@ struct QueueGauges: Sendable {
     let metrics: WorkerMetrics
 
     func sample() async {
+        metrics.flush()
         metrics.inFlight.set(Double(limiter.inFlight))
         let client = apns.metrics
         metrics.openConnections.set(Double(max(client.connectionsOpened - client.connectionsClosed, 0)))

@@ -19,6 +19,9 @@ struct WorkerMetrics: Sendable {
     let deadLetters: Counter
     let claimed: Counter
     let circuitRaised: Counter
+    /// Sent messages not yet added to `sends` (the one per-message update is an atomic
+    /// add; `flush()` moves it into the labelled counter before each rendering).
+    let sentSinceFlush = SentCounter()
 
     init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
@@ -47,5 +50,11 @@ struct WorkerMetrics: Sendable {
             "pushgate_worker_claimed_total", help: "Entries claimed from other consumers after the visibility timeout.")
         circuitRaised = registry.counter(
             "pushgate_worker_circuit_raised_total", help: "Times a credential/environment circuit flag was raised.")
+    }
+
+    /// Adds the sends counted since the last flush to `sends`.
+    func flush() {
+        let sent = sentSinceFlush.take()
+        if sent > 0 { sends.increment(by: Double(sent), "sent", "") }
     }
 }

@@ -27,6 +27,9 @@ final class DailyCounts: Sendable {
         var lastPush: [String: Date] = [:]
         var events = 0
         var stopping = false
+        /// The last UTC day seen (days since 1970) and its `yyyy-mm-dd`, so most
+        /// outcomes do not format a date.
+        var cachedDay: (number: Int, text: String) = (-1, "")
     }
 
     private let postgres: PostgresClient
@@ -49,8 +52,10 @@ final class DailyCounts: Sendable {
 
     /// Counts one outcome; `sent` also records the subscription's last push.
     func record(_ kind: Kind, message: QueueMessage, at date: Date = Date()) {
-        let key = Key(account: message.accountID, app: message.appID, day: Self.day(of: date))
+        let dayNumber = Int((date.timeIntervalSince1970 / 86_400).rounded(.down))
         state.withLock { state in
+            if state.cachedDay.number != dayNumber { state.cachedDay = (dayNumber, Self.day(of: date)) }
+            let key = Key(account: message.accountID, app: message.appID, day: state.cachedDay.text)
             switch kind {
             case .sent:
                 state.tallies[key, default: Tally()].sent += 1

@@ -42,7 +42,7 @@ struct OutcomeRecorder: Sendable {
         case .sent:
             await circuit.success(credential: message.credentialID, environment: message.environment, keys: context.keys)
             counts.record(.sent, message: message)
-            metrics.sends.increment(by: 1, "sent", "")
+            metrics.sentSinceFlush.add()
             finish(entry, context, message: message, status: "sent", reason: "", releaseQuota: false)
 
         case .gone(let timestamp, let reason):

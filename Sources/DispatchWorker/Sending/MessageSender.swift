@@ -5,8 +5,18 @@ import Shared
 struct MessageSender: Sendable {
     let apns: APNsClient
     let credentials: CredentialCache
-    let configuration: CommonConfiguration
     let metrics: WorkerMetrics
+    /// `APNS_PRODUCTION_URL` and `APNS_SANDBOX_URL`, parsed once.
+    let production: APNsEnvironment
+    let sandbox: APNsEnvironment
+
+    init(apns: APNsClient, credentials: CredentialCache, configuration: CommonConfiguration, metrics: WorkerMetrics) {
+        self.apns = apns
+        self.credentials = credentials
+        self.metrics = metrics
+        production = configuration.apnsProduction
+        sandbox = configuration.apnsSandbox
+    }
 
     func send(_ message: QueueMessage) async -> DeliveryOutcome {
         let credential: APNsCredential
@@ -17,7 +27,7 @@ struct MessageSender: Sendable {
         case .unavailable: return .retry(cause: "database", countsAgainstCircuit: false)
         }
         let notification = NotificationBuilder.notification(for: message)
-        let environment = configuration.apnsEnvironment(sandbox: message.sandbox)
+        let environment = message.sandbox ? sandbox : production
         let start = ContinuousClock.now
         do {
             let response = try await apns.send(notification, credential: credential, environment: environment)
