@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "ingress-service", targets: ["IngressService"]),
         .executable(name: "dispatch-worker", targets: ["DispatchWorker"]),
         .executable(name: "apns-simulator", targets: ["APNsSimulator"]),
+        .executable(name: "pushctl", targets: ["pushctl"]),
         .library(name: "Shared", targets: ["Shared"]),
     ],
     targets: [
@@ -48,6 +49,12 @@ let package = Package(
         .executableTarget(
             name: "DispatchWorker",
             dependencies: ["Shared"],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Operator command line (admin API client; Foundation only)
+        .executableTarget(
+            name: "pushctl",
             swiftSettings: swiftSettings
         ),
 
@@ -84,6 +91,11 @@ let package = Package(
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "Shared", "TestSupport", "CNGHTTP2"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AdminAPITests",
+            dependencies: ["IngressService", "Shared", "TestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

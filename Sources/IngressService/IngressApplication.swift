@@ -14,13 +14,15 @@ final class IngressApplication: Sendable {
     let metrics: IngressMetrics
     let sweeper: SubscriptionSweeper
     let invalidation: CacheInvalidation
+    /// The admin API's own listener (`ADMIN_LISTEN`); nil when it is off.
+    let adminServer: HTTPServer?
     let logger: Logger
     private let sweepTask = Mutex<Task<Void, Never>?>(nil)
 
     init(
         configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, postgres: PostgresClient,
         keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, invalidation: CacheInvalidation,
-        logger: Logger
+        adminServer: HTTPServer? = nil, logger: Logger
     ) {
         self.configuration = configuration
         self.server = server
@@ -30,6 +32,7 @@ final class IngressApplication: Sendable {
         self.metrics = metrics
         self.sweeper = sweeper
         self.invalidation = invalidation
+        self.adminServer = adminServer
         self.logger = logger
     }
 
@@ -39,6 +42,7 @@ final class IngressApplication: Sendable {
     /// Starts listening and, when `sweep` is set, the periodic sweep.
     func start(sweep: Bool = true) throws(HTTPServerError) {
         try server.start()
+        try adminServer?.start()
         if sweep {
             let sweeper = self.sweeper
             sweepTask.withLock { $0 = Task { await sweeper.run() } }
@@ -48,7 +52,9 @@ final class IngressApplication: Sendable {
     /// Stops accepting, finishes requests in flight (up to `deadline`), stops the
     /// sweep and closes the pools.
     func shutdown(deadline: Duration = .seconds(10)) async {
+        async let admin: Void? = adminServer?.shutdown(deadline: deadline)
         await server.shutdown(deadline: deadline)
+        _ = await admin
         sweepTask.withLock { task in
             task?.cancel()
             task = nil
@@ -113,7 +119,11 @@ func buildApplication(
         redis: redis, keys: keys, subscriptions: subscriptions, invalidation: invalidation,
         maximumAgeSeconds: configuration.subscriptionMaximumAgeSeconds,
         interval: .seconds(configuration.sweepIntervalSeconds), logger: logger.child("sweep"))
+    let adminServer = try AdminAPI.makeServer(
+        configuration: configuration, postgres: postgres, probe: UnavailableCredentialProbe(),
+        invalidator: RedisCacheInvalidator(invalidation: invalidation),
+        quota: RedisQuotaCounter(redis: redis, keys: keys), logger: logger)
     return IngressApplication(
         configuration: configuration, server: server, redis: redis, postgres: postgres, keys: keys, metrics: metrics,
-        sweeper: sweeper, invalidation: invalidation, logger: logger)
+        sweeper: sweeper, invalidation: invalidation, adminServer: adminServer, logger: logger)
 }
