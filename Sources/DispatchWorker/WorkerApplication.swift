@@ -74,7 +74,9 @@ final class WorkerApplication: Sendable {
         await apns.shutdown(deadline: drained ? .seconds(1) : .zero)
         if !drained {
             drained = await limiter.drain(until: .now + .seconds(2))
-            logger.warning("stopping with messages unfinished; they stay claimable", metadata: ["in_flight": "\(limiter.inFlight)"])
+            logger.warning(
+                "stopping with messages unfinished; they stay claimable", metadata: ["in_flight": "\(limiter.inFlight)"]
+            )
         }
         await acknowledger.stop()
         await counts.stop()
@@ -116,7 +118,8 @@ func buildWorker(
         redis: redis, threshold: configuration.circuitThreshold, lifetimeSeconds: configuration.circuitLifetimeSeconds,
         logger: logger.child("circuit"), onRaise: { [metrics] in metrics.circuitRaised.increment() })
     let credentials = CredentialCache(
-        reader: PushCredentialReader(postgres: postgres, sealer: try PushCredentialSealer(configuration: configuration.common)),
+        reader: PushCredentialReader(
+            postgres: postgres, sealer: try PushCredentialSealer(configuration: configuration.common)),
         logger: logger.child("credentials"))
     let recorder = OutcomeRecorder(
         redis: redis, acknowledger: acknowledger, limiter: limiter, counts: counts, circuit: circuit,
@@ -129,7 +132,8 @@ func buildWorker(
         tombstoneLifetimeSeconds: configuration.common.tombstoneLifetimeSeconds,
         replyLifetimeSeconds: configuration.replyLifetimeSeconds)
     let processor = EntryProcessor(
-        sender: MessageSender(apns: apns, credentials: credentials, configuration: configuration.common, metrics: metrics),
+        sender: MessageSender(
+            apns: apns, credentials: credentials, configuration: configuration.common, metrics: metrics),
         recorder: recorder, maxDeliveries: configuration.maxDeliveries)
     let contexts = configuration.streams.map { StreamContext(keys: RedisKeys(stream: $0, namespace: namespace)) }
     let consumers = contexts.map {

@@ -54,7 +54,8 @@ import Testing
             try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
 
             let second = try WorkerProcess(
-                environment: stack.workerEnvironment(["WORKER_VISIBILITY_TIMEOUT": "2", "WORKER_MAX_IN_FLIGHT": "2000"]))
+                environment: stack.workerEnvironment(["WORKER_VISIBILITY_TIMEOUT": "2", "WORKER_MAX_IN_FLIGHT": "2000"])
+            )
             try await eventually("every accepted message delivered", timeout: .seconds(60)) {
                 Set(Self.delivered(stack)).isSuperset(of: accepted)
             }
@@ -98,7 +99,8 @@ import Testing
     @Test func anEntryHandedOutTooOftenIsDeadLetteredAndItsQuotaReleased() async throws {
         try await DeliveryStack.with { stack in
             let (id, _, token) = try await stack.subscribe()
-            _ = try await stack.redis.send("XGROUP", "CREATE", stack.keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
+            _ = try await stack.redis.send(
+                "XGROUP", "CREATE", stack.keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
             let entry = try await stack.enqueue(try await stack.message(subscription: id, token: token, reply: "dead"))
             // A worker that read it and died, twice.
             _ = try await stack.redis.send(
@@ -109,7 +111,8 @@ import Testing
             #expect(reply["status"] == "failed")
             let dead = try await stack.redis.send("XRANGE", stack.keys.deadLetters, "-", "+")
             let fields = dead.array?.first?.array?.last?.array?.compactMap(\.string) ?? []
-            #expect(fields.firstIndex(of: "dead_reason").map { fields[$0 + 1] } == "handed out 3 times without an outcome")
+            #expect(
+                fields.firstIndex(of: "dead_reason").map { fields[$0 + 1] } == "handed out 3 times without an outcome")
             #expect(try await stack.quota() == 0)
             #expect(try await stack.pendingCount() == 0)
             #expect(stack.recordings(token: token).isEmpty)
@@ -124,7 +127,8 @@ import Testing
             try await eventually("the notification") { stack.recordings(token: token).count == 1 }
             let client = RawHTTPClient(port: worker.metricsPort)
             try await eventually("the sent counter") {
-                try await client.request("GET", "/metrics").text.contains(#"pushgate_worker_sends_total{outcome="sent",reason=""} 1"#)
+                try await client.request("GET", "/metrics").text.contains(
+                    #"pushgate_worker_sends_total{outcome="sent",reason=""} 1"#)
             }
             let metrics = try await client.request("GET", "/metrics").text
             for name in [

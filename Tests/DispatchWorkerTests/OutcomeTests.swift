@@ -63,7 +63,8 @@ import Testing
             try await stack.startWorker()
             let (id, _, oldToken) = try await stack.subscribe()
             try await stack.controlRequest("POST", "/devices/\(oldToken)/uninstall")
-            try await stack.postgres.execute("UPDATE subscriptions SET device_token = \(Fixture.token()) WHERE id = \(id)")
+            try await stack.postgres.execute(
+                "UPDATE subscriptions SET device_token = \(Fixture.token()) WHERE id = \(id)")
             try await stack.enqueue(try await stack.message(subscription: id, token: oldToken, reply: "replaced"))
             #expect(try await stack.awaitReply("replaced")["status"] == "failed")
             #expect(try await stack.subscriptionExists(id))
@@ -117,7 +118,8 @@ import Testing
         try await DeliveryStack.with { stack in
             try await stack.startWorker()
             let (id, _, token) = try await stack.subscribe()
-            try await stack.enqueue(try await stack.message(subscription: id, token: token, credential: "nope", reply: "m"))
+            try await stack.enqueue(
+                try await stack.message(subscription: id, token: token, credential: "nope", reply: "m"))
             #expect(try await stack.awaitReply("m")["reason"] == "credential_missing")
             try await eventually("the quota released") { try await stack.quota() == 0 }
             #expect(stack.recordings(token: token).isEmpty)

@@ -14,9 +14,11 @@ import Testing
     }
 
     @Test func thePayloadEscapesTheAlertAndCarriesTheCiphertextAsBase64URL() throws {
-        let payload = NotificationBuilder.payload(for: Self.message(title: "Say \"hi\"\n", body: "a\\b\u{1}é", ciphertext: [0xFB, 0xFF]))
+        let payload = NotificationBuilder.payload(
+            for: Self.message(title: "Say \"hi\"\n", body: "a\\b\u{1}é", ciphertext: [0xFB, 0xFF]))
         let text = String(decoding: payload, as: UTF8.self)
-        #expect(text == #"{"aps":{"alert":{"title":"Say \"hi\"\n","body":"a\\b\u0001é"},"mutable-content":1},"c":"-_8"}"#)
+        #expect(
+            text == #"{"aps":{"alert":{"title":"Say \"hi\"\n","body":"a\\b\u0001é"},"mutable-content":1},"c":"-_8"}"#)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])
         #expect(((object["aps"] as? [String: Any])?["alert"] as? [String: String])?["title"] == "Say \"hi\"\n")
     }
@@ -32,6 +34,15 @@ import Testing
         let payload = NotificationBuilder.payload(for: tooBig)
         #expect(payload.count == empty)
         #expect(!String(decoding: payload, as: UTF8.self).contains(#""c":"#))
+    }
+
+    @Test func theInlineBase64URLMatchesShared() {
+        for length in 0..<40 {
+            let input = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 251) }
+            var bytes: [UInt8] = []
+            NotificationBuilder.appendBase64URL(input, to: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == Base64URL.encode(input))
+        }
     }
 
     @Test func headersComeFromTheMessage() {
@@ -56,7 +67,9 @@ import Testing
     }
 
     @Test func itGivesUpAfterMaxAttemptsOrPastTheDeadline() {
-        #expect(policy.decide(attempts: 1, nowMilliseconds: 0, deadlineMilliseconds: 10_000, random: { 0 }) == .retry(afterMilliseconds: 50))
+        #expect(
+            policy.decide(attempts: 1, nowMilliseconds: 0, deadlineMilliseconds: 10_000, random: { 0 })
+                == .retry(afterMilliseconds: 50))
         #expect(policy.decide(attempts: 4, nowMilliseconds: 0, deadlineMilliseconds: 10_000) == .giveUp)
         #expect(policy.decide(attempts: 1, nowMilliseconds: 0, deadlineMilliseconds: 40, random: { 0 }) == .giveUp)
     }
@@ -70,29 +83,50 @@ import Testing
     @Test func answersMapToOutcomes() {
         let stamp = Date(timeIntervalSince1970: 1_700_000_000)
         #expect(DeliveryOutcome.classify(response(200, nil)) == .sent)
-        #expect(DeliveryOutcome.classify(response(410, .unregistered(timestamp: stamp))) == .gone(timestamp: stamp, reason: "Unregistered"))
-        #expect(DeliveryOutcome.classify(response(400, .badDeviceToken)) == .gone(timestamp: nil, reason: "BadDeviceToken"))
-        #expect(DeliveryOutcome.classify(response(403, .invalidProviderToken)) == .credentialRejected(reason: "InvalidProviderToken"))
-        #expect(DeliveryOutcome.classify(response(400, .deviceTokenNotForTopic)) == .failed(.providerError, detail: "DeviceTokenNotForTopic"))
-        #expect(DeliveryOutcome.classify(response(400, .topicDisallowed)) == .failed(.providerError, detail: "TopicDisallowed"))
-        #expect(DeliveryOutcome.classify(response(429, .tooManyRequests)) == .retry(cause: "TooManyRequests", countsAgainstCircuit: false))
-        #expect(DeliveryOutcome.classify(response(503, .serviceUnavailable)) == .retry(cause: "ServiceUnavailable", countsAgainstCircuit: true))
+        #expect(
+            DeliveryOutcome.classify(response(410, .unregistered(timestamp: stamp)))
+                == .gone(timestamp: stamp, reason: "Unregistered"))
+        #expect(
+            DeliveryOutcome.classify(response(400, .badDeviceToken)) == .gone(timestamp: nil, reason: "BadDeviceToken"))
+        #expect(
+            DeliveryOutcome.classify(response(403, .invalidProviderToken))
+                == .credentialRejected(reason: "InvalidProviderToken"))
+        #expect(
+            DeliveryOutcome.classify(response(400, .deviceTokenNotForTopic))
+                == .failed(.providerError, detail: "DeviceTokenNotForTopic"))
+        #expect(
+            DeliveryOutcome.classify(response(400, .topicDisallowed))
+                == .failed(.providerError, detail: "TopicDisallowed"))
+        #expect(
+            DeliveryOutcome.classify(response(429, .tooManyRequests))
+                == .retry(cause: "TooManyRequests", countsAgainstCircuit: false))
+        #expect(
+            DeliveryOutcome.classify(response(503, .serviceUnavailable))
+                == .retry(cause: "ServiceUnavailable", countsAgainstCircuit: true))
         #expect(DeliveryOutcome.classify(response(502, nil)) == .retry(cause: "HTTP502", countsAgainstCircuit: true))
-        #expect(DeliveryOutcome.classify(response(400, .unknown("NewThing"))) == .failed(.providerError, detail: "Unknown"))
+        #expect(
+            DeliveryOutcome.classify(response(400, .unknown("NewThing"))) == .failed(.providerError, detail: "Unknown"))
     }
 
     @Test func clientErrorsMapToOutcomes() {
         #expect(DeliveryOutcome.classify(APNsClientError(.shutdown, "")) == .abandoned)
-        #expect(DeliveryOutcome.classify(APNsClientError(.connection, "")) == .retry(cause: "connection", countsAgainstCircuit: true))
-        #expect(DeliveryOutcome.classify(APNsClientError(.overloaded, "")) == .retry(cause: "overloaded", countsAgainstCircuit: false))
-        #expect(DeliveryOutcome.classify(APNsClientError(.invalidRequest, "")) == .failed(.providerError, detail: "InvalidRequest"))
+        #expect(
+            DeliveryOutcome.classify(APNsClientError(.connection, ""))
+                == .retry(cause: "connection", countsAgainstCircuit: true))
+        #expect(
+            DeliveryOutcome.classify(APNsClientError(.overloaded, ""))
+                == .retry(cause: "overloaded", countsAgainstCircuit: false))
+        #expect(
+            DeliveryOutcome.classify(APNsClientError(.invalidRequest, ""))
+                == .failed(.providerError, detail: "InvalidRequest"))
     }
 }
 
 @Suite struct ReplyAndMessageTests {
     @Test func replyJSONIsTheDocumentedObject() {
-        #expect(ReplyJSON.make(messageID: "abc", status: "failed", reason: "provider_error")
-            == #"{"mid":"abc","status":"failed","reason":"provider_error"}"#)
+        #expect(
+            ReplyJSON.make(messageID: "abc", status: "failed", reason: "provider_error")
+                == #"{"mid":"abc","status":"failed","reason":"provider_error"}"#)
     }
 
     @Test func replyKeyAndAttemptsRoundTripThroughTheStreamFields() throws {

@@ -17,7 +17,8 @@ import Testing
             try await stack.startWorker()
             let (id, _, token) = try await stack.subscribe()
             let body = Fixture.message(recordLength: 200)
-            let response = try await stack.push(id, body: body, headers: [("TTL", "3600"), ("Content-Encoding", "aes128gcm")])
+            let response = try await stack.push(
+                id, body: body, headers: [("TTL", "3600"), ("Content-Encoding", "aes128gcm")])
             #expect(response.status == 201)
             try await eventually("the notification at the simulator") { stack.recordings(token: token).count == 1 }
             let recorded = try #require(stack.recordings(token: token).first)
@@ -33,10 +34,15 @@ import Testing
             let expiration = try #require(Int64(headers["apns-expiration"] ?? ""))
             #expect(abs(expiration - (entryTime + 3600)) <= 5)
             #expect(headers["apns-collapse-id"] == nil)
-            #expect(Set(headers.keys) == [":method", ":scheme", ":authority", ":path", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration"])
+            #expect(
+                Set(headers.keys) == [
+                    ":method", ":scheme", ":authority", ":path", "apns-topic", "apns-push-type", "apns-priority",
+                    "apns-expiration",
+                ])
             #expect(recorded.teamID == stack.teamID)
             #expect(recorded.keyID == stack.keyID)
-            let expected = #"{"aps":{"alert":{"title":"","body":"New notification"},"mutable-content":1},"c":""#
+            let expected =
+                #"{"aps":{"alert":{"title":"","body":"New notification"},"mutable-content":1},"c":""#
                 + Base64URL.encode(body) + #""}"#
             #expect(String(decoding: recorded.payload, as: UTF8.self) == expected)
 
@@ -69,7 +75,8 @@ import Testing
             try await stack.startWorker()
             let (id, _, token) = try await stack.subscribe()
             let response = try await stack.push(
-                id, headers: [("TTL", "0"), ("Content-Encoding", "aes128gcm"), ("Urgency", "low"), ("Topic", "inbox-7")])
+                id,
+                headers: [("TTL", "0"), ("Content-Encoding", "aes128gcm"), ("Urgency", "low"), ("Topic", "inbox-7")])
             #expect(response.status == 201)
             try await eventually("the notification") { stack.recordings(token: token).count == 1 }
             let headers = Self.headers(try #require(stack.recordings(token: token).first))

@@ -28,7 +28,8 @@ struct EntryProcessor: Sendable {
         }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         if now > OutcomeRecorder.deadline(of: message) {
-            await recorder.record(.failed(.expired, detail: "expired"), message: message, entry: entry, context: context)
+            await recorder.record(
+                .failed(.expired, detail: "expired"), message: message, entry: entry, context: context)
             return
         }
         let outcome = await sender.send(message)

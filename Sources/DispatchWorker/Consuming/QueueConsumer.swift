@@ -83,7 +83,8 @@ final class QueueConsumer: Sendable {
             do {
                 let reply = try await redis.send(
                     RedisCommand(
-                        "XREADGROUP", "GROUP", context.group, consumer, "COUNT", granted, "BLOCK", Self.blockMilliseconds,
+                        "XREADGROUP", "GROUP", context.group, consumer, "COUNT", granted, "BLOCK",
+                        Self.blockMilliseconds,
                         "STREAMS", context.stream, ">"),
                     timeout: .milliseconds(Self.blockMilliseconds + 5000))
                 failures = 0
@@ -104,7 +105,9 @@ final class QueueConsumer: Sendable {
 
     private func claimLoop() async {
         let interval = min(max(visibilityTimeout / 2, .milliseconds(250)), .seconds(30))
-        let idle = Int(visibilityTimeout.components.seconds * 1000) + Int(visibilityTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let idle =
+            Int(visibilityTimeout.components.seconds * 1000)
+            + Int(visibilityTimeout.components.attoseconds / 1_000_000_000_000_000)
         while !isStopping {
             try? await sleepUnlessStopping(interval)
             var cursor = "0-0"
@@ -124,7 +127,8 @@ final class QueueConsumer: Sendable {
                     let entries = (parts.count > 1 ? parts[1].array ?? [] : []).compactMap { item -> StreamEntry? in
                         guard let fields = item.array, fields.count >= 3, let id = fields[0].string else { return nil }
                         return StreamEntry(
-                            id: id, fields: fields[1].array?.compactMap(\.bytes) ?? [], deliveryCount: Int(fields[2].int ?? 1))
+                            id: id, fields: fields[1].array?.compactMap(\.bytes) ?? [],
+                            deliveryCount: Int(fields[2].int ?? 1))
                     }
                     limiter.release(granted - entries.count)
                     if !entries.isEmpty {
@@ -148,7 +152,8 @@ final class QueueConsumer: Sendable {
             do {
                 while !isStopping {
                     let moved = try await redis.run(
-                        QueueScripts.promoteRetries, keys: [context.keys.retrySchedule, context.stream], arguments: [1000])
+                        QueueScripts.promoteRetries, keys: [context.keys.retrySchedule, context.stream],
+                        arguments: [1000])
                     if (moved.int ?? 0) < 1000 { break }
                 }
             } catch {

@@ -26,11 +26,14 @@ struct WorkerMetrics: Sendable {
     init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
         sends = registry.counter(
-            "pushgate_worker_sends_total", help: "Messages finished, by outcome and reason.", labels: ["outcome", "reason"])
+            "pushgate_worker_sends_total", help: "Messages finished, by outcome and reason.",
+            labels: ["outcome", "reason"])
         apnsLatency = registry.histogram(
-            "pushgate_worker_apns_request_duration_seconds", help: "From handing a request to the APNs client to its answer.")
+            "pushgate_worker_apns_request_duration_seconds",
+            help: "From handing a request to the APNs client to its answer.")
         queueLag = registry.gauge(
-            "pushgate_queue_lag_seconds", help: "Age of the oldest unacknowledged entry on the stream.", labels: ["stream"])
+            "pushgate_queue_lag_seconds", help: "Age of the oldest unacknowledged entry on the stream.",
+            labels: ["stream"])
         queueLength = registry.gauge(
             "pushgate_worker_queue_length", help: "Entries on the stream (read or not, not yet acknowledged).",
             labels: ["stream"])
@@ -42,7 +45,8 @@ struct WorkerMetrics: Sendable {
         openConnections = registry.gauge(
             "pushgate_worker_apns_connections_open", help: "HTTP/2 connections to APNs open in this process.")
         retries = registry.counter(
-            "pushgate_worker_retries_total", help: "Messages put into the delayed-retry set, by cause.", labels: ["cause"])
+            "pushgate_worker_retries_total", help: "Messages put into the delayed-retry set, by cause.",
+            labels: ["cause"])
         deadLetters = registry.counter(
             "pushgate_worker_dead_letters_total", help: "Entries moved to the dead-letter stream, by reason.",
             labels: ["reason"])

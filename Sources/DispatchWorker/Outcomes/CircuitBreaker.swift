@@ -22,7 +22,10 @@ final class CircuitBreaker: Sendable {
     private let onRaise: @Sendable () -> Void
     private let circuits = Mutex<[String: Circuit]>([:])
 
-    init(redis: RedisClient, threshold: Int, lifetimeSeconds: Int, logger: Logger, onRaise: @escaping @Sendable () -> Void = {}) {
+    init(
+        redis: RedisClient, threshold: Int, lifetimeSeconds: Int, logger: Logger,
+        onRaise: @escaping @Sendable () -> Void = {}
+    ) {
         self.redis = redis
         self.threshold = threshold
         self.lifetimeSeconds = lifetimeSeconds
@@ -68,7 +71,8 @@ final class CircuitBreaker: Sendable {
         }
         guard wasRaised else { return }
         logger.notice(
-            "APNs answers again; circuit flag cleared", metadata: ["credential": credential, "apns.environment": environment])
+            "APNs answers again; circuit flag cleared",
+            metadata: ["credential": credential, "apns.environment": environment])
         _ = try? await redis.send("DEL", name)
     }
 

@@ -107,7 +107,9 @@ final class DailyCounts: Sendable {
         guard !tallies.isEmpty || !lastPush.isEmpty else { return }
         do {
             if !tallies.isEmpty {
-                let rows = tallies.sorted { ($0.key.account, $0.key.app, $0.key.day) < ($1.key.account, $1.key.app, $1.key.day) }
+                let rows = tallies.sorted {
+                    ($0.key.account, $0.key.app, $0.key.day) < ($1.key.account, $1.key.app, $1.key.day)
+                }
                 try await postgres.execute(
                     .prepared(
                         "worker_daily_counts",
@@ -136,14 +138,17 @@ final class DailyCounts: Sendable {
                         """))
             }
         } catch {
-            logger.warning("cannot write daily counts; keeping them for the next batch", metadata: ["error": "\(type(of: error))"])
+            logger.warning(
+                "cannot write daily counts; keeping them for the next batch", metadata: ["error": "\(type(of: error))"])
             state.withLock { state in
                 for (key, tally) in tallies {
                     state.tallies[key, default: Tally()].sent += tally.sent
                     state.tallies[key, default: Tally()].failed += tally.failed
                     state.tallies[key, default: Tally()].gone += tally.gone
                 }
-                for (id, date) in lastPush where (state.lastPush[id] ?? .distantPast) < date { state.lastPush[id] = date }
+                for (id, date) in lastPush where (state.lastPush[id] ?? .distantPast) < date {
+                    state.lastPush[id] = date
+                }
             }
         }
     }

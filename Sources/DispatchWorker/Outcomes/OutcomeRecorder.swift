@@ -40,13 +40,15 @@ struct OutcomeRecorder: Sendable {
     func record(_ outcome: DeliveryOutcome, message: QueueMessage, entry: StreamEntry, context: StreamContext) async {
         switch outcome {
         case .sent:
-            await circuit.success(credential: message.credentialID, environment: message.environment, keys: context.keys)
+            await circuit.success(
+                credential: message.credentialID, environment: message.environment, keys: context.keys)
             counts.record(.sent, message: message)
             metrics.sentSinceFlush.add()
             finish(entry, context, message: message, status: "sent", reason: "", releaseQuota: false)
 
         case .gone(let timestamp, let reason):
-            await circuit.success(credential: message.credentialID, environment: message.environment, keys: context.keys)
+            await circuit.success(
+                credential: message.credentialID, environment: message.environment, keys: context.keys)
             let invalidation = CacheInvalidation(
                 redis: redis, keys: context.keys, tombstoneLifetimeSeconds: tombstoneLifetimeSeconds)
             do {
@@ -58,7 +60,9 @@ struct OutcomeRecorder: Sendable {
                 case .kept:
                     counts.record(.failed, message: message)
                     metrics.sends.increment(by: 1, "failed", reason + "_kept")
-                    finish(entry, context, message: message, status: "failed", reason: "provider_error", releaseQuota: true)
+                    finish(
+                        entry, context, message: message, status: "failed", reason: "provider_error", releaseQuota: true
+                    )
                 }
             } catch {
                 leavePending(entry, "cannot delete a gone subscription", error)
@@ -82,7 +86,8 @@ struct OutcomeRecorder: Sendable {
             }
             counts.record(.failed, message: message)
             metrics.sends.increment(by: 1, "failed", "credential_rejected")
-            finish(entry, context, message: message, status: "failed", reason: "credential_rejected", releaseQuota: true)
+            finish(
+                entry, context, message: message, status: "failed", reason: "credential_rejected", releaseQuota: true)
 
         case .failed(let reason, let detail):
             if detail == "DeviceTokenNotForTopic" || detail == "TopicDisallowed" || reason == .credentialMissing {
@@ -104,9 +109,12 @@ struct OutcomeRecorder: Sendable {
             }
             let attempts = message.attempts + 1
             let now = Int64(Date().timeIntervalSince1970 * 1000)
-            switch retryPolicy.decide(attempts: attempts, nowMilliseconds: now, deadlineMilliseconds: Self.deadline(of: message)) {
+            switch retryPolicy.decide(
+                attempts: attempts, nowMilliseconds: now, deadlineMilliseconds: Self.deadline(of: message))
+            {
             case .retry(let delay):
-                await scheduleRetry(message, attempts: attempts, delay: delay, cause: cause, entry: entry, context: context)
+                await scheduleRetry(
+                    message, attempts: attempts, delay: delay, cause: cause, entry: entry, context: context)
             case .giveUp:
                 await record(.failed(.providerError, detail: cause), message: message, entry: entry, context: context)
             }
@@ -118,8 +126,12 @@ struct OutcomeRecorder: Sendable {
 
     /// Moves an entry that cannot be handled (unreadable, or handed out too often) to
     /// the dead-letter stream with its reason.
-    func deadLetter(_ entry: StreamEntry, message: QueueMessage?, reason: String, metricReason: String, context: StreamContext) async {
-        var keys: [any RedisValueConvertible] = [context.stream, context.keys.deadLetters, context.stream, context.stream]
+    func deadLetter(
+        _ entry: StreamEntry, message: QueueMessage?, reason: String, metricReason: String, context: StreamContext
+    ) async {
+        var keys: [any RedisValueConvertible] = [
+            context.stream, context.keys.deadLetters, context.stream, context.stream,
+        ]
         var release = "0"
         var reply = "0"
         var json = ""
@@ -139,7 +151,9 @@ struct OutcomeRecorder: Sendable {
             if moved.int == 1 {
                 metrics.deadLetters.increment(by: 1, metricReason)
                 if let message { counts.record(.failed, message: message) }
-                logger.warning("entry moved to the dead-letter stream", metadata: ["stream": context.stream, "entry": entry.id, "reason": reason])
+                logger.warning(
+                    "entry moved to the dead-letter stream",
+                    metadata: ["stream": context.stream, "entry": entry.id, "reason": reason])
             }
         } catch {
             logger.warning("cannot dead-letter an entry", metadata: ["entry": entry.id, "error": "\(type(of: error))"])
@@ -168,7 +182,8 @@ struct OutcomeRecorder: Sendable {
                 arguments: [context.group, entry.id, delay] + fields)
             metrics.retries.increment(by: 1, cause)
         } catch {
-            logger.warning("cannot schedule a retry; the entry stays pending", metadata: ["error": "\(type(of: error))"])
+            logger.warning(
+                "cannot schedule a retry; the entry stays pending", metadata: ["error": "\(type(of: error))"])
         }
         limiter.release()
     }
@@ -186,7 +201,8 @@ struct OutcomeRecorder: Sendable {
     }
 
     private func leavePending(_ entry: StreamEntry, _ what: String, _ error: any Error) {
-        logger.warning("\(what); the entry stays pending", metadata: ["entry": entry.id, "error": "\(type(of: error))"])
+        logger.warning(
+            "\(what); the entry stays pending", metadata: ["entry": entry.id, "error": "\(type(of: error))"])
         limiter.release()
     }
 }

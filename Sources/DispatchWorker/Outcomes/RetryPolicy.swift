@@ -31,8 +31,10 @@ struct RetryPolicy: Sendable {
     /// so retries of a burst spread out while the backoff still grows.
     func delay(afterAttempts attempts: Int, random: () -> Double = { Double.random(in: 0..<1) }) -> Int {
         let exponent = min(max(attempts - 1, 0), 30)
-        let full = min(capMilliseconds, baseMilliseconds.multipliedReportingOverflow(by: 1 << exponent).overflow
-            ? capMilliseconds : baseMilliseconds << exponent)
+        let full = min(
+            capMilliseconds,
+            baseMilliseconds.multipliedReportingOverflow(by: 1 << exponent).overflow
+                ? capMilliseconds : baseMilliseconds << exponent)
         let half = full / 2
         return half + Int(Double(full - half) * min(max(random(), 0), 0.999_999))
     }

@@ -28,9 +28,10 @@ final class CredentialCache: Sendable {
     private let logger: Logger
     private let entries = Mutex<[String: Entry]>([:])
 
-    init(reader: PushCredentialReader, lifetime: Duration = .seconds(60), failureLifetime: Duration = .seconds(10),
-        logger: Logger)
-    {
+    init(
+        reader: PushCredentialReader, lifetime: Duration = .seconds(60), failureLifetime: Duration = .seconds(10),
+        logger: Logger
+    ) {
         self.reader = reader
         self.lifetime = lifetime
         self.failureLifetime = failureLifetime
@@ -70,7 +71,8 @@ final class CredentialCache: Sendable {
             let stored = try await reader.credential(id: id)
             lookup =
                 stored.status == .active
-                ? .usable(APNsCredential(id: id, teamID: stored.teamID, keyID: stored.keyID, privateKey: stored.privateKey))
+                ? .usable(
+                    APNsCredential(id: id, teamID: stored.teamID, keyID: stored.keyID, privateKey: stored.privateKey))
                 : .rejected
         } catch let failure as PushCredentialReader.Failure {
             logger.warning("credential unusable", metadata: ["credential": id, "error": failure.description])

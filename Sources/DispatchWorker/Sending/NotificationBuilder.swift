@@ -31,11 +31,41 @@ enum NotificationBuilder {
         // `,"c":"` + text + `"` + the closing `}`.
         if bytes.count + 7 + encodedLength + 1 <= maximumPayloadBytes {
             bytes.append(contentsOf: #","c":""#.utf8)
-            bytes.append(contentsOf: Base64URL.encode(message.ciphertext).utf8)
+            appendBase64URL(message.ciphertext, to: &bytes)
             bytes.append(UInt8(ascii: "\""))
         }
         bytes.append(UInt8(ascii: "}"))
         return bytes
+    }
+
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// Unpadded base64url of `input` (as `Base64URL.encode`), written straight into the payload.
+    static func appendBase64URL(_ input: [UInt8], to bytes: inout [UInt8]) {
+        alphabet.withUnsafeBufferPointer { table in
+            input.withUnsafeBufferPointer { source in
+                var index = 0
+                let count = source.count
+                while index + 3 <= count {
+                    let group = UInt32(source[index]) << 16 | UInt32(source[index + 1]) << 8 | UInt32(source[index + 2])
+                    bytes.append(table[Int(group >> 18 & 0x3F)])
+                    bytes.append(table[Int(group >> 12 & 0x3F)])
+                    bytes.append(table[Int(group >> 6 & 0x3F)])
+                    bytes.append(table[Int(group & 0x3F)])
+                    index += 3
+                }
+                if count - index == 1 {
+                    let group = UInt32(source[index]) << 16
+                    bytes.append(table[Int(group >> 18 & 0x3F)])
+                    bytes.append(table[Int(group >> 12 & 0x3F)])
+                } else if count - index == 2 {
+                    let group = UInt32(source[index]) << 16 | UInt32(source[index + 1]) << 8
+                    bytes.append(table[Int(group >> 18 & 0x3F)])
+                    bytes.append(table[Int(group >> 12 & 0x3F)])
+                    bytes.append(table[Int(group >> 6 & 0x3F)])
+                }
+            }
+        }
     }
 
     /// A JSON string literal: quotes, backslashes and control characters escaped,

@@ -124,7 +124,9 @@ public struct QueueMessage: Sendable, Equatable {
             index += 2
         }
         func bytes(_ slot: Int) throws(QueueMessageError) -> [UInt8] {
-            guard let value = values[slot] else { throw QueueMessageError(field: Self.slotNames[slot], problem: "is missing") }
+            guard let value = values[slot] else {
+                throw QueueMessageError(field: Self.slotNames[slot], problem: "is missing")
+            }
             return value
         }
         func text(_ slot: Int) throws(QueueMessageError) -> String { String(decoding: try bytes(slot), as: UTF8.self) }

@@ -21,7 +21,8 @@ final class WorkerProcess: @unchecked Sendable {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread {
                 self.process.waitUntilExit()
-                continuation.resume(returning: (self.process.terminationReason == .exit, self.process.terminationStatus))
+                continuation.resume(
+                    returning: (self.process.terminationReason == .exit, self.process.terminationStatus))
             }
         }
     }
