@@ -11,11 +11,24 @@ struct StreamEntry: Sendable {
     let deliveryCount: Int
 
     /// Entries of an `XREADGROUP`/`XRANGE`-shaped list: `[[id, [fields…]], …]`.
+    /// Reads the reply in place (pattern matching, no intermediate copies).
     static func list(_ reply: RedisReply?, deliveryCount: Int) -> [StreamEntry] {
-        (reply?.array ?? []).compactMap { item in
-            guard let parts = item.array, parts.count >= 2, let id = parts[0].string else { return nil }
-            return StreamEntry(id: id, fields: parts[1].array?.compactMap(\.bytes) ?? [], deliveryCount: deliveryCount)
+        guard case .array(let items)? = reply else { return [] }
+        var entries: [StreamEntry] = []
+        entries.reserveCapacity(items.count)
+        for item in items {
+            guard case .array(let parts) = item, parts.count >= 2, case .bulk(let id) = parts[0],
+                case .array(let values) = parts[1]
+            else { continue }
+            var fields: [[UInt8]] = []
+            fields.reserveCapacity(values.count)
+            for value in values {
+                if case .bulk(let bytes) = value { fields.append(bytes) }
+            }
+            entries.append(
+                StreamEntry(id: String(decoding: id, as: UTF8.self), fields: fields, deliveryCount: deliveryCount))
         }
+        return entries
     }
 
     /// Milliseconds since 1970 encoded in the id (the time Redis added it).
