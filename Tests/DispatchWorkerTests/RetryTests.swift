@@ -69,15 +69,15 @@ import Testing
 
     @Test func theCircuitFlagRisesWhileAPNsFailsAndClearsOnTheNextSuccess() async throws {
         try await DeliveryStack.with { stack in
-            try await stack.startWorker(["WORKER_CIRCUIT_THRESHOLD": "3", "WORKER_MAX_ATTEMPTS": "50"])
             let circuit = stack.keys.circuit(credential: stack.credentialID, environment: "production")
-            try await stack.controlRequest("POST", "/faults", #"{"status":503,"count":1000000}"#)
             var subscriptions: [String] = []
             for _ in 0..<3 {
                 let (id, _, _) = try await stack.subscribe()
                 subscriptions.append(id)
                 #expect(try await stack.push(id).status == 201)
             }
+            try await stack.controlRequest("POST", "/faults", #"{"status":503,"count":1000000}"#)
+            try await stack.startWorker(["WORKER_CIRCUIT_THRESHOLD": "3", "WORKER_MAX_ATTEMPTS": "50"])
             try await eventually("the circuit flag") { try await stack.redis.send("EXISTS", circuit).int == 1 }
             let ttl = try await stack.redis.send("TTL", circuit).int ?? 0
             #expect(ttl > 0 && ttl <= 30)

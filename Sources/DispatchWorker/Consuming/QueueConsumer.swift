@@ -105,6 +105,7 @@ final class QueueConsumer: Sendable {
 
     private func claimLoop() async {
         let interval = min(max(visibilityTimeout / 2, .milliseconds(250)), .seconds(30))
+        var lastCleanup = ContinuousClock.now
         let idle =
             Int(visibilityTimeout.components.seconds * 1000)
             + Int(visibilityTimeout.components.attoseconds / 1_000_000_000_000_000)
@@ -143,6 +144,34 @@ final class QueueConsumer: Sendable {
                     break
                 }
             } while cursor != "0-0" && !isStopping
+            if ContinuousClock.now - lastCleanup >= Self.consumerCleanupInterval {
+                lastCleanup = .now
+                await removeIdleConsumers()
+            }
+        }
+    }
+
+    /// How often, and after how long without activity, consumers with nothing
+    /// pending are removed from the group (each pod or process adds one by name).
+    static let consumerCleanupInterval: Duration = .seconds(600)
+    static let consumerIdleLimitMilliseconds: Int64 = 24 * 3_600_000
+
+    /// Removes consumers of workers long gone: nothing pending (their entries were
+    /// claimed) and idle for a day.
+    private func removeIdleConsumers() async {
+        guard let reply = try? await redis.send("XINFO", "CONSUMERS", context.stream, context.group) else { return }
+        for consumer in reply.array ?? [] {
+            let pairs = consumer.array ?? []
+            var info: [String: RedisReply] = [:]
+            var index = 0
+            while index + 1 < pairs.count {
+                if let key = pairs[index].string { info[key] = pairs[index + 1] }
+                index += 2
+            }
+            guard let name = info["name"]?.string, name != self.consumer, info["pending"]?.int == 0,
+                let idle = info["idle"]?.int, idle > Self.consumerIdleLimitMilliseconds
+            else { continue }
+            _ = try? await redis.send("XGROUP", "DELCONSUMER", context.stream, context.group, name)
         }
     }
 

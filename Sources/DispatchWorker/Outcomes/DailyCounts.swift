@@ -106,36 +106,39 @@ final class DailyCounts: Sendable {
     private func write(_ tallies: [Key: Tally], _ lastPush: [String: Date]) async {
         guard !tallies.isEmpty || !lastPush.isEmpty else { return }
         do {
-            if !tallies.isEmpty {
-                let rows = tallies.sorted {
-                    ($0.key.account, $0.key.app, $0.key.day) < ($1.key.account, $1.key.app, $1.key.day)
+            // One transaction: counts and last-push times become visible together.
+            try await postgres.withTransaction { connection in
+                if !tallies.isEmpty {
+                    let rows = tallies.sorted {
+                        ($0.key.account, $0.key.app, $0.key.day) < ($1.key.account, $1.key.app, $1.key.day)
+                    }
+                    try await connection.execute(
+                        .prepared(
+                            "worker_daily_counts",
+                            """
+                            INSERT INTO daily_counts (account_id, app_id, day, sent, failed, gone)
+                            SELECT u.account_id, u.app_id, u.day::date, u.sent::bigint, u.failed::bigint, u.gone::bigint
+                            FROM unnest(\(rows.map(\.key.account)), \(rows.map(\.key.app)), \(rows.map(\.key.day)),
+                                \(rows.map { String($0.value.sent) }), \(rows.map { String($0.value.failed) }),
+                                \(rows.map { String($0.value.gone) })) AS u(account_id, app_id, day, sent, failed, gone)
+                            JOIN accounts a ON a.id = u.account_id
+                            ON CONFLICT (account_id, app_id, day) DO UPDATE SET
+                                sent = daily_counts.sent + EXCLUDED.sent,
+                                failed = daily_counts.failed + EXCLUDED.failed,
+                                gone = daily_counts.gone + EXCLUDED.gone
+                            """))
                 }
-                try await postgres.execute(
-                    .prepared(
-                        "worker_daily_counts",
-                        """
-                        INSERT INTO daily_counts (account_id, app_id, day, sent, failed, gone)
-                        SELECT u.account_id, u.app_id, u.day::date, u.sent::bigint, u.failed::bigint, u.gone::bigint
-                        FROM unnest(\(rows.map(\.key.account)), \(rows.map(\.key.app)), \(rows.map(\.key.day)),
-                            \(rows.map { String($0.value.sent) }), \(rows.map { String($0.value.failed) }),
-                            \(rows.map { String($0.value.gone) })) AS u(account_id, app_id, day, sent, failed, gone)
-                        JOIN accounts a ON a.id = u.account_id
-                        ON CONFLICT (account_id, app_id, day) DO UPDATE SET
-                            sent = daily_counts.sent + EXCLUDED.sent,
-                            failed = daily_counts.failed + EXCLUDED.failed,
-                            gone = daily_counts.gone + EXCLUDED.gone
-                        """))
-            }
-            if !lastPush.isEmpty {
-                let rows = lastPush.sorted { $0.key < $1.key }
-                try await postgres.execute(
-                    .prepared(
-                        "worker_last_push",
-                        """
-                        UPDATE subscriptions s SET last_push_at = to_timestamp(u.at::float8)
-                        FROM unnest(\(rows.map(\.key)), \(rows.map { Self.timestamp($0.value) })) AS u(id, at)
-                        WHERE s.id = u.id AND (s.last_push_at IS NULL OR s.last_push_at < to_timestamp(u.at::float8))
-                        """))
+                if !lastPush.isEmpty {
+                    let rows = lastPush.sorted { $0.key < $1.key }
+                    try await connection.execute(
+                        .prepared(
+                            "worker_last_push",
+                            """
+                            UPDATE subscriptions s SET last_push_at = to_timestamp(u.at::float8)
+                            FROM unnest(\(rows.map(\.key)), \(rows.map { Self.timestamp($0.value) })) AS u(id, at)
+                            WHERE s.id = u.id AND (s.last_push_at IS NULL OR s.last_push_at < to_timestamp(u.at::float8))
+                            """))
+                }
             }
         } catch {
             logger.warning(
