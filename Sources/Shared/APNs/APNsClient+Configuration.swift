@@ -11,6 +11,8 @@ extension APNsClient {
         public var connectTimeout: Duration
         /// A PING is sent when nothing was heard for this long.
         public var idlePingInterval: Duration
+        /// A PING is sent when requests are in flight and nothing was heard for this long.
+        public var busyPingInterval: Duration
         /// No PING acknowledgement within this closes the connection (it is replaced).
         public var pingTimeout: Duration
         /// Delays between attempts after a connection fails.
@@ -27,7 +29,7 @@ extension APNsClient {
         public init(
             connectionsPerPool: Int = 4, queueCapacity: Int = 10_000, requestTimeout: Duration = .seconds(15),
             connectTimeout: Duration = .seconds(10), idlePingInterval: Duration = .seconds(60),
-            pingTimeout: Duration = .seconds(10), backoff: ReconnectBackoff = ReconnectBackoff(),
+            busyPingInterval: Duration = .seconds(5), pingTimeout: Duration = .seconds(10), backoff: ReconnectBackoff = ReconnectBackoff(),
             maxStreamsPerConnection: Int = 1000, maxRetries: Int = 5, caFile: String? = nil,
             tickInterval: Duration = .milliseconds(50)
         ) {
@@ -37,6 +39,7 @@ extension APNsClient {
             self.requestTimeout = requestTimeout
             self.connectTimeout = connectTimeout
             self.idlePingInterval = idlePingInterval
+            self.busyPingInterval = busyPingInterval
             self.pingTimeout = pingTimeout
             self.backoff = backoff
             self.maxStreamsPerConnection = maxStreamsPerConnection

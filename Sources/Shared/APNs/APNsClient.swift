@@ -28,6 +28,7 @@ public final class APNsClient: Sendable {
     public init(
         configuration: Configuration, tokens: any ProviderTokenStore, logger: Logger, loop: EventLoop? = nil
     ) throws(APNsClientError) {
+        Self.ignoreBrokenPipes
         let context: TLSContext
         do {
             context = try TLSContext.client(extraCAFile: configuration.caFile, alpn: ["h2"])
@@ -92,6 +93,10 @@ public final class APNsClient: Sendable {
     }
 
     // MARK: Internals
+
+    /// OpenSSL writes to sockets with write(2): a peer that hung up would kill the
+    /// process with SIGPIPE instead of giving EPIPE. Ignored once per process.
+    private static let ignoreBrokenPipes: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
     private static let shutdownError = APNsClientError(.shutdown, "the APNs client is shutting down")
 

@@ -66,6 +66,10 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         guard freeStreams > 0 else { return false }
         do {
             let streamID = try http2.sendRequest(headers: request.headers, body: request.body)
+            // Writing it failed (e.g. the server closed right after a GOAWAY we had not read yet,
+            // which the failed write then delivered): the request did not go out whole, and
+            // nghttp2 has dropped its stream, so it may go to another connection.
+            guard state == .ready else { return false }
             inFlight[streamID] = request
             return true
         } catch {
@@ -76,8 +80,9 @@ final class APNsConnection: HTTP2ConnectionDelegate {
     }
 
     /// Periodic work: times out requests past their deadline and checks health
-    /// with PING: sent once nothing was heard for `idlePingInterval`; no ack
-    /// within `pingTimeout` closes the connection (the pool replaces it).
+    /// with PING: sent once nothing was heard for `idlePingInterval`, or for
+    /// `busyPingInterval` while requests wait for answers; no ack within
+    /// `pingTimeout` closes the connection (the pool replaces it).
     func tick(now: ContinuousClock.Instant) {
         let expired = inFlight.filter { $0.value.deadline <= now }
         for (streamID, request) in expired {
@@ -92,7 +97,7 @@ final class APNsConnection: HTTP2ConnectionDelegate {
                 pool?.connectionMissedPing(self)
                 close(APNsClientError(.connection, "no PING acknowledgement within \(configuration.pingTimeout)"))
             }
-        } else if now - lastActivity >= configuration.idlePingInterval {
+        } else if now - lastActivity >= (inFlight.isEmpty ? configuration.idlePingInterval : configuration.busyPingInterval) {
             pingSentAt = now
             http2.ping()
         }
