@@ -90,7 +90,8 @@ final class WorkerApplication: Sendable {
 
 /// Assembles the worker from its configuration. `namespace` is the Redis key
 /// namespace (tests isolate themselves with their own); `tokens` replaces the
-/// provider token store.
+/// provider token store (by default one token per credential shared by every
+/// worker through Redis, `RedisProviderTokenStore`).
 func buildWorker(
     configuration: WorkerConfiguration, logger: Logger, namespace: String = "pushgate",
     tokens: (any ProviderTokenStore)? = nil
@@ -106,7 +107,7 @@ func buildWorker(
             url: configuration.common.databaseURL, applicationName: "pushgate-worker",
             maximumConnections: configuration.databaseConnections, acquireTimeout: .seconds(10), connectTimeout: 5))
     let apns = try APNsClient(
-        configuration: APNsClient.Configuration(worker: configuration), tokens: tokens ?? InMemoryProviderTokenStore(),
+        configuration: APNsClient.Configuration(worker: configuration), tokens: tokens ?? RedisProviderTokenStore(redis: redis),
         logger: logger)
     let metrics = WorkerMetrics()
     let limiter = InFlightLimiter(limit: configuration.maxInFlight)
