@@ -42,27 +42,35 @@ enum NotificationBuilder {
 
     /// Unpadded base64url of `input` (as `Base64URL.encode`), written straight into the payload.
     static func appendBase64URL(_ input: [UInt8], to bytes: inout [UInt8]) {
+        let start = bytes.count
+        let length = (input.count * 4 + 2) / 3
+        bytes.append(contentsOf: repeatElement(0, count: length))
         alphabet.withUnsafeBufferPointer { table in
             input.withUnsafeBufferPointer { source in
-                var index = 0
-                let count = source.count
-                while index + 3 <= count {
-                    let group = UInt32(source[index]) << 16 | UInt32(source[index + 1]) << 8 | UInt32(source[index + 2])
-                    bytes.append(table[Int(group >> 18 & 0x3F)])
-                    bytes.append(table[Int(group >> 12 & 0x3F)])
-                    bytes.append(table[Int(group >> 6 & 0x3F)])
-                    bytes.append(table[Int(group & 0x3F)])
-                    index += 3
-                }
-                if count - index == 1 {
-                    let group = UInt32(source[index]) << 16
-                    bytes.append(table[Int(group >> 18 & 0x3F)])
-                    bytes.append(table[Int(group >> 12 & 0x3F)])
-                } else if count - index == 2 {
-                    let group = UInt32(source[index]) << 16 | UInt32(source[index + 1]) << 8
-                    bytes.append(table[Int(group >> 18 & 0x3F)])
-                    bytes.append(table[Int(group >> 12 & 0x3F)])
-                    bytes.append(table[Int(group >> 6 & 0x3F)])
+                bytes.withUnsafeMutableBufferPointer { output in
+                    var index = 0
+                    var out = start
+                    let count = source.count
+                    while index + 3 <= count {
+                        let group =
+                            UInt32(source[index]) << 16 | UInt32(source[index + 1]) << 8 | UInt32(source[index + 2])
+                        output[out] = table[Int(group >> 18 & 0x3F)]
+                        output[out + 1] = table[Int(group >> 12 & 0x3F)]
+                        output[out + 2] = table[Int(group >> 6 & 0x3F)]
+                        output[out + 3] = table[Int(group & 0x3F)]
+                        index += 3
+                        out += 4
+                    }
+                    if count - index == 1 {
+                        let group = UInt32(source[index]) << 16
+                        output[out] = table[Int(group >> 18 & 0x3F)]
+                        output[out + 1] = table[Int(group >> 12 & 0x3F)]
+                    } else if count - index == 2 {
+                        let group = UInt32(source[index]) << 16 | UInt32(source[index + 1]) << 8
+                        output[out] = table[Int(group >> 18 & 0x3F)]
+                        output[out + 1] = table[Int(group >> 12 & 0x3F)]
+                        output[out + 2] = table[Int(group >> 6 & 0x3F)]
+                    }
                 }
             }
         }
