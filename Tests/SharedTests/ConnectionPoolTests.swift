@@ -46,7 +46,7 @@ import Testing
 
     @Test func neverOpensMoreThanTheMaximumUnderContention() async throws {
         let factory = Factory()
-        let pool = ConnectionPool(name: "test", maximumConnections: 3, acquireTimeout: .seconds(5)) { factory.make() }
+        let pool = ConnectionPool(name: "test", maximumConnections: 3, acquireTimeout: .seconds(60)) { factory.make() }
         let counters = LeaseCounters()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<40 {
