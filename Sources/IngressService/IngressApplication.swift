@@ -9,6 +9,8 @@ final class IngressApplication: Sendable {
     let configuration: IngressConfiguration
     let server: HTTPServer
     let redis: RedisClient
+    /// The Web Push hot path's pipelined connection (everything else uses the pool).
+    let hotPath: RedisMultiplexer
     let postgres: PostgresClient
     let keys: RedisKeys
     let metrics: IngressMetrics
@@ -18,13 +20,15 @@ final class IngressApplication: Sendable {
     private let sweepTask = Mutex<Task<Void, Never>?>(nil)
 
     init(
-        configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, postgres: PostgresClient,
+        configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, hotPath: RedisMultiplexer,
+        postgres: PostgresClient,
         keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, invalidation: CacheInvalidation,
         logger: Logger
     ) {
         self.configuration = configuration
         self.server = server
         self.redis = redis
+        self.hotPath = hotPath
         self.postgres = postgres
         self.keys = keys
         self.metrics = metrics
@@ -54,6 +58,7 @@ final class IngressApplication: Sendable {
             task = nil
         }
         redis.close()
+        hotPath.close()
         postgres.close()
     }
 }
@@ -70,6 +75,8 @@ func buildApplication(
             maximumConnections: configuration.redisConnections, acquireTimeout: .seconds(2),
             connection: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2))),
         logger: logger)
+    let hotPath = RedisMultiplexer(
+        url: redis.url, options: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2)), logger: logger)
     let postgres = PostgresClient(
         configuration: .init(
             url: configuration.common.databaseURL, applicationName: "pushgate-ingress",
@@ -92,7 +99,7 @@ func buildApplication(
         invalidation: invalidation, redis: redis, keys: keys, publicPushBase: base + Route.pushPathPrefix,
         stashLifetimeMilliseconds: stashLifetime)
     let webPush = WebPushRoutes(
-        redis: redis, keys: keys,
+        hotPath: hotPath, keys: keys,
         cache: HotPathCache(
             redis: redis, keys: keys, subscriptions: subscriptions, directory: directory,
             lifetimeMilliseconds: Int64(configuration.cacheLifetimeSeconds) * 1000),
@@ -114,6 +121,6 @@ func buildApplication(
         maximumAgeSeconds: configuration.subscriptionMaximumAgeSeconds,
         interval: .seconds(configuration.sweepIntervalSeconds), logger: logger.child("sweep"))
     return IngressApplication(
-        configuration: configuration, server: server, redis: redis, postgres: postgres, keys: keys, metrics: metrics,
+        configuration: configuration, server: server, redis: redis, hotPath: hotPath, postgres: postgres, keys: keys, metrics: metrics,
         sweeper: sweeper, invalidation: invalidation, logger: logger)
 }

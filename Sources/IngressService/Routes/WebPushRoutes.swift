@@ -14,7 +14,8 @@ import Shared
 struct WebPushRoutes: Sendable {
     static let maximumMessageSize = 8192
 
-    let redis: RedisClient
+    /// Runs the hot-path script: every push's one round trip, pipelined with the others in flight.
+    let hotPath: RedisMultiplexer
     let keys: RedisKeys
     let cache: HotPathCache
     let metrics: IngressMetrics
@@ -98,7 +99,7 @@ struct WebPushRoutes: Sendable {
             acceptedAt: acceptedAt)
         let command = HotPathScript.command(request, keys: keys)
         for _ in 0..<4 {
-            let decision = try HotPathScript.decision(from: try await redis.send(command))
+            let decision = try HotPathScript.decision(from: try await hotPath.send(command))
             switch decision {
             case .queued, .stashed, .checked: return decision
             case .notFound: throw PushAPIError.notFound
