@@ -71,6 +71,11 @@ struct IngressHandler: HTTPHandler {
     }
 
     private func record(_ route: Route, _ response: HTTPResponse, since start: ContinuousClock.Instant) {
+        if case .deliver = route, response.status == 201 {
+            metrics.deliverCreated.increment()
+            metrics.deliverLatency.observe(since: start)
+            return
+        }
         let label = route.label
         metrics.requests.increment(by: 1, label, String(response.status))
         metrics.latency.observe(since: start, [label])

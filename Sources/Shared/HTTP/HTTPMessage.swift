@@ -87,7 +87,19 @@ extension HTTPHandler {
 }
 
 extension String {
+    /// Equal ignoring case. Field names are ASCII, so that is compared byte by byte
+    /// without allocating; anything else falls back to Unicode lower-casing.
     func caseInsensitiveEquals(_ other: String) -> Bool {
-        utf8.count == other.utf8.count && lowercased() == other.lowercased()
+        guard utf8.count == other.utf8.count else { return false }
+        var ascii = true
+        let equal = utf8.elementsEqual(other.utf8) { left, right in
+            if left == right { return true }
+            if left >= 0x80 || right >= 0x80 {
+                ascii = false
+                return true  // decided below
+            }
+            return left | 0x20 == right | 0x20 && (left | 0x20) >= UInt8(ascii: "a") && (left | 0x20) <= UInt8(ascii: "z")
+        }
+        return ascii ? equal : lowercased() == other.lowercased()
     }
 }
