@@ -41,6 +41,21 @@ struct IngressHandler: HTTPHandler {
         return response
     }
 
+    /// Web Push deliveries answer from the Redis reply's thread, without a task;
+    /// everything else runs `handle(_:)` in a task.
+    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        let start = ContinuousClock.now
+        let route = Route(method: request.method, path: request.path)
+        guard case .deliver(let id) = route else {
+            Task { respond(await handle(request)) }
+            return
+        }
+        webPush.deliver(request, id: id) { [self] response in
+            record(route, response, since: start)
+            respond(response)
+        }
+    }
+
     private func respond(_ route: Route, _ request: HTTPRequest) async -> HTTPResponse {
         switch route {
         case .deliver(let id): return await webPush.deliver(request, id: id)

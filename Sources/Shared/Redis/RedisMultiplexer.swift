@@ -75,8 +75,18 @@ public final class RedisMultiplexer: Sendable {
     /// Sends one command; an error reply is thrown as `RedisError` (`.server(prefix)`).
     public func send(_ command: RedisCommand) async throws -> RedisReply {
         try await withCheckedThrowingContinuation { continuation in
-            submit(Request(command: command, continuation: continuation))
-        }.throwingError()
+            send(command) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Sends one command and calls `completion` once with its reply, or with the error
+    /// reply or failure as `.failure`. `completion` runs on the event loop's thread
+    /// (or, when the multiplexer is closed, on the caller's): it must be quick and
+    /// must not block, since every other reply waits behind it. For callers that can
+    /// finish their work there without a task (a hot path saving two thread hops).
+    public func send(_ command: RedisCommand, completion: @escaping @Sendable (Result<RedisReply, RedisError>) -> Void)
+    {
+        submit(Request(command: command, completion: completion))
     }
 
     /// `send(RedisCommand(name, arguments…))`.

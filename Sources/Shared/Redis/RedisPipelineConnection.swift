@@ -25,14 +25,22 @@ import Foundation
 /// Loop-thread only: every method, and the `EventLoopSelectable` callbacks, run on
 /// `loop`'s thread, so the state needs no lock.
 final class RedisPipelineConnection: EventLoopSelectable {
-    /// A command of a caller, answered through its continuation.
+    /// A command of a caller, answered by calling `completion` once, on the loop's thread.
     struct Request: Sendable {
         let command: RedisCommand
-        let continuation: CheckedContinuation<RedisReply, any Error>
+        /// Receives the reply, or an error reply or failure as `.failure`.
+        let completion: @Sendable (Result<RedisReply, RedisError>) -> Void
+
+        func succeed(_ reply: RedisReply) {
+            if case .error(let error) = reply {
+                completion(.failure(error))
+            } else {
+                completion(.success(reply))
+            }
+        }
 
         func fail(_ error: RedisError) {
-            continuation.resume(
-                throwing: RedisError(code: error.code, message: error.message, command: command.name))
+            completion(.failure(RedisError(code: error.code, message: error.message, command: command.name)))
         }
     }
 
@@ -246,11 +254,11 @@ final class RedisPipelineConnection: EventLoopSelectable {
                 return
             }
             if let failure = loadFailures[script.sha1] {
-                request.continuation.resume(returning: .error(failure))
+                request.succeed(.error(failure))
                 return
             }
         }
-        request.continuation.resume(returning: reply)
+        request.succeed(reply)
     }
 
     // MARK: Timeout
