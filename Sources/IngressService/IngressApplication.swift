@@ -99,7 +99,7 @@ func buildApplication(
         invalidation: invalidation, redis: redis, keys: keys, publicPushBase: base + Route.pushPathPrefix,
         stashLifetimeMilliseconds: stashLifetime)
     let webPush = WebPushRoutes(
-        hotPath: hotPath, keys: keys,
+        hotPath: hotPath, keys: keys, scriptEncoder: HotPathScript.Encoder(keys: keys),
         cache: HotPathCache(
             redis: redis, keys: keys, subscriptions: subscriptions, directory: directory,
             lifetimeMilliseconds: Int64(configuration.cacheLifetimeSeconds) * 1000),

@@ -288,3 +288,39 @@ final class ScriptedRedis: @unchecked Sendable {
         return found
     }
 }
+
+@Suite struct EncodedRedisCommandTests {
+    @Test func encodedCommandIsTheRESPOfItsArgv() {
+        let command = RedisCommand("SET", "key", [UInt8]([0, 0x0d, 0x0a, 0xff]), 42, Int64(-7), "")
+        let encoded = EncodedRedisCommand(command)
+        var expected = Array("*6\r\n$3\r\nSET\r\n$3\r\nkey\r\n$4\r\n".utf8)
+        expected += [0, 0x0d, 0x0a, 0xff]
+        expected += Array("\r\n$2\r\n42\r\n$2\r\n-7\r\n$0\r\n\r\n".utf8)
+        #expect(encoded.bytes == expected)
+        #expect(encoded.name == "SET")
+        #expect(encoded.script == nil)
+        let written = EncodedRedisCommand(argumentCount: 6) {
+            $0.append("SET")
+            $0.append("k", "ey")
+            $0.append([0, 0x0d, 0x0a, 0xff])
+            $0.append(Int64(42))
+            $0.append(Int64(-7))
+            $0.append("")
+        }
+        #expect(written.bytes == expected)
+    }
+
+    @Test(arguments: [nil, "collapse-topic"])
+    func hotPathEncoderWritesExactlyTheBytesOfTheScriptCommand(collapseID: String?) {
+        let keys = RedisKeys(stream: "pushgate:queue:{7}", namespace: "ns")
+        let request = HotPathScript.Request(
+            subscriptionID: "AbCdEfGhIjKlMnOpQrStUv", checkOnly: collapseID == nil, rateLimit: 120,
+            rateWindowMilliseconds: 60_000, stashLimit: 5, stashLifetimeMilliseconds: 1_800_000, quotaMonth: "202611",
+            messageID: "ZyXwVuTsRqPoNmLkJiHgFe", ciphertext: (0..<300).map { UInt8(truncatingIfNeeded: $0 * 7) },
+            priority: 5, expiration: 1_764_000_000, collapseID: collapseID, acceptedAt: 1_763_990_000_123)
+        let encoded = HotPathScript.Encoder(keys: keys).command(request)
+        #expect(encoded.bytes == EncodedRedisCommand(HotPathScript.command(request, keys: keys)).bytes)
+        #expect(encoded.script == HotPathScript.script)
+        #expect(encoded.name == "EVALSHA")
+    }
+}

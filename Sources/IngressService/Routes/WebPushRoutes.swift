@@ -17,6 +17,8 @@ struct WebPushRoutes: Sendable {
     /// Runs the hot-path script: every push's one round trip, pipelined with the others in flight.
     let hotPath: RedisMultiplexer
     let keys: RedisKeys
+    /// Writes the hot-path script's command straight into RESP.
+    let scriptEncoder: HotPathScript.Encoder
     let cache: HotPathCache
     let metrics: IngressMetrics
     let pushRateLimit: RateLimit
@@ -38,7 +40,7 @@ struct WebPushRoutes: Sendable {
         let id: String
         let messageID: String
         let headers: WebPushHeaders
-        let command: RedisCommand
+        let command: EncodedRedisCommand
     }
 
     /// What the checks before Redis decided.
@@ -150,7 +152,7 @@ struct WebPushRoutes: Sendable {
     /// The hot-path script's command for one push (or, `checkOnly`, for the checks before 413).
     private func scriptCommand(
         id: String, checkOnly: Bool, messageID: String, ciphertext: [UInt8], headers: WebPushHeaders, now: Date
-    ) -> RedisCommand {
+    ) -> EncodedRedisCommand {
         let acceptedAt = Int64(now.timeIntervalSince1970 * 1000)
         let request = HotPathScript.Request(
             subscriptionID: id, checkOnly: checkOnly, rateLimit: pushRateLimit.limit,
@@ -159,14 +161,14 @@ struct WebPushRoutes: Sendable {
             messageID: messageID, ciphertext: ciphertext, priority: headers.priority,
             expiration: headers.ttl == 0 ? 0 : acceptedAt / 1000 + Int64(headers.ttl), collapseID: headers.topic,
             acceptedAt: acceptedAt)
-        return HotPathScript.command(request, keys: keys)
+        return scriptEncoder.command(request)
     }
 
     /// Runs the hot-path script, filling the cache from Postgres on a miss (at most
     /// once per entry), and turns refusals into `PushAPIError`s. `earlier` is the
     /// decision of a run already made (by the callback path), which counts as the first.
     private func decide(
-        _ command: RedisCommand, id: String, after earlier: HotPathScript.Decision? = nil
+        _ command: EncodedRedisCommand, id: String, after earlier: HotPathScript.Decision? = nil
     ) async throws -> HotPathScript.Decision {
         var decision = earlier
         for attempt in 0..<4 {

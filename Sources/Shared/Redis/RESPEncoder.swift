@@ -18,7 +18,7 @@ enum RESPEncoder {
     }
 
     /// `value` (≥ 0) in decimal, then CRLF.
-    private static func appendDecimal(_ value: Int, to buffer: inout [UInt8]) {
+    static func appendDecimal(_ value: Int, to buffer: inout [UInt8]) {
         precondition(value >= 0, "RESP lengths are not negative")
         var divisor = 1
         while divisor <= value / 10 { divisor *= 10 }

@@ -86,7 +86,21 @@ public final class RedisMultiplexer: Sendable {
     /// finish their work there without a task (a hot path saving two thread hops).
     public func send(_ command: RedisCommand, completion: @escaping @Sendable (Result<RedisReply, RedisError>) -> Void)
     {
+        send(EncodedRedisCommand(command), completion: completion)
+    }
+
+    /// `send(_:completion:)` of a command already written in RESP.
+    public func send(
+        _ command: EncodedRedisCommand, completion: @escaping @Sendable (Result<RedisReply, RedisError>) -> Void
+    ) {
         submit(Request(command: command, completion: completion))
+    }
+
+    /// `send(_:)` of a command already written in RESP.
+    public func send(_ command: EncodedRedisCommand) async throws -> RedisReply {
+        try await withCheckedThrowingContinuation { continuation in
+            send(command) { continuation.resume(with: $0) }
+        }
     }
 
     /// `send(RedisCommand(name, arguments…))`.

@@ -27,7 +27,7 @@ import Foundation
 final class RedisPipelineConnection: EventLoopSelectable {
     /// A command of a caller, answered by calling `completion` once, on the loop's thread.
     struct Request: Sendable {
-        let command: RedisCommand
+        let command: EncodedRedisCommand
         /// Receives the reply, or an error reply or failure as `.failure`.
         let completion: @Sendable (Result<RedisReply, RedisError>) -> Void
 
@@ -115,7 +115,7 @@ final class RedisPipelineConnection: EventLoopSelectable {
             RESPEncoder.append([Array("SCRIPT".utf8), Array("LOAD".utf8), Array(script.source.utf8)], to: &outbound)
             awaited.append(Awaited(kind: .scriptLoad(script), sentAt: now))
         }
-        RESPEncoder.append(request.command.argv, to: &outbound)
+        outbound.append(contentsOf: request.command.bytes)
         awaited.append(Awaited(kind: .request(request, retried: retried), sentAt: now))
         armTimeout()
     }
