@@ -3,7 +3,8 @@ import Shared
 /// The public API's `HTTPHandler`: routes each request, applies the body limits
 /// (8 KB for Web Push, 64 KB for JSON), turns errors into the spec's error
 /// bodies and records the request metrics.
-struct IngressHandler: HTTPHandler {
+/// A class so the per-request closures retain one reference, not every field.
+final class IngressHandler: HTTPHandler {
     static let jsonBodyLimit = 64 * 1024
 
     let device: DeviceRoutes
@@ -12,6 +13,18 @@ struct IngressHandler: HTTPHandler {
     let clientIP: ClientIPResolver
     let metrics: IngressMetrics
     let failureLog: ThrottledLog
+
+    init(
+        device: DeviceRoutes, webPush: WebPushRoutes, health: HealthRoutes, clientIP: ClientIPResolver,
+        metrics: IngressMetrics, failureLog: ThrottledLog
+    ) {
+        self.device = device
+        self.webPush = webPush
+        self.health = health
+        self.clientIP = clientIP
+        self.metrics = metrics
+        self.failureLog = failureLog
+    }
 
     func maximumBodySize(for head: HTTPRequestHead) -> Int {
         if case .deliver = Route(method: head.method, path: head.path) { return WebPushRoutes.bodyLimit(head) }

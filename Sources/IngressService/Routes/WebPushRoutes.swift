@@ -11,7 +11,9 @@ import Shared
 /// pending subscription's message is stashed and an active one's enqueued, and
 /// 201 answers with `Location` and the kept `TTL`. Any storage failure is 503/500
 /// (1005), never a 201.
-struct WebPushRoutes: Sendable {
+/// A class, not a struct: its callbacks capture it once per push, and copying a
+/// struct of this many references would retain each of them.
+final class WebPushRoutes: Sendable {
     static let maximumMessageSize = 8192
 
     /// Runs the hot-path script: every push's one round trip, pipelined with the others in flight.
@@ -28,6 +30,24 @@ struct WebPushRoutes: Sendable {
     /// `PUBLIC_BASE_URL` + `/api/push/m/`: the message resources named in `Location`.
     let messageBase: String
     let failureLog: ThrottledLog
+
+    init(
+        hotPath: RedisMultiplexer, keys: RedisKeys, scriptEncoder: HotPathScript.Encoder, cache: HotPathCache,
+        metrics: IngressMetrics, pushRateLimit: RateLimit, stashLimit: Int, stashLifetimeMilliseconds: Int64,
+        maximumTTL: Int, messageBase: String, failureLog: ThrottledLog
+    ) {
+        self.hotPath = hotPath
+        self.keys = keys
+        self.scriptEncoder = scriptEncoder
+        self.cache = cache
+        self.metrics = metrics
+        self.pushRateLimit = pushRateLimit
+        self.stashLimit = stashLimit
+        self.stashLifetimeMilliseconds = stashLifetimeMilliseconds
+        self.maximumTTL = maximumTTL
+        self.messageBase = messageBase
+        self.failureLog = failureLog
+    }
 
     /// The largest body read for a push: 8 KB, or its base64url text in the older form.
     static func bodyLimit(_ head: HTTPRequestHead) -> Int {
@@ -78,7 +98,7 @@ struct WebPushRoutes: Sendable {
             respond(reject(error))
             return
         }
-        hotPath.send(admission.command) { result in
+        hotPath.send(admission.command) { [self] result in
             do {
                 let decision = try Self.refusal(HotPathScript.decision(from: result.get()))
                 if case .cacheMiss = decision {
