@@ -145,10 +145,12 @@ public final class RedisMultiplexer: Sendable {
         }
     }
 
-    /// Loop thread: takes everything submitted so far (swapping buffers, so neither
-    /// array is reallocated in the steady state).
+    /// Loop thread: takes everything submitted so far, swapping in the spare buffer
+    /// (moved out of `core` first, so it is uniquely referenced and appending to it
+    /// does not copy): in the steady state neither array is reallocated.
     private func drain() {
-        var batch = core.spare
+        var batch: [Request] = []
+        swap(&batch, &core.spare)
         inbox.withLock { inbox in
             swap(&inbox.requests, &batch)
             inbox.drainScheduled = false
@@ -218,6 +220,8 @@ extension RedisMultiplexer {
                 } catch {
                     result = .failure(RedisError(code: .connection, message: "could not connect: \(error)"))
                 }
+                // Dropped if the loop has stopped meanwhile (closed): the callers waiting
+                // were already failed by `shutDown`; only the new socket leaks, at exit.
                 loop.execute { [self] in connected(result) }
             }
         }
