@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "ingress-service", targets: ["IngressService"]),
         .executable(name: "dispatch-worker", targets: ["DispatchWorker"]),
         .executable(name: "apns-simulator", targets: ["APNsSimulator"]),
+        .executable(name: "pushctl", targets: ["pushctl"]),
         .library(name: "Shared", targets: ["Shared"]),
     ],
     targets: [
@@ -43,11 +44,18 @@ let package = Package(
         .executableTarget(
             name: "IngressService",
             dependencies: ["Shared", "CMicroHTTPD", "CShims"],
+            exclude: ["Admin/README.md"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "DispatchWorker",
             dependencies: ["Shared"],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Operator command line (admin API client; Foundation only)
+        .executableTarget(
+            name: "pushctl",
             swiftSettings: swiftSettings
         ),
 
@@ -77,8 +85,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "DispatchWorkerTests",
+            dependencies: ["DispatchWorker", "IngressService", "APNsSimulator", "Shared", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "Shared", "TestSupport", "CNGHTTP2"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AdminAPITests",
+            dependencies: ["IngressService", "Shared", "TestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

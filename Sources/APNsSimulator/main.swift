@@ -18,7 +18,6 @@ do {
     FileHandle.standardError.write(Data("apns-simulator: \(error)\n".utf8))
     exit(2)
 }
-signal(SIGPIPE, SIG_IGN)
 let application: SimulatorApplication
 do {
     application = try await SimulatorApplication.start(

@@ -8,21 +8,28 @@ static void forward_log(void *cls, const char *format, va_list arguments) {
     target->handler(target->cls, message);
 }
 
+/// The options after the logger, which libmicrohttpd wants first (so it can report
+/// problems with the rest).
+#define PG_SHIM_MHD_COMMON_OPTIONS(o) \
+    MHD_OPTION_SOCK_ADDR, (o)->address, \
+    MHD_OPTION_THREAD_POOL_SIZE, (o)->thread_pool_size, \
+    MHD_OPTION_CONNECTION_LIMIT, (o)->connection_limit, \
+    MHD_OPTION_CONNECTION_TIMEOUT, (o)->connection_timeout_seconds, \
+    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (o)->connection_memory_limit, \
+    MHD_OPTION_LISTEN_BACKLOG_SIZE, (o)->listen_backlog, \
+    MHD_OPTION_NOTIFY_COMPLETED, (o)->completed_handler, (o)->completed_cls, \
+    MHD_OPTION_END
+
 struct MHD_Daemon *pg_shim_mhd_start(const pg_shim_mhd_options *o) {
-    unsigned int flags = o->flags | (o->log_target != NULL ? MHD_USE_ERROR_LOG : 0);
+    if (o->log_target != NULL) {
+        return MHD_start_daemon(
+            o->flags | MHD_USE_ERROR_LOG, 0, NULL, NULL, o->access_handler, o->access_cls,
+            MHD_OPTION_EXTERNAL_LOGGER, forward_log, o->log_target,
+            PG_SHIM_MHD_COMMON_OPTIONS(o));
+    }
     return MHD_start_daemon(
-        flags, 0, NULL, NULL,
-        o->access_handler, o->access_cls,
-        MHD_OPTION_SOCK_ADDR, o->address,
-        MHD_OPTION_THREAD_POOL_SIZE, o->thread_pool_size,
-        MHD_OPTION_CONNECTION_LIMIT, o->connection_limit,
-        MHD_OPTION_CONNECTION_TIMEOUT, o->connection_timeout_seconds,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->connection_memory_limit,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, o->listen_backlog,
-        MHD_OPTION_NOTIFY_COMPLETED, o->completed_handler, o->completed_cls,
-        // Options end early when there is no logger.
-        o->log_target != NULL ? MHD_OPTION_EXTERNAL_LOGGER : MHD_OPTION_END, forward_log, o->log_target,
-        MHD_OPTION_END);
+        o->flags, 0, NULL, NULL, o->access_handler, o->access_cls,
+        PG_SHIM_MHD_COMMON_OPTIONS(o));
 }
 
 uint16_t pg_shim_mhd_bound_port(struct MHD_Daemon *daemon) {

@@ -16,6 +16,8 @@ final class IngressApplication: Sendable {
     let metrics: IngressMetrics
     let sweeper: SubscriptionSweeper
     let invalidation: CacheInvalidation
+    /// The admin API's own listener (`ADMIN_LISTEN`); nil when it is off.
+    let adminServer: HTTPServer?
     let logger: Logger
     private let sweepTask = Mutex<Task<Void, Never>?>(nil)
 
@@ -23,7 +25,7 @@ final class IngressApplication: Sendable {
         configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, hotPath: RedisMultiplexer,
         postgres: PostgresClient,
         keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, invalidation: CacheInvalidation,
-        logger: Logger
+        adminServer: HTTPServer? = nil, logger: Logger
     ) {
         self.configuration = configuration
         self.server = server
@@ -34,6 +36,7 @@ final class IngressApplication: Sendable {
         self.metrics = metrics
         self.sweeper = sweeper
         self.invalidation = invalidation
+        self.adminServer = adminServer
         self.logger = logger
     }
 
@@ -43,6 +46,7 @@ final class IngressApplication: Sendable {
     /// Starts listening and, when `sweep` is set, the periodic sweep.
     func start(sweep: Bool = true) throws(HTTPServerError) {
         try server.start()
+        try adminServer?.start()
         if sweep {
             let sweeper = self.sweeper
             sweepTask.withLock { $0 = Task { await sweeper.run() } }
@@ -52,7 +56,9 @@ final class IngressApplication: Sendable {
     /// Stops accepting, finishes requests in flight (up to `deadline`), stops the
     /// sweep and closes the pools.
     func shutdown(deadline: Duration = .seconds(10)) async {
+        async let admin: Void? = adminServer?.shutdown(deadline: deadline)
         await server.shutdown(deadline: deadline)
+        _ = await admin
         sweepTask.withLock { task in
             task?.cancel()
             task = nil
@@ -120,7 +126,18 @@ func buildApplication(
         redis: redis, keys: keys, subscriptions: subscriptions, invalidation: invalidation,
         maximumAgeSeconds: configuration.subscriptionMaximumAgeSeconds,
         interval: .seconds(configuration.sweepIntervalSeconds), logger: logger.child("sweep"))
+    let adminServer: HTTPServer?
+    do {
+        adminServer = try AdminAPI.makeServer(
+            configuration: configuration, postgres: postgres,
+            probe: APNsCredentialProbe(configuration: configuration.common, logger: logger.child("admin")),
+            invalidator: RedisCacheInvalidator(invalidation: invalidation),
+            quota: RedisQuotaCounter(redis: redis, keys: keys), logger: logger)
+    } catch {
+        hotPath.close()  // its event loop thread would otherwise outlive the failed start
+        throw error
+    }
     return IngressApplication(
-        configuration: configuration, server: server, redis: redis, hotPath: hotPath, postgres: postgres, keys: keys, metrics: metrics,
-        sweeper: sweeper, invalidation: invalidation, logger: logger)
+        configuration: configuration, server: server, redis: redis, hotPath: hotPath, postgres: postgres, keys: keys,
+        metrics: metrics, sweeper: sweeper, invalidation: invalidation, adminServer: adminServer, logger: logger)
 }

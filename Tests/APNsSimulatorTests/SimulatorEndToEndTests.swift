@@ -161,11 +161,12 @@ import Testing
         let client = try await simulator.connect()
         #expect(try await client.request(Fixtures.headers()).status == 200)  // stream 1; raises the limit
         try await client.wait("the raised limit") { $0.maxStreamsSeen.last == 500 }
-        #expect(try await simulator.controlRequest("PUT", "/latency", #"{"milliseconds":400}"#).0 == 204)
+        // Answers are held 2 s, so the three requests are surely in flight when GOAWAY goes out.
+        #expect(try await simulator.controlRequest("PUT", "/latency", #"{"milliseconds":2000}"#).0 == 204)
         var ids: [Int32] = []
         for index in 0..<3 { ids.append(try await client.send(Fixtures.headers(["apns-collapse-id": "s\(index)"]))) }
         #expect(ids == [3, 5, 7])
-        try await Task.sleep(for: .milliseconds(100))  // all three are in flight at the simulator
+        try await Task.sleep(for: .milliseconds(500))  // all three have reached the simulator
         #expect(
             try await simulator.controlRequest("POST", "/goaway", #"{"lastStreamId":3}"#).1["connections"] as? Int == 1)
         #expect(try await client.response(3).status == 200)

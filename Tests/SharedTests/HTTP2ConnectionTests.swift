@@ -153,4 +153,56 @@ import Testing
         #expect(goAway == 1)
         #expect(refused)
     }
+
+    /// A server-side handshake used to run inside `TLSStream(acceptedSocket:)`: with the
+    /// client on the other core, it could finish (and read the first requests) before
+    /// the server had attached its delegate, losing them. 1–2% of fresh connections did.
+    @Test func firstRequestsOnFreshConnectionsAllReachTheServer() async throws {
+        let serverLoop = EventLoop(name: "probe-server")
+        let clientLoop = EventLoop(name: "probe-client")
+        defer { clientLoop.shutdown(); serverLoop.shutdown() }
+        let certificates = try TestCertificates.make()
+        let serverContext = try TLSContext.server(
+            certificateChainPEM: certificates.serverCertificatePEM, privateKeyPEM: certificates.serverKeyPEM, alpn: ["h2"])
+        let clientContext = try TLSContext.client(extraCAFile: certificates.caFile, alpn: ["h2"])
+        let server = UncheckedBox(HTTP2ConnectionTests.ReversingServer(maxStreams: 100))
+        let port = try await serverLoop.submit {
+            let listener = try TCPListener(address: ListenAddress(host: "127.0.0.1", port: 0), loop: serverLoop) { fd in
+                server.value.accept(fd, context: serverContext, loop: serverLoop)
+            }
+            return UncheckedBox(listener)
+        }
+        var stalls = 0
+        for round in 0..<200 {
+            let client = HTTP2ConnectionTests.Client()
+            let connection = try await clientLoop.submit {
+                let http2 = try HTTP2Connection(role: .client)
+                http2.delegate = client
+                let tls = try TLSStream(
+                    connectingTo: "localhost", port: port.value.port, context: clientContext, requireALPN: "h2",
+                    timeout: .seconds(5), loop: clientLoop, delegate: http2)
+                http2.attach(tls)
+                for tag in 0..<5 {
+                    _ = try http2.sendRequest(
+                        headers: [
+                            HTTP2Header(":method", "POST"), HTTP2Header(":scheme", "https"),
+                            HTTP2Header(":authority", "localhost"), HTTP2Header(":path", "/x"), HTTP2Header("x-tag", "\(tag)"),
+                        ], body: [UInt8(tag)])
+                }
+                return UncheckedBox(http2)
+            }
+            let deadline = ContinuousClock.now + .seconds(3)
+            while ContinuousClock.now < deadline {
+                if try await clientLoop.submit({ client.responses.count }) == 5 { break }
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            let got = try await clientLoop.submit { client.responses.count }
+            if got != 5 {
+                stalls += 1
+                print("no answers on fresh connection \(round): \(got) of 5")
+            }
+            try await clientLoop.submit { connection.value.close() }
+        }
+        #expect(stalls == 0)
+    }
 }

@@ -67,7 +67,11 @@ public final class HTTP2Connection: TLSStreamDelegate {
     fileprivate var session: OpaquePointer?
     fileprivate var streams: [Int32: StreamState] = [:]
     private var closeError: (any Error)?
-    private var flushing = false
+    /// True while nghttp2 runs (`mem_recv`/`mem_send`): its callbacks reach our
+    /// delegate, which may submit frames, but nghttp2 forbids calling `mem_send` or
+    /// `mem_recv` from a callback. A flush asked for meanwhile is done right after.
+    private var insideSession = false
+    private var flushRequested = false
 
     fileprivate final class StreamState {
         var headers: [HTTP2Header] = []
@@ -199,7 +203,9 @@ public final class HTTP2Connection: TLSStreamDelegate {
 
     public func stream(_ stream: TLSStream, didReceive bytes: UnsafeRawBufferPointer) {
         guard let session, !isClosed else { return }
+        insideSession = true
         let consumed = nghttp2_session_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
+        insideSession = false
         if consumed < 0 {
             closeError = HTTP2Error("protocol error: \(errorText(Int32(consumed)))")
             flush()  // nghttp2 may have queued a GOAWAY explaining why
@@ -230,23 +236,33 @@ public final class HTTP2Connection: TLSStreamDelegate {
         delegate?.connection(self, didCloseWith: closeError)
     }
 
-    /// Moves whatever nghttp2 wants to send into the TLS stream.
+    /// Moves whatever nghttp2 wants to send into the TLS stream. Called inside an
+    /// nghttp2 callback (directly or through the delegate), it only takes note.
     fileprivate func flush() {
-        guard let session, let tls, tls.isOpen, !flushing else { return }
-        flushing = true
-        defer { flushing = false }
-        while true {
-            var data: UnsafePointer<UInt8>?
-            let length = nghttp2_session_mem_send(session, &data)
-            if length < 0 {
-                closeError = HTTP2Error("send failed: \(errorText(Int32(length)))")
-                tls.close()
-                return
-            }
-            guard length > 0, let data else { break }
-            tls.write(UnsafeRawBufferPointer(start: data, count: length))
+        guard let session, let tls, tls.isOpen else { return }
+        if insideSession {
+            flushRequested = true
+            return
         }
-        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+        insideSession = true
+        repeat {
+            flushRequested = false
+            while tls.isOpen {
+                var data: UnsafePointer<UInt8>?
+                let length = nghttp2_session_mem_send(session, &data)
+                if length < 0 {
+                    insideSession = false
+                    closeError = HTTP2Error("send failed: \(errorText(Int32(length)))")
+                    tls.close()
+                    return
+                }
+                guard length > 0, let data else { break }
+                // The bytes are valid until the next mem_send; the stream copies them.
+                tls.write(UnsafeRawBufferPointer(start: data, count: length))
+            }
+        } while flushRequested && tls.isOpen
+        insideSession = false
+        if tls.isOpen && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             tls.close()  // GOAWAY exchanged and every stream done
         }
     }

@@ -38,6 +38,9 @@ public final class EventLoop: Sendable {
 
     public init(name: String) {
         self.name = name
+        // A write to a socket whose peer has gone must fail with EPIPE, not kill the
+        // process: OpenSSL writes with plain send(2), without MSG_NOSIGNAL.
+        signal(SIGPIPE, SIG_IGN)
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         wakeFD = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
         precondition(epollFD >= 0 && wakeFD >= 0, "epoll/eventfd creation failed: errno \(errno)")

@@ -25,6 +25,8 @@ public final class TLSStream: EventLoopSelectable {
     public weak var delegate: (any TLSStreamDelegate)?
     /// The negotiated ALPN protocol, once connected.
     public private(set) var alpnProtocol: String?
+    /// Decrypted bytes delivered to the delegate so far.
+    public private(set) var bytesReceived = 0
 
     private enum State { case resolving, connecting, handshaking, open, closed }
     private var state: State
@@ -68,7 +70,8 @@ public final class TLSStream: EventLoopSelectable {
         }
     }
 
-    /// Wraps a socket accepted by a server; the handshake starts at once. Call on `loop`.
+    /// Wraps a socket accepted by a server; the handshake runs from the loop's next
+    /// readable event, so the caller can finish setting up first. Call on `loop`.
     public init(acceptedSocket fd: Int32, context: TLSContext, loop: EventLoop, delegate: any TLSStreamDelegate)
         throws(TLSError)
     {
@@ -84,8 +87,11 @@ public final class TLSStream: EventLoopSelectable {
         SSL_set_fd(ssl, fd)
         pg_shim_ssl_set_nonblocking_modes(ssl)
         SSL_set_accept_state(ssl)
+        // The handshake starts on the first readable event, never here: on another
+        // core the client can answer our first flight while this call is still
+        // inside SSL_do_handshake, so the handshake (and the client's first
+        // requests) could complete before the caller has attached its delegate.
         loop.register(fd, interest: .read, handler: self)
-        continueHandshake()
     }
 
     /// Continues on the loop once the host name is resolved.
@@ -126,7 +132,7 @@ public final class TLSStream: EventLoopSelectable {
 
     deinit {
         SSL_free(ssl)
-        if fd >= 0 && state != .closed { Foundation.close(fd) }
+        if fd >= 0 { Foundation.close(fd) }
     }
 
     public var isOpen: Bool { state == .open }
@@ -144,15 +150,24 @@ public final class TLSStream: EventLoopSelectable {
     public var pendingWriteBytes: Int { outbound.count - outboundOffset }
 
     /// Closes the connection (TLS close_notify, best effort) and tells the delegate.
+    /// Closes the connection and tells the delegate at once. An open connection is
+    /// closed gracefully: what was written is still sent, then TLS close_notify and
+    /// a TCP half-close, and what the peer still sends is read and dropped until it
+    /// closes too (at most `lingerLimit`). Closing a socket with unread input would
+    /// make the kernel send a reset, which can destroy our last frames (a GOAWAY)
+    /// before the peer reads them.
     public func close() {
         guard state != .closed else { return }
-        if state == .open { _ = SSL_shutdown(ssl) }
-        finish(nil)
+        finish(nil, graceful: state == .open)
     }
+
+    /// How long a closed connection may linger to drain its peer.
+    public static let lingerLimit: Duration = .seconds(2)
 
     // MARK: EventLoopSelectable
 
     public func readable() {
+        if lingering { return drainLingering() }
         switch state {
         case .connecting: finishTCPConnect()
         case .handshaking: continueHandshake()
@@ -162,6 +177,7 @@ public final class TLSStream: EventLoopSelectable {
     }
 
     public func writable() {
+        if lingering { return finishLingeringWrites() }
         switch state {
         case .connecting: finishTCPConnect()
         case .handshaking: continueHandshake()
@@ -171,6 +187,7 @@ public final class TLSStream: EventLoopSelectable {
     }
 
     public func hangUp() {
+        if lingering { return releaseSocket() }
         if state == .open {
             readAvailable()  // deliver what arrived before the hang-up
         }
@@ -250,6 +267,7 @@ public final class TLSStream: EventLoopSelectable {
             ERR_clear_error()
             let result = readBuffer.withUnsafeMutableBytes { SSL_read_ex(ssl, $0.baseAddress, $0.count, &count) }
             if result == 1 {
+                bytesReceived += count
                 readBuffer.withUnsafeBytes { delegate?.stream(self, didReceive: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
                 continue
             }
@@ -298,16 +316,80 @@ public final class TLSStream: EventLoopSelectable {
         loop.reregister(fd, interest: wanted ? [.read, .write] : .read)
     }
 
-    private func finish(_ error: TLSError?) {
+    private func finish(_ error: TLSError?, graceful: Bool = false) {
         guard state != .closed else { return }
         state = .closed
         if let timer = connectTimer { loop.cancel(timer) }
-        if fd >= 0 {
-            loop.unregister(fd)
-            Foundation.close(fd)
+        if graceful && fd >= 0 {
+            startLingering()
+        } else {
+            releaseSocket()
+        }
+        delegate?.stream(self, didCloseWith: error)
+    }
+
+    // MARK: Lingering close (loop thread; the loop's handler table keeps us alive)
+
+    private var lingering = false
+    private var lingerTimer: EventLoop.TimerID?
+
+    private func startLingering() {
+        lingering = true
+        lingerTimer = loop.schedule(after: Self.lingerLimit) { [weak self] in self?.releaseSocket() }
+        finishLingeringWrites()
+    }
+
+    /// Sends what is still buffered, then close_notify and a TCP half-close.
+    private func finishLingeringWrites() {
+        while outboundOffset < outbound.count {
+            var written = 0
+            ERR_clear_error()
+            let result = outbound.withUnsafeBytes { bytes in
+                SSL_write_ex(ssl, bytes.baseAddress! + outboundOffset, bytes.count - outboundOffset, &written)
+            }
+            guard result == 1 else {
+                let code = SSL_get_error(ssl, result)
+                if code == SSL_ERROR_WANT_WRITE || code == SSL_ERROR_WANT_READ {
+                    loop.reregister(fd, interest: [.read, .write])
+                    return
+                }
+                return releaseSocket()
+            }
+            outboundOffset += written
         }
         outbound = []
-        delegate?.stream(self, didCloseWith: error)
+        outboundOffset = 0
+        ERR_clear_error()
+        _ = SSL_shutdown(ssl)
+        ERR_clear_error()
+        shutdown(fd, Int32(SHUT_WR))
+        loop.reregister(fd, interest: .read)
+        drainLingering()
+    }
+
+    /// Reads and drops what the peer still sends; its close ends the linger.
+    private func drainLingering() {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if count > 0 { continue }
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return }
+            return releaseSocket()  // EOF or error
+        }
+    }
+
+    private func releaseSocket() {
+        if let timer = lingerTimer {
+            loop.cancel(timer)
+            lingerTimer = nil
+        }
+        lingering = false
+        outbound = []
+        outboundOffset = 0
+        guard fd >= 0 else { return }
+        loop.unregister(fd)
+        Foundation.close(fd)
+        fd = -1
     }
 
     /// Resolves `host` to socket addresses (blocking; called off the loop).

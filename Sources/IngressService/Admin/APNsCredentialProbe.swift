@@ -1,0 +1,69 @@
+import Foundation
+import Shared
+
+/// Probes a credential against APNs (production, `APNS_PRODUCTION_URL`) with the APNs
+/// client: one silent notification to the dummy device token `00`, signed with the
+/// credential's own provider token. Apple judges the token, then the topic, then the
+/// device token, so a valid credential and topic get 400 BadDeviceToken and nothing
+/// reaches any device.
+///
+/// Each probe uses its own short-lived client (own token store and connection), so a
+/// probed key never lands in the worker's pools or token cache.
+struct APNsCredentialProbe: CredentialProbe {
+    static let dummyDeviceToken = "00"
+    static let payload = Array(#"{"aps":{"content-available":1}}"#.utf8)
+
+    let environment: APNsEnvironment
+    let configuration: APNsClient.Configuration
+    let logger: Logger
+
+    init(environment: APNsEnvironment, caFile: String?, logger: Logger, requestTimeout: Duration = .seconds(10)) {
+        self.environment = environment
+        configuration = APNsClient.Configuration(
+            connectionsPerPool: 1, queueCapacity: 16, requestTimeout: requestTimeout, connectTimeout: .seconds(5),
+            maxRetries: 1, caFile: caFile)
+        self.logger = logger
+    }
+
+    /// APNs production as the service is configured (`APNS_PRODUCTION_URL`, `APNS_CA_FILE`).
+    init(configuration: CommonConfiguration, logger: Logger) {
+        self.init(environment: configuration.apnsProduction, caFile: configuration.apnsCAFile, logger: logger)
+    }
+
+    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topic: String)
+        async throws(CredentialProbeError) -> CredentialProbeResult
+    {
+        let client: APNsClient
+        do {
+            client = try APNsClient(configuration: configuration, tokens: InMemoryProviderTokenStore(), logger: logger)
+        } catch {
+            throw CredentialProbeError(message: "cannot set up the APNs client: \(error.message)")
+        }
+        let credential = APNsCredential(
+            id: "probe-" + Base64URL.encode(SecureRandom.bytes(9)), teamID: teamID, keyID: keyID, privateKey: privateKey
+        )
+        let notification = APNsNotification(
+            deviceToken: Self.dummyDeviceToken, topic: topic, pushType: .background, priority: .considerPower,
+            payload: Self.payload)
+        let outcome: Result<APNsResponse, APNsClientError>
+        do {
+            outcome = .success(try await client.send(notification, credential: credential, environment: environment))
+        } catch let error as APNsClientError {
+            outcome = .failure(error)
+        } catch {
+            outcome = .failure(APNsClientError(.protocolError, "\(error)"))
+        }
+        await client.shutdown(deadline: .seconds(1))
+        switch outcome {
+        case .failure(let error):
+            throw CredentialProbeError(message: "\(environment.description): \(error.description)")
+        case .success(let response):
+            guard let result = CredentialProbeResult.judge(status: response.status, reason: response.reason?.name)
+            else {
+                throw CredentialProbeError(
+                    message: "\(environment.description) answered \(response.status) \(response.reason?.name ?? "")")
+            }
+            return result
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import Shared
+
+/// The operator's admin API under `/admin/v1`, served on its own listener
+/// (`ADMIN_LISTEN`) and guarded by a bearer token (`ADMIN_TOKEN`).
+///
+/// JSON in and out (camelCase); errors are `{"error":{"code":"…","message":"…"}}`
+/// with 400 (invalid request), 401 (token), 404 (no such thing or route), 405,
+/// 409 (conflict), 422 (refused: plan, credential, team) or 502 (APNs could not
+/// be asked). The `X-Actor` header (default `admin`) names who made a change in
+/// the activity log. Request bodies are never logged.
+public struct AdminAPI: HTTPHandler {
+    static let prefix = "/admin/v1"
+
+    private let tokenHash: [UInt8]
+    private let routes: [AdminRoute]
+    private let logger: Logger
+
+    init(token: String, dependencies: AdminDependencies) {
+        tokenHash = SHA256.hash(token)
+        logger = dependencies.logger
+        routes =
+            AccountsController(dependencies: dependencies).routes
+            + CredentialsController(dependencies: dependencies).routes
+            + AppsController(dependencies: dependencies).routes
+            + APIKeysController(dependencies: dependencies).routes
+            + UsersController(dependencies: dependencies).routes
+            + ActivityController(dependencies: dependencies).routes
+    }
+
+    /// The admin API: credentials probed with `probe` (APNs production), ingress caches
+    /// invalidated through `invalidator`, live quota counts read from `quota`.
+    init(
+        token: String, postgres: PostgresClient, sealer: PushCredentialSealer, probe: any CredentialProbe,
+        invalidator: any CacheInvalidator, quota: any QuotaCounter = NoQuotaCounter(), logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.init(
+            token: token,
+            dependencies: AdminDependencies(
+                postgres: postgres, sealer: sealer, probe: probe, invalidator: invalidator, quota: quota,
+                logger: logger,
+                now: now))
+    }
+
+    public func maximumBodySize(for head: HTTPRequestHead) -> Int { 64 * 1024 }
+
+    public func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse {
+        AdminResponse.error(AdminError(413, "body_too_large", "the request body is over 64 KiB"))
+    }
+
+    public func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        let response = await answer(request)
+        logger.info(
+            "admin request",
+            metadata: [
+                "method": request.method, "path": request.path, "status": "\(response.status)",
+                "actor": Self.actor(request.headers) ?? "-",
+            ])
+        return response
+    }
+
+    private func answer(_ request: HTTPRequest) async -> HTTPResponse {
+        guard isAuthorized(request.headers["Authorization"]) else {
+            var response = AdminResponse.error(.unauthorized)
+            response.headers.add("WWW-Authenticate", "Bearer realm=\"pushgate-admin\"")
+            return response
+        }
+        guard let actor = Self.actor(request.headers) else {
+            return AdminResponse.error(.invalid("X-Actor must be 1 to 100 printable characters"))
+        }
+        guard request.path == Self.prefix || request.path.hasPrefix(Self.prefix + "/") else {
+            return AdminResponse.error(
+                AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)"))
+        }
+        let segments = request.path.dropFirst(Self.prefix.count).split(separator: "/", omittingEmptySubsequences: true)
+            .map { String($0).removingPercentEncoding ?? String($0) }
+        var pathMatched = false
+        for route in routes {
+            guard let parameters = route.match(segments) else { continue }
+            pathMatched = true
+            guard route.method == request.method else { continue }
+            do {
+                return try await route.handler(AdminRequest(http: request, parameters: parameters, actor: actor))
+            } catch let error as AdminError {
+                return AdminResponse.error(error)
+            } catch {
+                logger.error(
+                    "admin request failed",
+                    metadata: ["method": request.method, "path": request.path, "error": "\(error)"])
+                return AdminResponse.error(AdminError(500, "internal", "the request failed; see the service log"))
+            }
+        }
+        if pathMatched {
+            return AdminResponse.error(
+                AdminError(405, "method_not_allowed", "\(request.method) is not allowed on \(request.path)"))
+        }
+        return AdminResponse.error(
+            AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)"))
+    }
+
+    /// Constant-time comparison of the token's SHA-256 (so neither length nor content leaks).
+    private func isAuthorized(_ header: String?) -> Bool {
+        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return false }
+        let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        return ConstantTime.equals(SHA256.hash(token), tokenHash)
+    }
+
+    /// `X-Actor`, default `admin`; nil when it is unusable.
+    static func actor(_ headers: HTTPHeaders) -> String? {
+        guard let value = headers["X-Actor"]?.trimmingCharacters(in: .whitespaces) else { return "admin" }
+        guard (1...100).contains(value.count),
+            !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+        else { return nil }
+        return value
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import Shared
+
+/// One admin API request after authentication: the route's path parameters, the
+/// query, the actor recorded in the activity log, and the body decoder.
+struct AdminRequest: Sendable {
+    let http: HTTPRequest
+    /// Path parameters by name (`:id` in the route pattern → `parameters["id"]`).
+    let parameters: [String: String]
+    /// `X-Actor`, default `admin`.
+    let actor: String
+
+    func parameter(_ name: String) -> String { parameters[name] ?? "" }
+
+    func query(_ name: String) -> String? { http.head.query.first { $0.name == name }?.value }
+
+    /// A boolean query flag: `true`/`1`/`yes` (absent is false).
+    func flag(_ name: String) throws(AdminError) -> Bool {
+        guard let value = query(name) else { return false }
+        switch value.lowercased() {
+        case "true", "1", "yes", "": return true
+        case "false", "0", "no": return false
+        default: throw .invalid("query parameter \(name) must be true or false")
+        }
+    }
+
+    /// A bounded integer query parameter.
+    func integer(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws(AdminError) -> Int {
+        guard let text = query(name) else { return fallback }
+        guard let value = Int(text), range.contains(value) else {
+            throw .invalid("query parameter \(name) must be an integer in \(range.lowerBound)…\(range.upperBound)")
+        }
+        return value
+    }
+
+    /// The JSON body as `Body`. Messages name the field, never its value.
+    func decode<Body: Decodable>(_ type: Body.Type) throws(AdminError) -> Body {
+        guard !http.body.isEmpty else { throw .invalid("a JSON request body is required") }
+        do {
+            return try AdminJSON.decoder.decode(Body.self, from: Data(http.body))
+        } catch let error as AdminError {
+            throw error
+        } catch let error as DecodingError {
+            throw .invalid(Self.describe(error))
+        } catch {
+            throw .invalid("the request body is not valid JSON")
+        }
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context, _ key: (any CodingKey)? = nil) -> String {
+            let keys = context.codingPath + (key.map { [$0] } ?? [])
+            return keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .keyNotFound(let key, let context): return "field \(path(context, key)) is required"
+        case .typeMismatch(let type, let context): return "field \(path(context)) must be \(describe(type))"
+        case .valueNotFound(let type, let context): return "field \(path(context)) must be \(describe(type)), not null"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty
+                ? "the request body is not valid JSON" : "field \(path(context)) has an invalid value"
+        @unknown default: return "the request body is not valid"
+        }
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "true or false"
+        case is Int.Type, is Int64.Type, is Double.Type: "a number"
+        case is [String].Type: "an array of strings"
+        default: "a \(type)"
+        }
+    }
+}

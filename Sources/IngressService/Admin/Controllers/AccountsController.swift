@@ -1,0 +1,139 @@
+import Foundation
+import Shared
+
+/// Accounts and their plans; the monthly quota per account.
+struct AccountsController: Sendable {
+    struct CreateRequest: Decodable {
+        var id: String?
+        var name: String?
+        var plan: PlanName?
+    }
+
+    struct UpdateRequest: Decodable {
+        var name: String?
+        var plan: PlanName?
+    }
+
+    struct AccountList: Encodable {
+        var accounts: [Account]
+    }
+
+    let dependencies: AdminDependencies
+    private let accounts = AccountsRepository()
+    private let apps = AppsRepository()
+
+    var routes: [AdminRoute] {
+        [
+            AdminRoute("POST", "/accounts", create),
+            AdminRoute("GET", "/accounts", list),
+            AdminRoute("GET", "/accounts/:id", show),
+            AdminRoute("PATCH", "/accounts/:id", update),
+            AdminRoute("DELETE", "/accounts/:id", delete),
+            AdminRoute("GET", "/accounts/:id/usage", usage),
+        ]
+    }
+
+    func create(_ request: AdminRequest) async throws -> HTTPResponse {
+        let body = try request.decode(CreateRequest.self)
+        let id = try body.id.map { try AdminValidation.id($0, "id") } ?? AdminValidation.newID("acct_")
+        let name = try AdminValidation.name(body.name)
+        let account = try await dependencies.postgres.withTransaction { connection in
+            let account = try await accounts.insert(id, name: name, plan: body.plan ?? .lite, on: connection)
+            try await dependencies.activity.record(
+                on: connection, accountID: id, actor: request.actor, action: "account.create", subject: "account:\(id)",
+                before: nil, after: account)
+            return account
+        }
+        return AdminResponse.created(account)
+    }
+
+    func list(_ request: AdminRequest) async throws -> HTTPResponse {
+        let limit = try request.integer("limit", default: 100, range: 1...1000)
+        let found = try await dependencies.postgres.withConnection {
+            try await accounts.list(limit: limit, after: request.query("after"), on: $0)
+        }
+        return AdminResponse.ok(AccountList(accounts: found))
+    }
+
+    func show(_ request: AdminRequest) async throws -> HTTPResponse {
+        let id = request.parameter("id")
+        return AdminResponse.ok(
+            try await dependencies.postgres.withConnection { try await accounts.require(id, on: $0) })
+    }
+
+    /// A plan change takes effect at once: the account's cache entry is invalidated,
+    /// so the ingress applies the new quota to the next push.
+    func update(_ request: AdminRequest) async throws -> HTTPResponse {
+        let id = request.parameter("id")
+        let body = try request.decode(UpdateRequest.self)
+        let name = try body.name.map { try AdminValidation.name($0) }
+        let (before, after) = try await dependencies.postgres.withTransaction { connection in
+            let before = try await accounts.require(id, forUpdate: true, on: connection)
+            let after = try await accounts.update(
+                id, name: name ?? before.name, plan: body.plan ?? before.plan, on: connection)
+            if before.name != after.name || before.plan != after.plan {
+                try await dependencies.activity.record(
+                    on: connection, accountID: id, actor: request.actor, action: "account.update",
+                    subject: "account:\(id)", before: Snapshot(before), after: Snapshot(after))
+            }
+            return (before, after)
+        }
+        if before.plan != after.plan {
+            await dependencies.invalidate("account") { try await dependencies.invalidator.accountChanged(id) }
+        }
+        return AdminResponse.ok(after)
+    }
+
+    /// Deletes the account with its credentials, apps, identifiers and subscriptions.
+    func delete(_ request: AdminRequest) async throws -> HTTPResponse {
+        let id = request.parameter("id")
+        let (removedApps, subscriptions) = try await dependencies.postgres.withTransaction { connection in
+            let account = try await accounts.require(id, forUpdate: true, on: connection)
+            let removedApps = try await apps.list(accountID: id, on: connection)
+            var subscriptions: [String] = []
+            for app in removedApps { subscriptions += try await apps.subscriptionIDs(appID: app.id, on: connection) }
+            try await accounts.delete(id, on: connection)
+            try await dependencies.activity.record(
+                on: connection, accountID: id, actor: request.actor, action: "account.delete", subject: "account:\(id)",
+                before: Snapshot(account), after: nil)
+            return (removedApps, subscriptions)
+        }
+        await dependencies.invalidate("account") {
+            try await dependencies.invalidator.accountChanged(id)
+            for app in removedApps { try await dependencies.invalidator.appChanged(app.id, topics: app.bundleIds) }
+            try await dependencies.invalidator.subscriptionsDeleted(subscriptions)
+        }
+        return AdminResponse.noContent
+    }
+
+    func usage(_ request: AdminRequest) async throws -> HTTPResponse {
+        let id = request.parameter("id")
+        let now = dependencies.now()
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let start = calendar.date(from: calendar.dateComponents([.year, .month], from: now))!
+        let parts = calendar.dateComponents([.year, .month], from: now)
+        let (account, sent) = try await dependencies.postgres.withConnection { connection in
+            let account = try await accounts.require(id, on: connection)
+            return (account, try await accounts.sentSince(start, accountID: id, on: connection))
+        }
+        let counted = try await dependencies.quota.used(
+            accountID: id, month: String(format: "%04d%02d", parts.year!, parts.month!))
+        let used = counted ?? sent
+        let limit = account.plan.monthlyLimit
+        return AdminResponse.ok(
+            AccountUsage(
+                accountId: id, plan: account.plan, month: String(format: "%04d-%02d", parts.year!, parts.month!),
+                used: used, sent: sent, limit: limit, remaining: limit.map { max($0 - used, 0) }))
+    }
+
+    /// What the activity log keeps of an account.
+    struct Snapshot: Encodable {
+        var name: String
+        var plan: PlanName
+        init(_ account: Account) {
+            name = account.name
+            plan = account.plan
+        }
+    }
+}

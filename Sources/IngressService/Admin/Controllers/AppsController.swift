@@ -1,0 +1,240 @@
+import Foundation
+import Shared
+
+/// Apps and their push settings: enabled, credential, bundle ids (APNs topics).
+struct AppsController: Sendable {
+    struct CreateRequest: Decodable {
+        var id: String?
+        var name: String?
+    }
+
+    struct UpdateRequest: Decodable {
+        var name: String?
+    }
+
+    struct AppList: Encodable {
+        var apps: [App]
+    }
+
+    /// What the activity log keeps of an app's push settings.
+    struct PushSnapshot: Encodable, Equatable {
+        var pushEnabled: Bool
+        var credentialId: String?
+        var bundleIds: [String]
+
+        init(_ app: App) {
+            pushEnabled = app.pushEnabled
+            credentialId = app.credentialId
+            bundleIds = app.bundleIds
+        }
+    }
+
+    let dependencies: AdminDependencies
+    private let accounts = AccountsRepository()
+    private let apps = AppsRepository()
+    private let credentials = CredentialsRepository()
+
+    var routes: [AdminRoute] {
+        [
+            AdminRoute("POST", "/accounts/:id/apps", create),
+            AdminRoute("GET", "/accounts/:id/apps", list),
+            AdminRoute("GET", "/apps/:id", show),
+            AdminRoute("PATCH", "/apps/:id", update),
+            AdminRoute("DELETE", "/apps/:id", delete),
+            AdminRoute("PATCH", "/apps/:id/push", updatePush),
+            AdminRoute("PUT", "/apps/:id/push", updatePush),
+        ]
+    }
+
+    func create(_ request: AdminRequest) async throws -> HTTPResponse {
+        let accountID = request.parameter("id")
+        let body = try request.decode(CreateRequest.self)
+        let id = try body.id.map { try AdminValidation.id($0, "id") } ?? AdminValidation.newID("app_")
+        let name = try AdminValidation.name(body.name)
+        let app = try await dependencies.postgres.withTransaction { connection in
+            _ = try await accounts.require(accountID, forUpdate: true, on: connection)
+            try await apps.insert(id, accountID: accountID, name: name, on: connection)
+            let app = try await apps.require(id, on: connection)
+            try await dependencies.activity.record(
+                on: connection, accountID: accountID, actor: request.actor, action: "app.create", subject: "app:\(id)",
+                before: nil, after: app)
+            return app
+        }
+        return AdminResponse.created(app)
+    }
+
+    func list(_ request: AdminRequest) async throws -> HTTPResponse {
+        let accountID = request.parameter("id")
+        let found = try await dependencies.postgres.withConnection { connection in
+            _ = try await accounts.require(accountID, on: connection)
+            return try await apps.list(accountID: accountID, on: connection)
+        }
+        return AdminResponse.ok(AppList(apps: found))
+    }
+
+    func show(_ request: AdminRequest) async throws -> HTTPResponse {
+        let id = request.parameter("id")
+        return AdminResponse.ok(try await dependencies.postgres.withConnection { try await apps.require(id, on: $0) })
+    }
+
+    func update(_ request: AdminRequest) async throws -> HTTPResponse {
+        let id = request.parameter("id")
+        let body = try request.decode(UpdateRequest.self)
+        let name = try AdminValidation.name(body.name)
+        let app = try await dependencies.postgres.withTransaction { connection in
+            let before = try await apps.lock(id, on: connection)
+            guard body.name != nil, before.name != name else { return before }
+            try await apps.rename(id, name: name, on: connection)
+            try await dependencies.activity.record(
+                on: connection, accountID: before.accountId, actor: request.actor, action: "app.update",
+                subject: "app:\(id)", before: ["name": before.name], after: ["name": name])
+            return try await apps.require(id, on: connection)
+        }
+        return AdminResponse.ok(app)
+    }
+
+    /// Deletes the app with its identifiers, subscriptions and API keys.
+    func delete(_ request: AdminRequest) async throws -> HTTPResponse {
+        let id = request.parameter("id")
+        let (app, subscriptions) = try await dependencies.postgres.withTransaction { connection in
+            let app = try await apps.lock(id, on: connection)
+            let subscriptions = try await apps.subscriptionIDs(appID: id, on: connection)
+            try await apps.delete(id, on: connection)
+            try await dependencies.activity.record(
+                on: connection, accountID: app.accountId, actor: request.actor, action: "app.delete",
+                subject: "app:\(id)", before: app, after: nil)
+            return (app, subscriptions)
+        }
+        await dependencies.invalidate("app") {
+            try await dependencies.invalidator.appChanged(id, topics: app.bundleIds)
+            try await dependencies.invalidator.subscriptionsDeleted(subscriptions)
+        }
+        return AdminResponse.noContent
+    }
+
+    /// Saves push settings, the console's "Push" section:
+    /// - enabling needs a plan with push (422 `plan_without_push`);
+    /// - the credential must be one of the account's (422 `credential_not_in_account`);
+    /// - bundle ids are unique site-wide, ignoring case (409 `bundle_id_taken`, naming
+    ///   the id and the app that has it) and each new one is verified with an APNs probe
+    ///   against the credential's team (422 `bundle_id_not_in_team` with Apple's reason);
+    ///   with a new credential every bundle id is verified again;
+    /// - removing a bundle id deletes its device subscriptions.
+    /// The change and its activity record commit together; caches are invalidated after.
+    func updatePush(_ request: AdminRequest) async throws -> HTTPResponse {
+        let id = request.parameter("id")
+        let body = try request.decode(PushSettingsRequest.self)
+        let requestedBundleIDs = try body.bundleIds.map(Self.normalize)
+
+        let (before, after, deleted) = try await dependencies.postgres.withTransaction { connection in
+            let before = try await apps.lock(id, on: connection)
+            let account = try await accounts.require(before.accountId, on: connection)
+            let enabled = body.enabled ?? before.pushEnabled
+            let credentialID = body.credentialId ?? before.credentialId
+            let bundleIDs = requestedBundleIDs ?? before.bundleIds
+
+            if body.enabled == true && !account.plan.allowsPush {
+                throw AdminError.unprocessable(
+                    "plan_without_push",
+                    "account \(account.id) is on the \(account.plan.rawValue) plan, which has no push; upgrade it first"
+                )
+            }
+            var credential: Credential?
+            if let credentialID {
+                credential = try await credentials.find(credentialID, on: connection)
+                guard let found = credential, found.accountId == account.id else {
+                    throw AdminError.unprocessable(
+                        "credential_not_in_account", "credential \(credentialID) is not one of account \(account.id)'s")
+                }
+            }
+            let existing = Set(before.bundleIds)
+            let added = bundleIDs.filter { !existing.contains($0) }
+            let removed = before.bundleIds.filter { !bundleIDs.contains($0) }
+
+            if let conflict = try await apps.conflicts(added, excluding: id, on: connection).first {
+                throw AdminError.conflict(
+                    "bundle_id_taken", "bundle id \(conflict.bundleID) is already used by app \(conflict.appID)")
+            }
+            let toVerify = credentialID != before.credentialId ? bundleIDs : added
+            if !toVerify.isEmpty {
+                guard let credential else {
+                    throw AdminError.unprocessable(
+                        "credential_required", "choose a push credential so the bundle ids can be verified")
+                }
+                try await verify(toVerify, with: credential)
+            }
+
+            try await apps.setPush(id, enabled: enabled, credentialID: credentialID, on: connection)
+            let deleted = try await apps.removeIdentifiers(removed, appID: id, on: connection)
+            try await apps.addIdentifiers(added, appID: id, on: connection)
+            let after = try await apps.require(id, on: connection)
+            if PushSnapshot(before) != PushSnapshot(after) {
+                try await dependencies.activity.record(
+                    on: connection, accountID: account.id, actor: request.actor, action: "app.push.update",
+                    subject: "app:\(id)", before: PushSnapshot(before), after: PushSnapshot(after))
+            }
+            return (before, after, deleted)
+        }
+        if PushSnapshot(before) != PushSnapshot(after) {
+            let topics = Array(Set(before.bundleIds).union(after.bundleIds)).sorted()
+            await dependencies.invalidate("app") {
+                try await dependencies.invalidator.appChanged(id, topics: topics)
+                if !deleted.isEmpty { try await dependencies.invalidator.subscriptionsDeleted(deleted) }
+            }
+        }
+        if !deleted.isEmpty {
+            dependencies.logger.info(
+                "subscriptions deleted with their bundle ids", metadata: ["app": id, "count": "\(deleted.count)"])
+        }
+        return AdminResponse.ok(after)
+    }
+
+    /// Probes APNs once per bundle id with the credential's key.
+    private func verify(_ bundleIDs: [String], with credential: Credential) async throws {
+        let stored: StoredPushCredential
+        do {
+            stored = try await dependencies.credentialReader.credential(id: credential.id)
+        } catch let error as PushCredentialReader.Failure {
+            throw AdminError.unprocessable("credential_unusable", error.description)
+        }
+        let prober = CredentialsController(dependencies: dependencies)
+        for bundleID in bundleIDs {
+            switch try await prober.probe(
+                teamID: stored.teamID, keyID: stored.keyID, privateKey: stored.privateKey, topic: bundleID)
+            {
+            case .accepted:
+                continue
+            case .topicRefused(let reason):
+                throw AdminError.unprocessable(
+                    "bundle_id_not_in_team",
+                    "bundle id \(bundleID) does not belong to team \(stored.teamID) of credential \(credential.id) "
+                        + "(APNs: \(reason))")
+            case .credentialRejected(let reason):
+                throw AdminError.unprocessable(
+                    "credential_rejected", "APNs rejected credential \(credential.id) (\(reason)); replace it first")
+            }
+        }
+    }
+
+    /// Splits lines, trims, drops blanks, checks each id and refuses one listed twice (ignoring case).
+    static func normalize(_ values: [String]) throws(AdminError) -> [String] {
+        var result: [String] = []
+        var seen: Set<String> = []
+        for value in values {
+            for line in value.split(whereSeparator: \.isNewline) {
+                let bundleID = line.trimmingCharacters(in: .whitespaces)
+                if bundleID.isEmpty { continue }
+                guard AdminValidation.isBundleID(bundleID) else {
+                    throw .invalid(
+                        "bundle id \"\(bundleID.prefix(160))\" is not valid: letters, digits, dots and hyphens, at most 155"
+                    )
+                }
+                guard seen.insert(bundleID.lowercased()).inserted else {
+                    throw .invalid("bundle id \(bundleID) is listed twice")
+                }
+                result.append(bundleID)
+            }
+        }
+        return result
+    }
+}

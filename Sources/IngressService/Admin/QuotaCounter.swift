@@ -1,0 +1,11 @@
+/// The ingress's live count of an account's pushes this month (what it compares with
+/// the plan's limit before answering 1009).
+protocol QuotaCounter: Sendable {
+    /// Pushes counted for `accountID` in `month` (`yyyymm`, UTC); nil when nothing is counted.
+    func used(accountID: String, month: String) async throws -> Int?
+}
+
+/// No live counter: usage comes from the daily counts alone.
+struct NoQuotaCounter: QuotaCounter {
+    func used(accountID: String, month: String) async throws -> Int? { nil }
+}

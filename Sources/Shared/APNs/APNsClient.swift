@@ -1,0 +1,198 @@
+import Foundation
+import Synchronization
+
+/// Sends notifications to APNs over pooled HTTP/2 connections.
+///
+/// One event loop drives every connection; pools are keyed by (credential,
+/// environment) and open `connectionsPerPool` connections lazily. Each `send`
+/// fetches the credential's shared provider token, hands the request to the
+/// loop and waits for exactly one outcome: an answer (`APNsResponse`, whatever
+/// its status) or an `APNsClientError` (timeout, overloaded, connection,
+/// shutdown…). An `ExpiredProviderToken` answer gets one new token and one retry.
+///
+/// Nothing is logged per successful send; tokens and payloads are never logged.
+public final class APNsClient: Sendable {
+    public let configuration: Configuration
+    private let loop: EventLoop
+    private let ownsLoop: Bool
+    private let tokens: any ProviderTokenStore
+    private let counters = APNsClientCounters()
+    /// The pools; touched only on `loop`.
+    private let state: LoopConfined<APNsClientState>
+    /// Open until `shutdown`: guards every hand-over to the loop, so none can be
+    /// submitted after the loop stops (which would leave a caller waiting forever).
+    private let accepting = Mutex<Bool>(true)
+
+    /// `loop` is the event loop to run on; by default the client starts (and on
+    /// `shutdown` stops) its own. Throws `untrustedServer` when the CA file cannot be read.
+    public init(
+        configuration: Configuration, tokens: any ProviderTokenStore, logger: Logger, loop: EventLoop? = nil
+    ) throws(APNsClientError) {
+        let context: TLSContext
+        do {
+            context = try TLSContext.client(extraCAFile: configuration.caFile, alpn: ["h2"])
+        } catch {
+            throw APNsClientError(.untrustedServer, "cannot set up TLS for APNs", underlying: error)
+        }
+        self.configuration = configuration
+        self.tokens = tokens
+        self.ownsLoop = loop == nil
+        self.loop = loop ?? EventLoop(name: "apns")
+        self.state = LoopConfined(
+            APNsClientState(
+                context: context, configuration: configuration, loop: self.loop, logger: logger.child("apns"),
+                counters: counters))
+    }
+
+    /// Sends `notification` with `credential`'s provider token to `environment`.
+    ///
+    /// Returns APNs's answer, successful or not. Throws `APNsClientError`: `invalidRequest`
+    /// (nothing sent), `overloaded` (the pool's queue is full; nothing sent), `timeout`,
+    /// `connection`, `untrustedServer`, `shutdown`, `providerToken`, `protocolError`.
+    public func send(
+        _ notification: APNsNotification, credential: APNsCredential, environment: APNsEnvironment
+    ) async throws -> APNsResponse {
+        try notification.validate()
+        guard isAccepting else { throw Self.shutdownError }
+        let key = APNsPoolKey(credentialID: credential.id, environment: environment)
+        let token = try await providerToken { try await tokens.token(for: credential) }
+        let response = try await perform(notification, token: token, key: key)
+        guard response.reason == .expiredProviderToken else { return response }
+        // One new token (when the policy allows one) and one retry.
+        let fresh = try await providerToken { try await tokens.token(for: credential, replacing: token) }
+        guard fresh != token else { return response }
+        counters.providerTokenRefreshes.add(1, ordering: .relaxed)
+        return try await perform(notification, token: fresh, key: key)
+    }
+
+    /// Counts of connection events, retries and failures so far.
+    public var metrics: Metrics { counters.snapshot }
+
+    /// Stops taking requests (`send` then fails with `shutdown`), lets queued and
+    /// in-flight requests finish until `deadline`, fails what is left with
+    /// `shutdown`, sends GOAWAY and closes every connection, then stops the loop
+    /// if the client started it. A second call returns at once.
+    public func shutdown(deadline: Duration = .seconds(10)) async {
+        let first = accepting.withLock { open in
+            defer { open = false }
+            return open
+        }
+        guard first else { return }
+        let (state, loop) = (state, loop)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            loop.execute { state.value.shutDown(deadline: .now + deadline) { continuation.resume() } }
+        }
+        guard ownsLoop else { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                loop.shutdown()
+                continuation.resume()
+            }
+        }
+    }
+
+    // MARK: Internals
+
+    private static let shutdownError = APNsClientError(.shutdown, "the APNs client is shutting down")
+
+    private var isAccepting: Bool { accepting.withLock { $0 } }
+
+    private func providerToken(_ fetch: () async throws -> String) async throws(APNsClientError) -> String {
+        do {
+            return try await fetch()
+        } catch let error as APNsClientError {
+            throw error
+        } catch {
+            throw APNsClientError(.providerToken, "no provider token for the credential", underlying: error)
+        }
+    }
+
+    /// One request on the loop; resumed exactly once by the pending request.
+    private func perform(_ notification: APNsNotification, token: String, key: APNsPoolKey) async throws -> APNsResponse {
+        let headers = try notification.requestHeaders(authority: key.environment.authority, providerToken: token)
+        let body = notification.payload
+        let deadline = ContinuousClock.now + configuration.requestTimeout
+        let state = state
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<APNsResponse, any Error>) in
+            let handedOver = accepting.withLock { open in
+                guard open else { return false }
+                loop.execute {
+                    let request = APNsPendingRequest(headers: headers, body: body, deadline: deadline) {
+                        continuation.resume(with: $0)
+                    }
+                    state.value.pool(for: key).submit(request)
+                }
+                return true
+            }
+            if !handedOver { continuation.resume(throwing: Self.shutdownError) }
+        }
+    }
+}
+
+/// The client's loop-confined part: its pools, the periodic tick, shutdown.
+final class APNsClientState {
+    private let context: TLSContext
+    private let configuration: APNsClient.Configuration
+    private let loop: EventLoop
+    private let logger: Logger
+    private let counters: APNsClientCounters
+    private var pools: [APNsPoolKey: APNsConnectionPool] = [:]
+    private var tickTimer: EventLoop.TimerID?
+    private var shutdown: (deadline: ContinuousClock.Instant, done: () -> Void)?
+
+    init(
+        context: TLSContext, configuration: APNsClient.Configuration, loop: EventLoop, logger: Logger,
+        counters: APNsClientCounters
+    ) {
+        self.context = context
+        self.configuration = configuration
+        self.loop = loop
+        self.logger = logger
+        self.counters = counters
+    }
+
+    func pool(for key: APNsPoolKey) -> APNsConnectionPool {
+        if let pool = pools[key] { return pool }
+        let pool = APNsConnectionPool(
+            key: key, context: context, configuration: configuration, loop: loop, logger: logger, counters: counters)
+        if shutdown != nil { pool.beginShutdown() }
+        pools[key] = pool
+        scheduleTick()
+        return pool
+    }
+
+    func shutDown(deadline: ContinuousClock.Instant, done: @escaping () -> Void) {
+        shutdown = (deadline, done)
+        for pool in pools.values { pool.beginShutdown() }
+        checkShutdown()
+    }
+
+    private func scheduleTick() {
+        guard tickTimer == nil else { return }
+        tickTimer = loop.schedule(after: configuration.tickInterval) { [weak self] in
+            guard let self else { return }
+            tickTimer = nil
+            let now = ContinuousClock.now
+            for pool in pools.values { pool.tick(now: now) }
+            scheduleTick()
+            checkShutdown()
+        }
+    }
+
+    private func checkShutdown() {
+        guard let shutdown else { return }
+        guard ContinuousClock.now >= shutdown.deadline || pools.values.allSatisfy(\.isIdle) else { return }
+        for pool in pools.values { pool.finishShutdown() }
+        if let tickTimer { loop.cancel(tickTimer) }
+        tickTimer = nil
+        self.shutdown = nil
+        shutdown.done()
+    }
+}
+
+/// Carries a loop-confined object into closures that run on its loop.
+/// `@unchecked Sendable`: the value is only ever touched on that loop's thread.
+struct LoopConfined<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

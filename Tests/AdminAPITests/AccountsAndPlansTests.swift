@@ -1,0 +1,90 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import IngressService
+
+@Suite struct AccountsAndPlansTests {
+    @Test func createShowAndDuplicateConflict() async throws {
+        try await AdminHarness.with { admin in
+            let id = AdminHarness.unique("acct")
+            let created = try await admin.call("POST", "/accounts", ["id": id, "name": "Example Ltd", "plan": "pro"])
+            #expect(created.status == 201)
+            #expect(created.json["id"] as? String == id)
+            #expect(created.json["plan"] as? String == "pro")
+            #expect(created.json["name"] as? String == "Example Ltd")
+            let shown = try await admin.call("GET", "/accounts/\(id)")
+            #expect(shown.status == 200)
+            #expect(shown.json["plan"] as? String == "pro")
+            let again = try await admin.call("POST", "/accounts", ["id": id])
+            #expect(again.status == 409)
+            #expect(again.errorCode == "account_exists")
+            let generated = try await admin.call("POST", "/accounts", [:])
+            #expect(generated.status == 201)
+            #expect((generated.json["id"] as? String)?.hasPrefix("acct_") == true)
+            #expect(generated.json["plan"] as? String == "lite")
+        }
+    }
+
+    @Test func usageIsSentThisUTCMonthAgainstThePlanLimitAndAnUpgradeLiftsIt() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.account(plan: "plus")
+            let app = try await admin.app(account: account)
+            // The worker adds daily counts; last month's do not count.
+            try await admin.postgres.execute(
+                """
+                INSERT INTO daily_counts (account_id, app_id, day, sent, failed) VALUES
+                  (\(account), \(app), (now() AT TIME ZONE 'UTC')::date, 49990, 7),
+                  (\(account), \(app), (date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 day')::date, 1000, 0)
+                """)
+            let plus = try await admin.call("GET", "/accounts/\(account)/usage")
+            #expect(plus.status == 200)
+            #expect(plus.json["used"] as? Int == 49990)
+            #expect(plus.json["limit"] as? Int == 50000)
+            #expect(plus.json["remaining"] as? Int == 10)
+            #expect(plus.json["plan"] as? String == "plus")
+
+            let upgraded = try await admin.call("PATCH", "/accounts/\(account)", ["plan": "pro"])
+            #expect(upgraded.status == 200)
+            let pro = try await admin.call("GET", "/accounts/\(account)/usage")
+            #expect(pro.json["limit"] as? Int == 500000)
+            #expect(pro.json["remaining"] as? Int == 500000 - 49990)
+
+            _ = try await admin.call("PATCH", "/accounts/\(account)", ["plan": "enterprise"])
+            let enterprise = try await admin.call("GET", "/accounts/\(account)/usage")
+            #expect(enterprise.json["limit"] is NSNull)
+            #expect(enterprise.json["remaining"] is NSNull)
+
+            _ = try await admin.call("PATCH", "/accounts/\(account)", ["plan": "lite"])
+            let lite = try await admin.call("GET", "/accounts/\(account)/usage")
+            #expect(lite.json["limit"] as? Int == 0)
+            #expect(lite.json["remaining"] as? Int == 0)
+        }
+    }
+
+    @Test func aPlanChangeInvalidatesTheAccountCacheAtOnce() async throws {
+        let invalidator = RecordingInvalidator()
+        try await AdminHarness.with(invalidator: invalidator) { admin in
+            let account = try await admin.account(plan: "plus")
+            _ = try await admin.call("PATCH", "/accounts/\(account)", ["name": "renamed"])
+            #expect(invalidator.events.isEmpty)
+            _ = try await admin.call("PATCH", "/accounts/\(account)", ["plan": "pro"])
+            #expect(invalidator.events == ["account \(account)"])
+        }
+    }
+
+    @Test func deletingAnAccountDeletesItsAppsAndSubscriptions() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.account()
+            let app = try await admin.app(account: account)
+            let bundle = "com.example.\(AdminHarness.unique("del").replacingOccurrences(of: "-", with: ""))"
+            try await admin.insertIdentifier(bundle, app: app)
+            let subscription = try await admin.insertSubscription(app: app, topic: bundle)
+            let deleted = try await admin.call("DELETE", "/accounts/\(account)")
+            #expect(deleted.status == 204)
+            #expect(try await !admin.subscriptionExists(subscription))
+            #expect(try await admin.call("GET", "/apps/\(app)").status == 404)
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import IngressService
+
+@Suite struct AdminAuthAndRoutingTests {
+    @Test func missingOrWrongTokenIsAnswered401WithJSONError() async throws {
+        try await AdminHarness.with { admin in
+            let missing = try await admin.call("GET", "/accounts", token: nil)
+            #expect(missing.status == 401)
+            #expect(missing.errorCode == "unauthorized")
+            let wrong = try await admin.call("GET", "/accounts", token: AdminHarness.token + "x")
+            #expect(wrong.status == 401)
+            #expect(
+                wrong.text == #"{"error":{"code":"unauthorized","message":"a valid admin bearer token is required"}}"#)
+        }
+    }
+
+    @Test func unknownRouteIs404AndWrongMethodIs405() async throws {
+        try await AdminHarness.with { admin in
+            let unknown = try await admin.call("GET", "/nothing-here")
+            #expect(unknown.status == 404)
+            #expect(unknown.errorCode == "route_not_found")
+            let method = try await admin.call("POST", "/accounts/x/usage")
+            #expect(method.status == 405)
+            #expect(method.errorCode == "method_not_allowed")
+            let missing = try await admin.call("GET", "/accounts/\(AdminHarness.unique("none"))")
+            #expect(missing.status == 404)
+            #expect(missing.errorCode == "not_found")
+        }
+    }
+
+    @Test func malformedBodiesAre400NamingTheField() async throws {
+        try await AdminHarness.with { admin in
+            let notJSON = try await admin.call("POST", "/accounts", raw: "{not json")
+            #expect(notJSON.status == 400)
+            #expect(notJSON.errorMessage == "the request body is not valid JSON")
+            let badPlan = try await admin.call("POST", "/accounts", ["plan": "gold"])
+            #expect(badPlan.status == 400)
+            #expect(badPlan.errorMessage == "field plan has an invalid value")
+            let badType = try await admin.call("POST", "/accounts", ["name": 5])
+            #expect(badType.status == 400)
+            #expect(badType.errorMessage == "field name must be a string")
+            let badID = try await admin.call("POST", "/accounts", ["id": "has space"])
+            #expect(badID.status == 400)
+            #expect(badID.errorCode == "invalid_request")
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import IngressService
+
+@Suite struct AppPushSettingsTests {
+    static func bundleID(_ label: String) -> String {
+        "com.example.\(label).\(AdminHarness.unique("b").replacingOccurrences(of: "-", with: ""))"
+    }
+
+    @Test func liteAccountCannotEnablePushUntilUpgraded() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.account(plan: "lite")
+            let app = try await admin.app(account: account)
+            let refused = try await admin.call("PATCH", "/apps/\(app)/push", ["enabled": true])
+            #expect(refused.status == 422)
+            #expect(refused.errorCode == "plan_without_push")
+            #expect(try await admin.call("GET", "/apps/\(app)").json["pushEnabled"] as? Bool == false)
+
+            _ = try await admin.call("PATCH", "/accounts/\(account)", ["plan": "plus"])
+            let enabled = try await admin.call("PATCH", "/apps/\(app)/push", ["enabled": true])
+            #expect(enabled.status == 200)
+            #expect(enabled.json["pushEnabled"] as? Bool == true)
+            // On, but no credential yet: the app shows why sends would fail.
+            #expect((enabled.json["warning"] as? [String: Any])?["code"] as? String == "credential_missing")
+        }
+    }
+
+    @Test func aBundleIDOfAnotherAppIs409NamingItEvenInAnotherCase() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.account()
+            let owner = try await admin.app(account: account)
+            let taken = Self.bundleID("Taken")
+            try await admin.insertIdentifier(taken, app: owner)
+            let other = try await admin.app(account: try await admin.account())
+            let conflict = try await admin.call(
+                "PATCH", "/apps/\(other)/push", ["bundleIds": ["com.example.free", taken.lowercased()]])
+            #expect(conflict.status == 409)
+            #expect(conflict.errorCode == "bundle_id_taken")
+            #expect(conflict.errorMessage == "bundle id \(taken) is already used by app \(owner)")
+            #expect(try await admin.call("GET", "/apps/\(other)").json["bundleIds"] as? [String] == [])
+        }
+    }
+
+    @Test func bundleIDsNeedACredentialOfTheSameAccount() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.account()
+            let app = try await admin.app(account: account)
+            let none = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": [Self.bundleID("x")]])
+            #expect(none.status == 422)
+            #expect(none.errorCode == "credential_required")
+            let foreign = try await admin.insertCredential(account: try await admin.account())
+            let wrongAccount = try await admin.call("PATCH", "/apps/\(app)/push", ["credentialId": foreign])
+            #expect(wrongAccount.status == 422)
+            #expect(wrongAccount.errorCode == "credential_not_in_account")
+        }
+    }
+
+    @Test func bundleIDsAreCheckedAndOneListedTwiceIsRefused() async throws {
+        try await AdminHarness.with { admin in
+            let app = try await admin.app(account: try await admin.account())
+            let invalid = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": ["com.example/app"]])
+            #expect(invalid.status == 400)
+            #expect(invalid.errorMessage?.hasPrefix("bundle id \"com.example/app\" is not valid") == true)
+            let twice = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": ["com.a.b\ncom.A.b"]])
+            #expect(twice.status == 400)
+            #expect(twice.errorMessage == "bundle id com.A.b is listed twice")
+        }
+    }
+
+    @Test func removingAnIdentifierDeletesExactlyItsSubscriptions() async throws {
+        let invalidator = RecordingInvalidator()
+        try await AdminHarness.with(invalidator: invalidator) { admin in
+            let account = try await admin.account()
+            let app = try await admin.app(account: account)
+            let (kept, removed) = (Self.bundleID("kept"), Self.bundleID("removed"))
+            try await admin.insertIdentifier(kept, app: app)
+            try await admin.insertIdentifier(removed, app: app)
+            let keptSubscription = try await admin.insertSubscription(app: app, topic: kept)
+            let removedSubscriptions = [
+                try await admin.insertSubscription(app: app, topic: removed),
+                try await admin.insertSubscription(app: app, topic: removed),
+            ]
+            let otherApp = try await admin.app(account: account)
+            let otherBundle = Self.bundleID("other")
+            try await admin.insertIdentifier(otherBundle, app: otherApp)
+            let otherSubscription = try await admin.insertSubscription(app: otherApp, topic: otherBundle)
+
+            // Only a removal: nothing new to verify, so APNs is not asked.
+            let saved = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": [kept]])
+            #expect(saved.status == 200)
+            #expect(saved.json["bundleIds"] as? [String] == [kept])
+            #expect(try await admin.subscriptionExists(keptSubscription))
+            #expect(try await admin.subscriptionExists(otherSubscription))
+            for id in removedSubscriptions { #expect(try await !admin.subscriptionExists(id)) }
+            #expect(
+                invalidator.events == [
+                    "app \(app) \([kept, removed].sorted().joined(separator: ","))",
+                    "deleted \(removedSubscriptions.sorted().joined(separator: ","))",
+                ])
+        }
+    }
+
+    @Test func disablingKeepsIdentifiersAndSubscriptionsAndReenablingRestoresThem() async throws {
+        let invalidator = RecordingInvalidator()
+        try await AdminHarness.with(invalidator: invalidator) { admin in
+            let account = try await admin.account()
+            let app = try await admin.app(account: account)
+            let bundle = Self.bundleID("onoff")
+            try await admin.insertIdentifier(bundle, app: app)
+            let subscription = try await admin.insertSubscription(app: app, topic: bundle)
+            #expect(try await admin.call("PATCH", "/apps/\(app)/push", ["enabled": true]).status == 200)
+            let off = try await admin.call("PATCH", "/apps/\(app)/push", ["enabled": false])
+            #expect(off.json["pushEnabled"] as? Bool == false)
+            #expect(off.json["bundleIds"] as? [String] == [bundle])
+            #expect(try await admin.subscriptionExists(subscription))
+            let on = try await admin.call("PATCH", "/apps/\(app)/push", ["enabled": true])
+            #expect(on.json["pushEnabled"] as? Bool == true)
+            #expect(invalidator.events == Array(repeating: "app \(app) \(bundle)", count: 3))
+        }
+    }
+}

@@ -1,0 +1,204 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import IngressService
+
+/// Saving credentials and bundle ids, judged by the strict APNs simulator.
+@Suite struct CredentialProbeTests {
+    static func bundleID(_ label: String) -> String {
+        "com.example.\(label).\(AdminHarness.unique("p").replacingOccurrences(of: "-", with: ""))"
+    }
+
+    let teamA: SimulatorProcess.Team
+    let teamB: SimulatorProcess.Team
+
+    init() throws {
+        teamA = SimulatorProcess.Team(
+            teamID: "TEAMAAAAA1", keyID: "KEYAAAAAA1", key: try P256PrivateKey.generate(),
+            bundleIDs: [Self.bundleID("a1"), Self.bundleID("a2")])
+        teamB = SimulatorProcess.Team(
+            teamID: "TEAMBBBBB1", keyID: "KEYBBBBBB1", key: try P256PrivateKey.generate(),
+            bundleIDs: [Self.bundleID("b1")])
+    }
+
+    /// The admin API probing the simulator as APNs production.
+    func withAdmin(_ body: (AdminHarness) async throws -> Void) async throws {
+        try await SimulatorProcess.with(teams: [teamA, teamB]) { simulator in
+            let (probeLogger, _) = TestEnvironment.capturingLogger("probe")
+            let probe = APNsCredentialProbe(
+                environment: simulator.environment, caFile: simulator.caFile, logger: probeLogger)
+            try await AdminHarness.with(probe: probe, body)
+        }
+    }
+
+    func add(_ admin: AdminHarness, account: String, keyID: String, teamID: String, key: P256PrivateKey) async throws
+        -> AdminHarness.Answer
+    {
+        try await admin.call(
+            "POST", "/accounts/\(account)/credentials",
+            ["keyId": keyID, "teamId": teamID, "privateKey": key.pemRepresentation])
+    }
+
+    @Test func aWrongKeyTeamOrKeyIDIsRefusedWithApplesReasonAndNotSaved() async throws {
+        try await withAdmin { admin in
+            let account = try await admin.account()
+            let cases: [(String, String, P256PrivateKey)] = [
+                (teamA.keyID, teamA.teamID, try P256PrivateKey.generate()),  // wrong key
+                (teamA.keyID, teamB.teamID, teamA.key),  // wrong team
+                ("KEYZZZZZZ9", teamA.teamID, teamA.key),  // wrong key id
+            ]
+            for (keyID, teamID, key) in cases {
+                let refused = try await add(admin, account: account, keyID: keyID, teamID: teamID, key: key)
+                #expect(refused.status == 422)
+                #expect(refused.errorCode == "credential_rejected")
+                #expect(
+                    refused.errorMessage
+                        == "APNs rejected the credential (InvalidProviderToken); check the Key ID, Team ID and .p8")
+            }
+            let listed = try await admin.call("GET", "/accounts/\(account)/credentials")
+            #expect((listed.json["credentials"] as? [Any])?.isEmpty == true)
+        }
+    }
+
+    @Test func aGoodCredentialIsSavedAndItsKeyIsNowhereInOutputLogsOrPostgresPlaintext() async throws {
+        try await withAdmin { admin in
+            let account = try await admin.account()
+            let pem = try teamA.key.pemRepresentation
+            let saved = try await add(admin, account: account, keyID: teamA.keyID, teamID: teamA.teamID, key: teamA.key)
+            #expect(saved.status == 201)
+            let id = try #require(saved.json["id"] as? String)
+            #expect(saved.json["keyId"] as? String == teamA.keyID)
+            #expect(saved.json["teamId"] as? String == teamA.teamID)
+            #expect(saved.json["status"] as? String == "active")
+            #expect(saved.json["warning"] is NSNull)
+
+            let scalar = try PEMScalar.privateScalar(of: pem)
+            let pemBody = PEMScalar.base64Body(of: pem)
+            var outputs = [saved.text]
+            outputs.append(try await admin.call("GET", "/credentials/\(id)").text)
+            outputs.append(try await admin.call("GET", "/accounts/\(account)/credentials").text)
+            outputs.append(try await admin.call("GET", "/accounts/\(account)/activity").text)
+            outputs += admin.logs.all
+            for text in outputs {
+                #expect(!text.contains("PRIVATE KEY"))
+                #expect(!text.contains(pemBody))
+                #expect(!text.contains(String(pemBody.prefix(40))))
+                #expect(!text.contains(Base64URL.encode(scalar)))
+            }
+            let rows = try await admin.postgres.query(
+                "SELECT sealed_key, row_to_json(c)::text AS whole FROM push_credentials c WHERE id = \(id)")
+            let sealed = try rows[0].decode("sealed_key", as: [UInt8].self)
+            #expect(sealed.firstRange(of: Array(pem.utf8)) == nil)
+            #expect(sealed.firstRange(of: Array("PRIVATE".utf8)) == nil)
+            #expect(sealed.firstRange(of: scalar) == nil)
+            #expect(try !rows[0].decode("whole", as: String.self).contains("PRIVATE"))
+            // The worker's reader opens it back to the same key.
+            let reader = PushCredentialReader(
+                postgres: admin.postgres, sealer: try PushCredentialSealer(key: admin.credentialKey))
+            let opened = try await reader.credential(id: id)
+            #expect(opened.privateKey.publicKey.uncompressedPoint == teamA.key.publicKey.uncompressedPoint)
+        }
+    }
+
+    @Test func bundleIDsAreVerifiedAgainstTheCredentialsTeam() async throws {
+        try await withAdmin { admin in
+            let account = try await admin.account()
+            let saved = try await add(admin, account: account, keyID: teamA.keyID, teamID: teamA.teamID, key: teamA.key)
+            let credential = try #require(saved.json["id"] as? String)
+            let app = try await admin.app(account: account)
+
+            let foreign = try await admin.call(
+                "PATCH", "/apps/\(app)/push",
+                ["enabled": true, "credentialId": credential, "bundleIds": [teamA.bundleIDs[0], teamB.bundleIDs[0]]])
+            #expect(foreign.status == 422)
+            #expect(foreign.errorCode == "bundle_id_not_in_team")
+            #expect(
+                foreign.errorMessage
+                    == "bundle id \(teamB.bundleIDs[0]) does not belong to team \(teamA.teamID) of credential "
+                    + "\(credential) (APNs: TopicDisallowed)")
+            let unchanged = try await admin.call("GET", "/apps/\(app)")
+            #expect(unchanged.json["bundleIds"] as? [String] == [])
+            #expect(unchanged.json["pushEnabled"] as? Bool == false)
+
+            let own = try await admin.call(
+                "PATCH", "/apps/\(app)/push",
+                [
+                    "enabled": true, "credentialId": credential,
+                    "bundleIds": "\(teamA.bundleIDs[1])\n\(teamA.bundleIDs[0])\n",
+                ])
+            #expect(own.status == 200)
+            #expect(own.json["bundleIds"] as? [String] == teamA.bundleIDs.sorted())
+            #expect(own.json["credentialId"] as? String == credential)
+
+            // Site-wide unique: another app (even of the same account) gets 409 naming the owner.
+            let other = try await admin.app(account: account)
+            let taken = try await admin.call(
+                "PATCH", "/apps/\(other)/push", ["credentialId": credential, "bundleIds": [teamA.bundleIDs[0]]])
+            #expect(taken.status == 409)
+            #expect(taken.errorMessage == "bundle id \(teamA.bundleIDs[0]) is already used by app \(app)")
+        }
+    }
+
+    @Test func pushctlAddsACredentialFromTheP8FileAndShowsApplesReasonWhenRefused() async throws {
+        try await withAdmin { admin in
+            let account = try await admin.account()
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(AdminHarness.unique("p8"))
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let good = directory.appendingPathComponent("AuthKey_\(teamA.keyID).p8")
+            try Data(try teamA.key.pemRepresentation.utf8).write(to: good)
+            let wrong = directory.appendingPathComponent("AuthKey_wrong.p8")
+            try Data(try P256PrivateKey.generate().pemRepresentation.utf8).write(to: wrong)
+            let arguments = [
+                "credential", "add", "--account", account, "--key-id", teamA.keyID, "--team-id", teamA.teamID,
+            ]
+
+            let refused = try await PushctlTests.pushctl(arguments + ["--p8", wrong.path], port: admin.port)
+            #expect(refused.status == 1)
+            #expect(
+                refused.error
+                    == "pushctl: APNs rejected the credential (InvalidProviderToken); check the Key ID, Team ID and .p8 "
+                    + "(credential_rejected, HTTP 422)\n")
+            let added = try await PushctlTests.pushctl(arguments + ["--p8", good.path], port: admin.port)
+            #expect(added.status == 0)
+            #expect(added.output.contains("keyId: \(teamA.keyID)\n"))
+            #expect(added.output.contains("status: active\n"))
+            #expect(!added.output.contains("PRIVATE"))
+            let listed = try await PushctlTests.pushctl(["credential", "list", "--account", account], port: admin.port)
+            #expect(listed.output.contains("\(teamA.keyID)  \(teamA.teamID)  active"))
+        }
+    }
+
+    @Test func anUnreachableAPNsIs502AndNothingIsSaved() async throws {
+        let (logger, _) = TestEnvironment.capturingLogger("probe")
+        let probe = APNsCredentialProbe(
+            environment: APNsEnvironment(name: "production", host: "127.0.0.1", port: 1), caFile: nil, logger: logger,
+            requestTimeout: .seconds(3))
+        try await AdminHarness.with(probe: probe) { admin in
+            let account = try await admin.account()
+            let answer = try await add(
+                admin, account: account, keyID: teamA.keyID, teamID: teamA.teamID, key: teamA.key)
+            #expect(answer.status == 502)
+            #expect(answer.errorCode == "apns_unavailable")
+            let listed = try await admin.call("GET", "/accounts/\(account)/credentials")
+            #expect((listed.json["credentials"] as? [Any])?.isEmpty == true)
+        }
+    }
+}
+
+/// Reads a P-256 PKCS#8 PEM's private scalar, to check it is stored nowhere in the clear.
+enum PEMScalar {
+    static func base64Body(of pem: String) -> String {
+        pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+    }
+
+    /// The 32 bytes after ECPrivateKey's version (`02 01 01`) and `04 20`.
+    static func privateScalar(of pem: String) throws -> [UInt8] {
+        let der = [UInt8](Data(base64Encoded: base64Body(of: pem)) ?? Data())
+        guard let marker = der.firstRange(of: [0x02, 0x01, 0x01, 0x04, 0x20]), marker.upperBound + 32 <= der.count
+        else { throw SimulatorProcess.Failure(description: "no P-256 private scalar in the PEM") }
+        return Array(der[marker.upperBound..<marker.upperBound + 32])
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+/// The built `pushctl` against a running admin API: output, errors, exit status.
+@Suite struct PushctlTests {
+    struct Run {
+        let status: Int32
+        let output: String
+        let error: String
+    }
+
+    static func pushctl(_ arguments: [String], port: Int?, token: String? = AdminHarness.token) async throws -> Run {
+        var environment = ["PATH": "/usr/bin:/bin"]
+        if let port { environment["PUSHGATE_ADMIN_URL"] = "http://127.0.0.1:\(port)" }
+        if let token { environment["PUSHGATE_ADMIN_TOKEN"] = token }
+        let result = try await BuiltExecutable.run("pushctl", arguments, environment: environment)
+        return Run(status: result.status, output: result.standardOutput, error: result.standardError)
+    }
+
+    @Test func helpListsEveryCommandGroupAndExitsZero() async throws {
+        let help = try await Self.pushctl(["--help"], port: nil, token: nil)
+        #expect(help.status == 0)
+        for command in [
+            "account create", "usage ACCOUNT", "credential add", "app push", "app key create", "user ban", "activity",
+        ] {
+            #expect(help.output.contains(command), "help mentions \(command)")
+        }
+        let bare = try await Self.pushctl([], port: nil, token: nil)
+        #expect(bare.status == 2)
+    }
+
+    @Test func commandLineMistakesExit2AndNameTheProblem() async throws {
+        let noToken = try await Self.pushctl(["account", "list"], port: 1, token: nil)
+        #expect(noToken.status == 2)
+        #expect(noToken.error.hasPrefix("pushctl: no admin token: set PUSHGATE_ADMIN_TOKEN or pass --token"))
+        let unknown = try await Self.pushctl(["account", "create", "--colour", "red"], port: 1)
+        #expect(unknown.status == 2)
+        #expect(unknown.error.hasPrefix("pushctl: unknown option --colour"))
+        let plan = try await Self.pushctl(["account", "create", "--plan", "gold"], port: 1)
+        #expect(plan.status == 2)
+        #expect(plan.error.hasPrefix("pushctl: --plan must be lite, plus, pro or enterprise"))
+    }
+
+    @Test func anUnreachableAdminAPIExits3() async throws {
+        let run = try await Self.pushctl(["account", "list"], port: 1)
+        #expect(run.status == 3)
+        #expect(run.error.hasPrefix("pushctl: cannot reach the admin API at http://127.0.0.1:1"))
+    }
+
+    @Test func accountsPlansUsageAppsAndKeysEndToEnd() async throws {
+        try await AdminHarness.with { admin in
+            let port = admin.port
+            let account = AdminHarness.unique("acct")
+            let created = try await Self.pushctl(
+                ["account", "create", "--id", account, "--name", "Demo", "--plan", "lite"], port: port)
+            #expect(created.status == 0)
+            #expect(created.output.contains("id: \(account)\n"))
+            #expect(created.output.contains("plan: lite\n"))
+
+            let app = AdminHarness.unique("app")
+            #expect(
+                try await Self.pushctl(["app", "create", "--account", account, "--id", app], port: port).status == 0)
+            let refused = try await Self.pushctl(["app", "push", app, "--enable"], port: port)
+            #expect(refused.status == 1)
+            #expect(
+                refused.error
+                    == "pushctl: account \(account) is on the lite plan, which has no push; upgrade it first "
+                    + "(plan_without_push, HTTP 422)\n")
+
+            let upgraded = try await Self.pushctl(
+                ["--actor", "ops-bot", "account", "update", account, "--plan", "plus"], port: port)
+            #expect(upgraded.status == 0)
+            let enabled = try await Self.pushctl(["app", "push", app, "--enable", "--json"], port: port)
+            #expect(enabled.status == 0)
+            let appJSON = try JSONSerialization.jsonObject(with: Data(enabled.output.utf8)) as? [String: Any]
+            #expect(appJSON?["pushEnabled"] as? Bool == true)
+
+            let usage = try await Self.pushctl(["--json", "usage", account], port: port)
+            let usageJSON = try JSONSerialization.jsonObject(with: Data(usage.output.utf8)) as? [String: Any]
+            #expect(usageJSON?["limit"] as? Int == 50000)
+            #expect(usageJSON?["used"] as? Int == 0)
+            let readable = try await Self.pushctl(["usage", account], port: port)
+            #expect(readable.output.hasPrefix("\(account) "))
+            #expect(readable.output.hasSuffix("(plus): 0 / 50000\n"))
+
+            let key = try await Self.pushctl(["app", "key", "create", app, "--name", "backend"], port: port)
+            #expect(key.status == 0)
+            #expect(key.output.hasPrefix("key: pgk_"))
+            #expect(key.output.contains("Store the key now: it is shown only once."))
+            let keys = try await Self.pushctl(["app", "key", "list", app], port: port)
+            #expect(keys.output.contains("backend  push:send"))
+            #expect(!keys.output.contains("pgk_"))
+
+            let missing = try await Self.pushctl(["account", "show", "no-such-\(account)"], port: port)
+            #expect(missing.status == 1)
+            #expect(missing.error == "pushctl: account no-such-\(account) not found (not_found, HTTP 404)\n")
+
+            let activity = try await Self.pushctl(["activity", "--account", account], port: port)
+            #expect(activity.status == 0)
+            let lines = activity.output.split(separator: "\n")
+            #expect(lines.count == 5)
+            #expect(lines.contains { $0.contains("ops-bot  account.update  account:\(account)") })
+        }
+    }
+
+    @Test func usersAndBansEndToEnd() async throws {
+        try await AdminHarness.with { admin in
+            let port = admin.port
+            let account = try await admin.account()
+            let app = try await admin.app(account: account)
+            let user = AdminHarness.unique("user")
+            #expect(try await Self.pushctl(["user", "upsert", user], port: port).status == 0)
+            let state = try await Self.pushctl(
+                ["user", "app", user, "--app", app, "--authorized", "true", "--unsubscribed", "yes"], port: port)
+            #expect(state.status == 0)
+            #expect(state.output.contains("authorized: true\n"))
+            #expect(state.output.contains("unsubscribed: true\n"))
+            let banned = try await Self.pushctl(["user", "ban", user, "--reason", "spam", "--json"], port: port)
+            let json = try JSONSerialization.jsonObject(with: Data(banned.output.utf8)) as? [String: Any]
+            #expect((json?["banned"] as? [String: Any])?["reason"] as? String == "spam")
+            let bad = try await Self.pushctl(["user", "app", user, "--app", app, "--disabled", "maybe"], port: port)
+            #expect(bad.status == 2)
+        }
+    }
+}

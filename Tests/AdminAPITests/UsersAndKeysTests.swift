@@ -1,0 +1,85 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import IngressService
+
+@Suite struct UsersAndKeysTests {
+    @Test func usersAreUpsertedAndCarryPerAppStateAndASiteWideBan() async throws {
+        try await AdminHarness.with { admin in
+            let app = try await admin.app(account: try await admin.account())
+            let user = AdminHarness.unique("user")
+            #expect(try await admin.call("PUT", "/users/\(user)").status == 201)
+            #expect(try await admin.call("PUT", "/users/\(user)").status == 200)
+
+            let set = try await admin.call(
+                "PATCH", "/apps/\(app)/users/\(user)",
+                ["authorized": true, "unsubscribed": true, "disabled": true, "disabledReason": "abuse"])
+            #expect(set.status == 200)
+            #expect(set.json["authorized"] as? Bool == true)
+            #expect(set.json["unsubscribed"] as? Bool == true)
+            #expect(set.json["disabled"] as? Bool == true)
+            #expect(set.json["disabledReason"] as? String == "abuse")
+
+            let banned = try await admin.call("PUT", "/users/\(user)/ban", ["reason": "spam"])
+            #expect((banned.json["banned"] as? [String: Any])?["reason"] as? String == "spam")
+            let shown = try await admin.call("GET", "/users/\(user)")
+            let apps = shown.json["apps"] as? [[String: Any]]
+            #expect(apps?.count == 1)
+            #expect(apps?.first?["appId"] as? String == app)
+            let unbanned = try await admin.call("DELETE", "/users/\(user)/ban")
+            #expect(unbanned.json["banned"] is NSNull)
+
+            let cleared = try await admin.call(
+                "PATCH", "/apps/\(app)/users/\(user)", ["unsubscribed": false, "disabled": false])
+            #expect(cleared.json["unsubscribed"] as? Bool == false)
+            #expect(cleared.json["disabled"] as? Bool == false)
+            #expect(cleared.json["authorized"] as? Bool == true)
+        }
+    }
+
+    @Test func revokingAnAuthorizationUnbindsTheUsersSubscriptionsButKeepsThem() async throws {
+        let invalidator = RecordingInvalidator()
+        try await AdminHarness.with(invalidator: invalidator) { admin in
+            let app = try await admin.app(account: try await admin.account())
+            let bundle = "com.example.users.\(AdminHarness.unique("u").replacingOccurrences(of: "-", with: ""))"
+            try await admin.insertIdentifier(bundle, app: app)
+            let user = AdminHarness.unique("user")
+            _ = try await admin.call("PATCH", "/apps/\(app)/users/\(user)", ["authorized": true])
+            let bound = try await admin.insertSubscription(app: app, topic: bundle, user: user)
+            let revoked = try await admin.call("PATCH", "/apps/\(app)/users/\(user)", ["authorized": false])
+            #expect(revoked.json["authorized"] as? Bool == false)
+            #expect(try await admin.subscriptionExists(bound))
+            let owner = try await admin.postgres.query("SELECT user_id FROM subscriptions WHERE id = \(bound)")
+            #expect(try owner[0].decode("user_id", as: String?.self) == nil)
+            #expect(invalidator.events.last == "changed \(bound)")
+        }
+    }
+
+    @Test func anAPIKeyIsShownOnceStoredAsItsSHA256AndRevocable() async throws {
+        try await AdminHarness.with { admin in
+            let app = try await admin.app(account: try await admin.account())
+            let created = try await admin.call("POST", "/apps/\(app)/keys", ["name": "backend"])
+            #expect(created.status == 201)
+            let key = try #require(created.json["key"] as? String)
+            #expect(AppAPIKey.isWellFormed(key))
+            #expect(created.json["scopes"] as? [String] == ["push:send"])
+            let id = try #require(created.json["id"] as? Int)
+
+            let stored = try await admin.postgres.query("SELECT key_hash FROM app_api_keys WHERE id = \(id)")
+            #expect(try stored[0].decode("key_hash", as: [UInt8].self) == SHA256.hash(key))
+            let listed = try await admin.call("GET", "/apps/\(app)/keys")
+            #expect(!listed.text.contains(key))
+            #expect((listed.json["keys"] as? [[String: Any]])?.first?["key"] == nil)
+
+            let revoked = try await admin.call("DELETE", "/apps/\(app)/keys/\(id)")
+            #expect(revoked.status == 200)
+            #expect(revoked.json["revokedAt"] is String)
+            let unknownScope = try await admin.call("POST", "/apps/\(app)/keys", ["scopes": ["push:everything"]])
+            #expect(unknownScope.status == 400)
+            #expect(unknownScope.errorMessage == "unknown scope push:everything; known: push:send")
+            #expect(try await admin.call("DELETE", "/apps/\(app)/keys/999999999").status == 404)
+        }
+    }
+}
