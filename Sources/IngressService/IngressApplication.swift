@@ -9,6 +9,8 @@ final class IngressApplication: Sendable {
     let configuration: IngressConfiguration
     let server: HTTPServer
     let redis: RedisClient
+    /// The Web Push hot path's pipelined connection (everything else uses the pool).
+    let hotPath: RedisMultiplexer
     let postgres: PostgresClient
     let keys: RedisKeys
     let metrics: IngressMetrics
@@ -20,13 +22,15 @@ final class IngressApplication: Sendable {
     private let sweepTask = Mutex<Task<Void, Never>?>(nil)
 
     init(
-        configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, postgres: PostgresClient,
+        configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, hotPath: RedisMultiplexer,
+        postgres: PostgresClient,
         keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, invalidation: CacheInvalidation,
         adminServer: HTTPServer? = nil, logger: Logger
     ) {
         self.configuration = configuration
         self.server = server
         self.redis = redis
+        self.hotPath = hotPath
         self.postgres = postgres
         self.keys = keys
         self.metrics = metrics
@@ -60,6 +64,7 @@ final class IngressApplication: Sendable {
             task = nil
         }
         redis.close()
+        hotPath.close()
         postgres.close()
     }
 }
@@ -76,6 +81,8 @@ func buildApplication(
             maximumConnections: configuration.redisConnections, acquireTimeout: .seconds(2),
             connection: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2))),
         logger: logger)
+    let hotPath = RedisMultiplexer(
+        url: redis.url, options: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2)), logger: logger)
     let postgres = PostgresClient(
         configuration: .init(
             url: configuration.common.databaseURL, applicationName: "pushgate-ingress",
@@ -98,7 +105,7 @@ func buildApplication(
         invalidation: invalidation, redis: redis, keys: keys, publicPushBase: base + Route.pushPathPrefix,
         stashLifetimeMilliseconds: stashLifetime)
     let webPush = WebPushRoutes(
-        redis: redis, keys: keys,
+        hotPath: hotPath, keys: keys, scriptEncoder: HotPathScript.Encoder(keys: keys),
         cache: HotPathCache(
             redis: redis, keys: keys, subscriptions: subscriptions, directory: directory,
             lifetimeMilliseconds: Int64(configuration.cacheLifetimeSeconds) * 1000),
@@ -119,12 +126,18 @@ func buildApplication(
         redis: redis, keys: keys, subscriptions: subscriptions, invalidation: invalidation,
         maximumAgeSeconds: configuration.subscriptionMaximumAgeSeconds,
         interval: .seconds(configuration.sweepIntervalSeconds), logger: logger.child("sweep"))
-    let adminServer = try AdminAPI.makeServer(
-        configuration: configuration, postgres: postgres,
-        probe: APNsCredentialProbe(configuration: configuration.common, logger: logger.child("admin")),
-        invalidator: RedisCacheInvalidator(invalidation: invalidation),
-        quota: RedisQuotaCounter(redis: redis, keys: keys), logger: logger)
+    let adminServer: HTTPServer?
+    do {
+        adminServer = try AdminAPI.makeServer(
+            configuration: configuration, postgres: postgres,
+            probe: APNsCredentialProbe(configuration: configuration.common, logger: logger.child("admin")),
+            invalidator: RedisCacheInvalidator(invalidation: invalidation),
+            quota: RedisQuotaCounter(redis: redis, keys: keys), logger: logger)
+    } catch {
+        hotPath.close()  // its event loop thread would otherwise outlive the failed start
+        throw error
+    }
     return IngressApplication(
-        configuration: configuration, server: server, redis: redis, postgres: postgres, keys: keys, metrics: metrics,
-        sweeper: sweeper, invalidation: invalidation, adminServer: adminServer, logger: logger)
+        configuration: configuration, server: server, redis: redis, hotPath: hotPath, postgres: postgres, keys: keys,
+        metrics: metrics, sweeper: sweeper, invalidation: invalidation, adminServer: adminServer, logger: logger)
 }

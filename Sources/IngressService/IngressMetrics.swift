@@ -7,6 +7,11 @@ struct IngressMetrics: Sendable {
     let requests: Counter
     let latency: Histogram
     let pushes: Counter
+    /// The Web Push route's usual series, resolved once.
+    let deliverCreated: Counter.Series
+    let deliverLatency: Histogram.Series
+    let accepted: Counter.Series
+    let stashed: Counter.Series
 
     init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
@@ -20,9 +25,13 @@ struct IngressMetrics: Sendable {
             "pushgate_ingress_pushes_total",
             help: "Web Push deliveries: accepted (queued), stashed (pending), or rejected with their error code.",
             labels: ["outcome", "code"])
+        deliverCreated = requests.series(Route.deliver(id: "").label, "201")
+        deliverLatency = latency.series(Route.deliver(id: "").label)
+        accepted = pushes.series("accepted", "")
+        stashed = pushes.series("stashed", "")
     }
 
-    func pushAccepted() { pushes.increment(by: 1, "accepted", "") }
-    func pushStashed() { pushes.increment(by: 1, "stashed", "") }
+    func pushAccepted() { accepted.increment() }
+    func pushStashed() { stashed.increment() }
     func pushRejected(_ error: PushAPIError) { pushes.increment(by: 1, "rejected", String(error.code.rawValue)) }
 }

@@ -3,7 +3,8 @@ import Shared
 /// The public API's `HTTPHandler`: routes each request, applies the body limits
 /// (8 KB for Web Push, 64 KB for JSON), turns errors into the spec's error
 /// bodies and records the request metrics.
-struct IngressHandler: HTTPHandler {
+/// A class so the per-request closures retain one reference, not every field.
+final class IngressHandler: HTTPHandler {
     static let jsonBodyLimit = 64 * 1024
 
     let device: DeviceRoutes
@@ -12,6 +13,18 @@ struct IngressHandler: HTTPHandler {
     let clientIP: ClientIPResolver
     let metrics: IngressMetrics
     let failureLog: ThrottledLog
+
+    init(
+        device: DeviceRoutes, webPush: WebPushRoutes, health: HealthRoutes, clientIP: ClientIPResolver,
+        metrics: IngressMetrics, failureLog: ThrottledLog
+    ) {
+        self.device = device
+        self.webPush = webPush
+        self.health = health
+        self.clientIP = clientIP
+        self.metrics = metrics
+        self.failureLog = failureLog
+    }
 
     func maximumBodySize(for head: HTTPRequestHead) -> Int {
         if case .deliver = Route(method: head.method, path: head.path) { return WebPushRoutes.bodyLimit(head) }
@@ -39,6 +52,21 @@ struct IngressHandler: HTTPHandler {
         let response = await respond(route, request)
         record(route, response, since: start)
         return response
+    }
+
+    /// Web Push deliveries answer from the Redis reply's thread, without a task;
+    /// everything else runs `handle(_:)` in a task.
+    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        let start = ContinuousClock.now
+        let route = Route(method: request.method, path: request.path)
+        guard case .deliver(let id) = route else {
+            Task { respond(await handle(request)) }
+            return
+        }
+        webPush.deliver(request, id: id) { [self] response in
+            record(route, response, since: start)
+            respond(response)
+        }
     }
 
     private func respond(_ route: Route, _ request: HTTPRequest) async -> HTTPResponse {
@@ -71,6 +99,11 @@ struct IngressHandler: HTTPHandler {
     }
 
     private func record(_ route: Route, _ response: HTTPResponse, since start: ContinuousClock.Instant) {
+        if case .deliver = route, response.status == 201 {
+            metrics.deliverCreated.increment()
+            metrics.deliverLatency.observe(since: start)
+            return
+        }
         let label = route.label
         metrics.requests.increment(by: 1, label, String(response.status))
         metrics.latency.observe(since: start, [label])

@@ -11,11 +11,16 @@ import Shared
 /// pending subscription's message is stashed and an active one's enqueued, and
 /// 201 answers with `Location` and the kept `TTL`. Any storage failure is 503/500
 /// (1005), never a 201.
-struct WebPushRoutes: Sendable {
+/// A class, not a struct: its callbacks capture it once per push, and copying a
+/// struct of this many references would retain each of them.
+final class WebPushRoutes: Sendable {
     static let maximumMessageSize = 8192
 
-    let redis: RedisClient
+    /// Runs the hot-path script: every push's one round trip, pipelined with the others in flight.
+    let hotPath: RedisMultiplexer
     let keys: RedisKeys
+    /// Writes the hot-path script's command straight into RESP.
+    let scriptEncoder: HotPathScript.Encoder
     let cache: HotPathCache
     let metrics: IngressMetrics
     let pushRateLimit: RateLimit
@@ -26,38 +31,118 @@ struct WebPushRoutes: Sendable {
     let messageBase: String
     let failureLog: ThrottledLog
 
+    init(
+        hotPath: RedisMultiplexer, keys: RedisKeys, scriptEncoder: HotPathScript.Encoder, cache: HotPathCache,
+        metrics: IngressMetrics, pushRateLimit: RateLimit, stashLimit: Int, stashLifetimeMilliseconds: Int64,
+        maximumTTL: Int, messageBase: String, failureLog: ThrottledLog
+    ) {
+        self.hotPath = hotPath
+        self.keys = keys
+        self.scriptEncoder = scriptEncoder
+        self.cache = cache
+        self.metrics = metrics
+        self.pushRateLimit = pushRateLimit
+        self.stashLimit = stashLimit
+        self.stashLifetimeMilliseconds = stashLifetimeMilliseconds
+        self.maximumTTL = maximumTTL
+        self.messageBase = messageBase
+        self.failureLog = failureLog
+    }
+
     /// The largest body read for a push: 8 KB, or its base64url text in the older form.
     static func bodyLimit(_ head: HTTPRequestHead) -> Int {
         if head.headers["Content-Encoding"] == nil { return (maximumMessageSize + 2) / 3 * 4 + 64 }
         return maximumMessageSize
     }
 
+    /// A push that passed the checks made before Redis, ready for the hot-path script.
+    struct Admission: Sendable {
+        let id: String
+        let messageID: String
+        let headers: WebPushHeaders
+        let command: EncodedRedisCommand
+    }
+
+    /// What the checks before Redis decided.
+    enum Preparation {
+        case admit(Admission)
+        /// The decoded message is over the limit: answered like a body over it.
+        case oversized(WebPushHeaders)
+    }
+
     func deliver(_ request: HTTPRequest, id: String) async -> HTTPResponse {
         do {
-            let headers = try WebPushHeaders(request.headers, maximumTTL: maximumTTL)
-            var message = request.body
-            if headers.bodyFormat == .base64URLText { message = try AES128GCMMessage.decodeText(message) }
-            if message.count > Self.maximumMessageSize {
-                return await oversized(id: id, headers: headers)
+            switch try prepare(request, id: id) {
+            case .oversized(let headers): return await oversized(id: id, headers: headers)
+            case .admit(let admission):
+                return try answer(try await decide(admission.command, id: id), admission)
             }
-            try AES128GCMMessage.validate(message)
-            guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
-            let messageID = Base64URL.encode(SecureRandom.bytes(16))
-            let now = Date()
-            let decision = try await decide(
-                id: id, checkOnly: false, messageID: messageID, ciphertext: message, headers: headers, now: now)
-            switch decision {
-            case .queued: metrics.pushAccepted()
-            case .stashed: metrics.pushStashed()
-            default: throw PushAPIError.storageFailed
-            }
-            var responseHeaders = HTTPHeaders()
-            responseHeaders.add("Location", messageBase + messageID)
-            responseHeaders.add("TTL", String(headers.ttl))
-            return HTTPResponse(status: 201, headers: responseHeaders)
         } catch {
             return reject(error)
         }
+    }
+
+    /// `deliver(_:id:) async`, answering through `respond` without a task on the
+    /// happy path: the script's reply is turned into the response on the Redis
+    /// multiplexer's thread. A cache miss (Postgres needed) continues in a task.
+    func deliver(_ request: HTTPRequest, id: String, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        let admission: Admission
+        do {
+            switch try prepare(request, id: id) {
+            case .oversized(let headers):
+                Task { respond(await oversized(id: id, headers: headers)) }
+                return
+            case .admit(let admitted): admission = admitted
+            }
+        } catch {
+            respond(reject(error))
+            return
+        }
+        hotPath.send(admission.command) { [self] result in
+            do {
+                let decision = try Self.refusal(HotPathScript.decision(from: result.get()))
+                if case .cacheMiss = decision {
+                    Task {
+                        do {
+                            respond(try answer(try await decide(admission.command, id: id, after: decision), admission))
+                        } catch {
+                            respond(reject(error))
+                        }
+                    }
+                    return
+                }
+                respond(try answer(decision, admission))
+            } catch {
+                respond(reject(error))
+            }
+        }
+    }
+
+    /// The checks that need no I/O (headers, body, id), then the script's command.
+    private func prepare(_ request: HTTPRequest, id: String) throws -> Preparation {
+        let headers = try WebPushHeaders(request.headers, maximumTTL: maximumTTL)
+        var message = request.body
+        if headers.bodyFormat == .base64URLText { message = try AES128GCMMessage.decodeText(message) }
+        if message.count > Self.maximumMessageSize { return .oversized(headers) }
+        try AES128GCMMessage.validate(message)
+        guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
+        let messageID = Base64URL.encode(SecureRandom.bytes(16))
+        let command = scriptCommand(
+            id: id, checkOnly: false, messageID: messageID, ciphertext: message, headers: headers, now: Date())
+        return .admit(Admission(id: id, messageID: messageID, headers: headers, command: command))
+    }
+
+    /// 201 for a queued or stashed push.
+    private func answer(_ decision: HotPathScript.Decision, _ admission: Admission) throws -> HTTPResponse {
+        switch decision {
+        case .queued: metrics.pushAccepted()
+        case .stashed: metrics.pushStashed()
+        default: throw PushAPIError.storageFailed
+        }
+        var responseHeaders = HTTPHeaders()
+        responseHeaders.add("Location", messageBase + admission.messageID)
+        responseHeaders.add("TTL", String(admission.headers.ttl))
+        return HTTPResponse(status: 201, headers: responseHeaders)
     }
 
     /// A body over the limit (never buffered): the checks that come before 413 in
@@ -75,19 +160,19 @@ struct WebPushRoutes: Sendable {
         do {
             guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
             let messageID = Base64URL.encode(SecureRandom.bytes(16))
-            _ = try await decide(
+            let command = scriptCommand(
                 id: id, checkOnly: true, messageID: messageID, ciphertext: [], headers: headers, now: Date())
+            _ = try await decide(command, id: id)
             throw PushAPIError.tooLarge
         } catch {
             return reject(error)
         }
     }
 
-    /// Runs the hot-path script, filling the cache from Postgres on a miss (at most
-    /// once per entry), and turns refusals into `PushAPIError`s.
-    private func decide(
+    /// The hot-path script's command for one push (or, `checkOnly`, for the checks before 413).
+    private func scriptCommand(
         id: String, checkOnly: Bool, messageID: String, ciphertext: [UInt8], headers: WebPushHeaders, now: Date
-    ) async throws -> HotPathScript.Decision {
+    ) -> EncodedRedisCommand {
         let acceptedAt = Int64(now.timeIntervalSince1970 * 1000)
         let request = HotPathScript.Request(
             subscriptionID: id, checkOnly: checkOnly, rateLimit: pushRateLimit.limit,
@@ -96,24 +181,39 @@ struct WebPushRoutes: Sendable {
             messageID: messageID, ciphertext: ciphertext, priority: headers.priority,
             expiration: headers.ttl == 0 ? 0 : acceptedAt / 1000 + Int64(headers.ttl), collapseID: headers.topic,
             acceptedAt: acceptedAt)
-        let command = HotPathScript.command(request, keys: keys)
-        for _ in 0..<4 {
-            let decision = try HotPathScript.decision(from: try await redis.send(command))
-            switch decision {
-            case .queued, .stashed, .checked: return decision
-            case .notFound: throw PushAPIError.notFound
-            case .gone: throw PushAPIError.gone
-            case .disabled: throw PushAPIError.pushDisabled
-            case .rateLimited(let milliseconds):
-                throw PushAPIError.tooManyRequests(retryAfter: Int((milliseconds + 999) / 1000))
-            case .quotaExceeded: throw PushAPIError.quotaExceeded
-            case .undeliverable: throw PushAPIError.deliveryFailed
-            case .cacheMiss(let kind, let entryID):
-                try await cache.fill(kind: kind, id: entryID, subscriptionID: id)
+        return scriptEncoder.command(request)
+    }
+
+    /// Runs the hot-path script, filling the cache from Postgres on a miss (at most
+    /// once per entry), and turns refusals into `PushAPIError`s. `earlier` is the
+    /// decision of a run already made (by the callback path), which counts as the first.
+    private func decide(
+        _ command: EncodedRedisCommand, id: String, after earlier: HotPathScript.Decision? = nil
+    ) async throws -> HotPathScript.Decision {
+        var decision = earlier
+        for attempt in 0..<4 {
+            if attempt > 0 || decision == nil {
+                decision = try Self.refusal(HotPathScript.decision(from: try await hotPath.send(command)))
             }
+            guard case .cacheMiss(let kind, let entryID) = decision else { return decision! }
+            try await cache.fill(kind: kind, id: entryID, subscriptionID: id)
         }
         // The cache keeps missing (evicted as fast as it is filled): a storage problem.
         throw PushAPIError.storageUnavailable
+    }
+
+    /// The decision itself when it lets the push through (or asks for a cache fill);
+    /// a refusal thrown as its `PushAPIError`.
+    private static func refusal(_ decision: HotPathScript.Decision) throws(PushAPIError) -> HotPathScript.Decision {
+        switch decision {
+        case .queued, .stashed, .checked, .cacheMiss: return decision
+        case .notFound: throw .notFound
+        case .gone: throw .gone
+        case .disabled: throw .pushDisabled
+        case .rateLimited(let milliseconds): throw .tooManyRequests(retryAfter: Int((milliseconds + 999) / 1000))
+        case .quotaExceeded: throw .quotaExceeded
+        case .undeliverable: throw .deliveryFailed
+        }
     }
 
     private func reject(_ error: any Error) -> HTTPResponse {

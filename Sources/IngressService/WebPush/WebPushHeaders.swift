@@ -21,7 +21,7 @@ struct WebPushHeaders: Sendable, Equatable {
     let bodyFormat: BodyFormat
 
     init(_ headers: HTTPHeaders, maximumTTL: Int) throws(PushAPIError) {
-        guard let ttlText = headers["TTL"]?.trimmingCharacters(in: .whitespaces) else {
+        guard let ttlText = headers["TTL"]?.trimmingWhitespace else {
             throw .invalid("TTL header is required")
         }
         guard !ttlText.isEmpty, ttlText.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
@@ -30,13 +30,13 @@ struct WebPushHeaders: Sendable, Equatable {
         // All digits: anything that does not fit is larger than the cap anyway.
         ttl = min(Int(ttlText) ?? Int.max, maximumTTL)
 
-        switch headers["Urgency"]?.trimmingCharacters(in: .whitespaces).lowercased() {
+        switch headers["Urgency"]?.trimmingWhitespace.lowercasedUnlessLower {
         case nil, "normal", "high": priority = 10
         case "very-low", "low": priority = 5
         default: throw .invalid("Urgency must be very-low, low, normal or high")
         }
 
-        if let topic = headers["Topic"]?.trimmingCharacters(in: .whitespaces) {
+        if let topic = headers["Topic"]?.trimmingWhitespace {
             guard !topic.isEmpty, topic.utf8.count <= 32, topic.utf8.allSatisfy(Self.isBase64URLCharacter) else {
                 throw .invalid("Topic must be 1 to 32 base64url characters")
             }
@@ -45,10 +45,12 @@ struct WebPushHeaders: Sendable, Equatable {
             topic = nil
         }
 
-        if let encoding = headers["Content-Encoding"]?.trimmingCharacters(in: .whitespaces) {
-            guard encoding.lowercased() == "aes128gcm" else { throw .invalid("Content-Encoding must be aes128gcm") }
+        if let encoding = headers["Content-Encoding"]?.trimmingWhitespace {
+            guard encoding.lowercasedUnlessLower == "aes128gcm" else {
+                throw .invalid("Content-Encoding must be aes128gcm")
+            }
             bodyFormat = .aes128gcm
-        } else if let type = headers["Content-Type"], type.lowercased().hasPrefix("application/json") {
+        } else if let type = headers["Content-Type"], type.lowercasedUnlessLower.hasPrefix("application/json") {
             bodyFormat = .base64URLText
         } else {
             throw .invalid("Content-Encoding must be aes128gcm")
@@ -62,5 +64,21 @@ struct WebPushHeaders: Sendable, Equatable {
             true
         default: false
         }
+    }
+}
+
+extension String {
+    /// `trimmingCharacters(in: .whitespaces)`, without Foundation's cost for the
+    /// usual value that neither starts nor ends with a space, a tab or a non-ASCII
+    /// character (those still go through Foundation, so the result is the same).
+    fileprivate var trimmingWhitespace: String {
+        guard let first = utf8.first, let last = utf8.last else { return self }
+        func plain(_ byte: UInt8) -> Bool { byte < 0x80 && byte != 0x20 && byte != 0x09 }
+        return plain(first) && plain(last) ? self : trimmingCharacters(in: .whitespaces)
+    }
+
+    /// `lowercased()`, skipped when the text is ASCII without capitals (the usual header value).
+    fileprivate var lowercasedUnlessLower: String {
+        utf8.allSatisfy { $0 < 0x80 && !($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z")) } ? self : lowercased()
     }
 }

@@ -78,16 +78,37 @@ public protocol HTTPHandler: Sendable {
     /// discarded. By default `bodyTooLarge(_:)`.
     func handleOversized(_ head: HTTPRequestHead) async -> HTTPResponse
     func handle(_ request: HTTPRequest) async -> HTTPResponse
+    /// Answers `request` by calling `respond` exactly once, from any thread. The
+    /// server calls this one; by default it runs `handle(_:)` in a task. A handler
+    /// overrides it for a route that can answer without a task (e.g. from the thread
+    /// that delivers a Redis reply), which saves two thread hops per request. Called
+    /// on one of the server's threads: it must not block.
+    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void)
 }
 
 extension HTTPHandler {
     public func maximumBodySize(for head: HTTPRequestHead) -> Int { 64 * 1024 }
     public func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { .text(413, "request body too large\n") }
     public func handleOversized(_ head: HTTPRequestHead) async -> HTTPResponse { bodyTooLarge(head) }
+    public func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        Task { respond(await handle(request)) }
+    }
 }
 
 extension String {
+    /// Equal ignoring case. Field names are ASCII, so that is compared byte by byte
+    /// without allocating; anything else falls back to Unicode lower-casing.
     func caseInsensitiveEquals(_ other: String) -> Bool {
-        utf8.count == other.utf8.count && lowercased() == other.lowercased()
+        guard utf8.count == other.utf8.count else { return false }
+        var ascii = true
+        let equal = utf8.elementsEqual(other.utf8) { left, right in
+            if left == right { return true }
+            if left >= 0x80 || right >= 0x80 {
+                ascii = false
+                return true  // decided below
+            }
+            return left | 0x20 == right | 0x20 && (left | 0x20) >= UInt8(ascii: "a") && (left | 0x20) <= UInt8(ascii: "z")
+        }
+        return ascii ? equal : lowercased() == other.lowercased()
     }
 }

@@ -69,10 +69,14 @@ let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method
     context.body = []
     MHD_suspend_connection(connection)
     let suspended = SuspendedConnection(connection)
-    Task {
-        let response = oversized ? await handler.handleOversized(request.head) : await handler.handle(request)
+    let respond: @Sendable (HTTPResponse) -> Void = { response in
         context.response.withLock { $0 = response }
         MHD_resume_connection(suspended.pointer)
+    }
+    if oversized {
+        Task { respond(await handler.handleOversized(request.head)) }
+    } else {
+        handler.handle(request, respond: respond)
     }
     return .YES
 }

@@ -12,9 +12,10 @@ public struct HTTPServerError: Error, CustomStringConvertible {
 /// connection cap.
 ///
 /// libmicrohttpd's threads only parse and write. When a request is complete its
-/// connection is suspended, the `HTTPHandler` runs as a Swift task, and the
-/// connection is resumed with the response, so a handler waiting on Redis never
-/// holds one of the server's threads.
+/// connection is suspended and handed to the `HTTPHandler` (as a Swift task unless
+/// the handler answers through a callback of its own), and the connection is
+/// resumed with the response, so a handler waiting on Redis never holds one of the
+/// server's threads.
 public final class HTTPServer: Sendable {
     public struct Configuration: Sendable {
         public var address: ListenAddress

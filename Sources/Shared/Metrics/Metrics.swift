@@ -20,7 +20,9 @@ public final class MetricsRegistry: Sendable {
     }
 
     /// `buckets` are upper bounds in seconds (or the unit in the name), ascending.
-    public func histogram(_ name: String, help: String, labels: [String] = [], buckets: [Double] = Histogram.latencyBuckets)
+    public func histogram(
+        _ name: String, help: String, labels: [String] = [], buckets: [Double] = Histogram.latencyBuckets
+    )
         -> Histogram
     {
         register(Histogram(name: name, help: help, labelNames: labels, buckets: buckets))
@@ -63,7 +65,8 @@ func renderLabels(_ names: [String], _ values: LabelValues, extra: (String, Stri
 }
 
 private func quoteLabel(_ value: String) -> String {
-    "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+    "\""
+        + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
         .replacingOccurrences(of: "\n", with: "\\n") + "\""
 }
 
@@ -75,11 +78,20 @@ func formatNumber(_ value: Double) -> String {
 
 /// A monotonically increasing count, optionally split by labels.
 public final class Counter: MetricFamily {
+    /// The count of one label set, resolved once (`series(_:)`) so a hot path adds
+    /// to it without building, hashing or looking up its labels each time.
+    public final class Series: Sendable {
+        /// nil until first incremented: a series is rendered once it has been used.
+        fileprivate let value = Mutex<Double?>(nil)
+
+        public func increment(by amount: Double = 1) { value.withLock { $0 = ($0 ?? 0) + amount } }
+    }
+
     let name: String
     let help: String
     let labelNames: [String]
     var typeName: String { "counter" }
-    private let values = Mutex<[LabelValues: Double]>([:])
+    private let values = Mutex<[LabelValues: Series]>([:])
 
     init(name: String, help: String, labelNames: [String]) {
         self.name = name
@@ -87,15 +99,28 @@ public final class Counter: MetricFamily {
         self.labelNames = labelNames
     }
 
-    public func increment(by amount: Double = 1, _ labels: String...) {
+    /// The series of `labels` (in the order of the label names), created on first use.
+    public func series(_ labels: String...) -> Series { series(labels) }
+
+    private func series(_ labels: LabelValues) -> Series {
         precondition(labels.count == labelNames.count, "\(name) takes labels \(labelNames)")
-        values.withLock { $0[labels, default: 0] += amount }
+        return values.withLock { all in
+            if let existing = all[labels] { return existing }
+            let created = Series()
+            all[labels] = created
+            return created
+        }
     }
 
-    public func value(_ labels: String...) -> Double { values.withLock { $0[labels] ?? 0 } }
+    public func increment(by amount: Double = 1, _ labels: String...) { series(labels).increment(by: amount) }
+
+    public func value(_ labels: String...) -> Double {
+        values.withLock { $0[labels] }?.value.withLock { $0 } ?? 0
+    }
 
     func render(into output: inout String) {
-        for (labels, value) in values.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+        for (labels, series) in values.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            guard let value = series.value.withLock({ $0 }) else { continue }
             output += "\(name)\(renderLabels(labelNames, labels)) \(formatNumber(value))\n"
         }
     }
@@ -141,10 +166,38 @@ public final class Histogram: MetricFamily {
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
     ]
 
-    struct Series {
+    struct SeriesData {
         var bucketCounts: [UInt64]
         var sum: Double = 0
         var count: UInt64 = 0
+    }
+
+    /// The observations of one label set, resolved once (`series(_:)`) so a hot
+    /// path records without building, hashing or looking up its labels each time.
+    public final class Series: Sendable {
+        fileprivate let buckets: [Double]
+        fileprivate let data: Mutex<SeriesData>
+
+        fileprivate init(buckets: [Double]) {
+            self.buckets = buckets
+            data = Mutex(SeriesData(bucketCounts: Array(repeating: 0, count: buckets.count + 1)))
+        }
+
+        public func observe(_ value: Double) {
+            // Index of the first bucket that holds the value; counts are made cumulative when rendered.
+            let index = buckets.firstIndex { value <= $0 } ?? buckets.count
+            data.withLock { entry in
+                entry.bucketCounts[index] += 1
+                entry.sum += value
+                entry.count += 1
+            }
+        }
+
+        /// Observes the time since `start`, in seconds.
+        public func observe(since start: ContinuousClock.Instant) {
+            let elapsed = ContinuousClock.now - start
+            observe(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        }
     }
 
     let name: String
@@ -152,7 +205,7 @@ public final class Histogram: MetricFamily {
     let labelNames: [String]
     let buckets: [Double]
     var typeName: String { "histogram" }
-    private let series = Mutex<[LabelValues: Series]>([:])
+    private let allSeries = Mutex<[LabelValues: Series]>([:])
 
     init(name: String, help: String, labelNames: [String], buckets: [Double]) {
         precondition(buckets == buckets.sorted() && !buckets.isEmpty, "histogram buckets must ascend")
@@ -162,35 +215,39 @@ public final class Histogram: MetricFamily {
         self.buckets = buckets
     }
 
-    public func observe(_ value: Double, _ labels: String...) { record(value, labels) }
+    /// The series of `labels` (in the order of the label names), created on first use.
+    public func series(_ labels: String...) -> Series { series(labels) }
 
-    private func record(_ value: Double, _ labels: [String]) {
+    private func series(_ labels: LabelValues) -> Series {
         precondition(labels.count == labelNames.count, "\(name) takes labels \(labelNames)")
-        // Index of the first bucket that holds the value; counts are made cumulative when rendered.
-        let index = buckets.firstIndex { value <= $0 } ?? buckets.count
-        series.withLock { all in
-            var entry = all[labels] ?? Series(bucketCounts: Array(repeating: 0, count: buckets.count + 1))
-            entry.bucketCounts[index] += 1
-            entry.sum += value
-            entry.count += 1
-            all[labels] = entry
+        return allSeries.withLock { all in
+            if let existing = all[labels] { return existing }
+            let created = Series(buckets: buckets)
+            all[labels] = created
+            return created
         }
     }
 
+    public func observe(_ value: Double, _ labels: String...) { series(labels).observe(value) }
+
     /// Observes the time since `start`, in seconds.
     public func observe(since start: ContinuousClock.Instant, _ labels: [String] = []) {
-        let elapsed = ContinuousClock.now - start
-        record(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18, labels)
+        series(labels).observe(since: start)
     }
 
-    public func count(_ labels: String...) -> UInt64 { series.withLock { $0[labels]?.count ?? 0 } }
+    public func count(_ labels: String...) -> UInt64 {
+        allSeries.withLock { $0[labels] }?.data.withLock { $0.count } ?? 0
+    }
 
     func render(into output: inout String) {
-        for (labels, entry) in series.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+        for (labels, handle) in allSeries.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            let entry = handle.data.withLock { $0 }
+            guard entry.count > 0 else { continue }  // resolved but never observed
             var cumulative: UInt64 = 0
             for (index, bound) in (buckets + [Double.infinity]).enumerated() {
                 cumulative += entry.bucketCounts[index]
-                output += "\(name)_bucket\(renderLabels(labelNames, labels, extra: ("le", formatNumber(bound)))) \(cumulative)\n"
+                output +=
+                    "\(name)_bucket\(renderLabels(labelNames, labels, extra: ("le", formatNumber(bound)))) \(cumulative)\n"
             }
             output += "\(name)_sum\(renderLabels(labelNames, labels)) \(entry.sum)\n"
             output += "\(name)_count\(renderLabels(labelNames, labels)) \(entry.count)\n"

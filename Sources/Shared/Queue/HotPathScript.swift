@@ -90,6 +90,56 @@ public enum HotPathScript {
             ])
     }
 
+    /// `command(_:keys:)` already written in RESP, byte for byte the same, without the
+    /// intermediate argument arrays (the Web Push hot path builds one per push).
+    public struct Encoder: Sendable {
+        public let keys: RedisKeys
+        // Each key is one of these followed by the subscription id (see `RedisKeys`).
+        private let subscription: String
+        private let tombstone: String
+        private let pushRate: String
+        private let stash: String
+        private let sha1: String
+
+        public init(keys: RedisKeys) {
+            self.keys = keys
+            subscription = keys.subscription("")
+            tombstone = keys.tombstone("")
+            pushRate = keys.pushRate("")
+            stash = keys.stash("")
+            sha1 = script.sha1
+        }
+
+        public func command(_ request: Request) -> EncodedRedisCommand {
+            let id = request.subscriptionID
+            return EncodedRedisCommand(argumentCount: 23, script: script, capacity: request.ciphertext.count + 640) {
+                $0.append("EVALSHA")
+                $0.append(sha1)
+                $0.append("5")
+                $0.append(subscription, id)
+                $0.append(tombstone, id)
+                $0.append(pushRate, id)
+                $0.append(stash, id)
+                $0.append(keys.stream)
+                $0.append(keys.prefix)
+                $0.append(request.checkOnly ? "check" : "push")
+                $0.append(Int64(request.rateLimit))
+                $0.append(request.rateWindowMilliseconds)
+                $0.append(request.messageID)
+                $0.append(Int64(request.stashLimit))
+                $0.append(request.stashLifetimeMilliseconds)
+                $0.append(request.quotaMonth)
+                $0.append(Int64(quotaKeyLifetimeSeconds))
+                $0.append(request.ciphertext)
+                $0.append(Int64(request.priority))
+                $0.append(request.expiration)
+                $0.append(request.collapseID ?? "")
+                $0.append(request.acceptedAt)
+                $0.append(id)
+            }
+        }
+    }
+
     /// Reads the script's reply.
     public static func decision(from reply: RedisReply) throws(RedisError) -> Decision {
         guard let items = reply.array, let code = items.first?.int else {

@@ -130,6 +130,22 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         queue.async { self.freeContext() }
     }
 
+    /// Hands the connected (and authenticated, database selected) socket to the
+    /// caller, who owns and closes it from then on; the hiredis context is freed
+    /// without closing it and this connection is closed. Used by `RedisMultiplexer`,
+    /// which reuses the connect/AUTH/SELECT handshake and then drives the socket
+    /// itself, non-blocking.
+    func detachSocket() async throws -> Int32 {
+        try await onQueue { connection throws(RedisError) in
+            guard !connection.closed.exchange(true, ordering: .acquiringAndReleasing), let context = connection.context
+            else {
+                throw RedisError(code: .closed, message: "the connection to \(connection.endpoint) is closed")
+            }
+            connection.context = nil
+            return redisFreeKeepFd(context)
+        }
+    }
+
     // MARK: Commands
 
     /// Sends one command and returns its reply; an error reply is thrown as `RedisError`
@@ -244,7 +260,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
             guard status == REDIS_OK, let raw else { throw failure(context, command: names[index]) }
             let reply = raw.assumingMemoryBound(to: redisReply.self)
             defer { freeReplyObject(raw) }
-            replies.append(Self.convert(reply, command: names[index]))
+            replies.append(RedisReply(hiredis: reply, command: names[index]))
         }
         return replies
     }
@@ -318,34 +334,6 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
                     body(Int32(argv.count), pointerBuffer.baseAddress!, lengthBuffer.baseAddress!)
                 }
             }
-        }
-    }
-
-    /// Copies a hiredis reply tree into Swift values (the caller frees the tree).
-    private static func convert(_ reply: UnsafeMutablePointer<redisReply>, command: String) -> RedisReply {
-        let value = reply.pointee
-        func bytes() -> [UInt8] {
-            guard let text = value.str, value.len > 0 else { return [] }
-            return Array(UnsafeRawBufferPointer(start: text, count: value.len))
-        }
-        switch value.type {
-        case REDIS_REPLY_STATUS:
-            return .status(String(decoding: bytes(), as: UTF8.self))
-        case REDIS_REPLY_ERROR:
-            return .error(RedisError(serverReply: String(decoding: bytes(), as: UTF8.self), command: command))
-        case REDIS_REPLY_INTEGER:
-            return .integer(Int64(value.integer))
-        case REDIS_REPLY_STRING:
-            return .bulk(bytes())
-        case REDIS_REPLY_NIL:
-            return .null
-        case REDIS_REPLY_ARRAY:
-            guard let elements = value.element else { return .array([]) }
-            return .array((0..<value.elements).map { index in
-                elements[index].map { convert($0, command: command) } ?? .null
-            })
-        default:
-            return .error(RedisError(code: .protocol, message: "unknown reply type \(value.type)", command: command))
         }
     }
 }
