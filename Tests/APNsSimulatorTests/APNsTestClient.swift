@@ -76,12 +76,9 @@ final class APNsTestClient: HTTP2ConnectionDelegate, @unchecked Sendable {
 
     /// Polls `condition` on the loop until it holds (or 5 s pass).
     func wait(_ what: String, _ condition: @escaping @Sendable (APNsTestClient) -> Bool) async throws {
-        let end = ContinuousClock.now.advanced(by: .seconds(5))
-        while ContinuousClock.now < end {
-            if try await read(condition) { return }
-            try await Task.sleep(for: .milliseconds(5))
+        guard try await Poll.until(timeout: .seconds(5), interval: .milliseconds(5), { try await read(condition) }) else {
+            throw Failure(description: "timed out waiting for \(what)")
         }
-        throw Failure(description: "timed out waiting for \(what)")
     }
 
     func close() async {

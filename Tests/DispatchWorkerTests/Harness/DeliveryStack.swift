@@ -223,11 +223,7 @@ func eventually(
     _ what: String, timeout: Duration = .seconds(15), sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: () async throws -> Bool
 ) async throws {
-    let end = ContinuousClock.now + timeout
-    while ContinuousClock.now < end {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(50))
-    }
+    if try await Poll.until(timeout: timeout, interval: .milliseconds(50), condition) { return }
     Issue.record("timed out waiting for \(what)", sourceLocation: sourceLocation)
     throw RawHTTPClient.Failure(description: "timed out waiting for \(what)")
 }
