@@ -89,6 +89,12 @@ let package = Package(
             dependencies: ["APNsSimulator", "Shared", "TestSupport", "CNGHTTP2"],
             swiftSettings: swiftSettings
         ),
+        // The APNs client against the real simulator, in-process: every reason, token cadence, load.
+        .testTarget(
+            name: "APNsIntegrationTests",
+            dependencies: ["Shared", "APNsSimulator", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "AdminAPITests",
             dependencies: ["IngressService", "Shared", "TestSupport"],
