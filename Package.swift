@@ -67,6 +67,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Benchmarks (not tests; see scripts/bench)
+        .executableTarget(
+            name: "apns-bench",
+            dependencies: ["Shared"],
+            path: "Sources/Benchmarks/APNsBench",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Tests (real Postgres and Redis; see scripts/test)
         .target(
             name: "TestSupport",
