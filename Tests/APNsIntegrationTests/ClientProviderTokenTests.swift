@@ -104,28 +104,57 @@ import Testing
         }
     }
 
+    /// A token re-signed too soon (here a policy allowing it after 1 s, and a
+    /// 3-second period: `iat`s are whole seconds, so the two differ by at most 2)
+    /// on a connection that installed the previous one just now.
     @Test func aSecondTokenOnOneConnectionWithinTheUpdatePeriodIsTooManyProviderTokenUpdates() async throws {
-        let clock = TestClock(offset: -55 * 60)
-        let tokens = InMemoryProviderTokenStore(now: { clock.now })
+        let clock = TestClock()
+        let tokens = InMemoryProviderTokenStore(
+            policy: ProviderTokenPolicy(refreshAge: 1, minimumAge: 0, localCacheLifetime: 0), now: { clock.now })
         let credential = Teams.credential()
-        try await Simulator.with({ $0.tokenUpdatePeriodSeconds = 2 }, tokens: tokens) { simulator, client in
+        try await Simulator.with({ $0.tokenUpdatePeriodSeconds = 3 }, tokens: tokens) { simulator, client in
             #expect(
                 try await client.send(Teams.notification(), credential: credential, environment: simulator.environment)
                     .status == 200)
-            // 55 minutes later by the store's clock: it re-signs, on the same connection, at once.
-            clock.set(offset: 0)
+            clock.advance(seconds: 1)  // the store re-signs; on the same connection, at once
             let id = UUID()
             let refused = try await client.send(
                 Teams.notification(id: id), credential: credential, environment: simulator.environment)
             #expect(refused == APNsResponse(status: 429, apnsID: id, reason: .tooManyProviderTokenUpdates))
-            #expect(tokens.signedCount == 2)
-            // Once the (shortened) period has passed, the connection takes the new token.
-            try await Task.sleep(for: .milliseconds(2_200))
+            #expect(tokens.signedCount >= 2)
+            // Once the (shortened) period has passed, the connection takes a new token.
+            try await Task.sleep(for: .milliseconds(3_200))
             #expect(
                 try await client.send(Teams.notification(), credential: credential, environment: simulator.environment)
                     .status == 200)
             let stats = try await simulator.stats()
             #expect(stats.rejected == ["TooManyProviderTokenUpdates": 1])
+            #expect(stats.providerTokensSeen == 2)
+            #expect(stats.connectionsOpened == 1)
+        }
+    }
+
+    /// Regression: a connection opened shortly before the shared token's 50-minute
+    /// refresh must take the new token (signed 50 minutes after the old one), as
+    /// Apple limits how often tokens are made, not how long a connection held one.
+    /// The simulator used to answer 429 until the connection was 20 minutes old.
+    @Test func aConnectionOpenedJustBeforeTheFiftyMinuteRefreshTakesTheNewToken() async throws {
+        // The shared token was signed 49.5 minutes ago; the connection opens now.
+        let clock = TestClock(offset: -(49 * 60 + 30))
+        let tokens = InMemoryProviderTokenStore(now: { clock.now })
+        let credential = Teams.credential()
+        _ = try await tokens.token(for: credential)
+        clock.set(offset: 0)
+        try await Simulator.with(tokens: tokens) { simulator, client in  // the default 20-minute period
+            #expect(
+                try await client.send(Teams.notification(), credential: credential, environment: simulator.environment)
+                    .status == 200)
+            clock.advance(seconds: 60)  // 50.5 minutes old: re-signed
+            let response = try await client.send(
+                Teams.notification(), credential: credential, environment: simulator.environment)
+            #expect(response.status == 200, "\(response)")
+            #expect(tokens.signedCount == 2)
+            let stats = try await simulator.stats()
             #expect(stats.providerTokensSeen == 2)
             #expect(stats.connectionsOpened == 1)
         }
