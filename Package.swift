@@ -93,6 +93,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "DispatchWorkerTests",
+            dependencies: ["DispatchWorker", "IngressService", "APNsSimulator", "Shared", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "Shared", "TestSupport", "CNGHTTP2"],
             swiftSettings: swiftSettings

@@ -7,6 +7,22 @@ if MigrationCommand.isRequested() {
 
 let configuration = ServiceMain.load { () throws(ConfigurationError) in try WorkerConfiguration() }
 let logger = Logger(component: "worker", minimumLevel: configuration.common.logLevel)
-logger.notice("started", metadata: ["worker": configuration.workerID])
+let worker: WorkerApplication
+do {
+    worker = try buildWorker(configuration: configuration, logger: logger)
+    try await worker.start()
+} catch {
+    logger.error("cannot start", metadata: ["error": "\(error)"])
+    exit(1)
+}
+logger.notice(
+    "started",
+    metadata: [
+        "worker": configuration.workerID, "streams": configuration.streams.joined(separator: ","),
+        "metrics": "\(configuration.metricsListen.host):\(worker.metricsPort)",
+    ])
 let signal = await ShutdownSignal.wait()
 logger.notice("stopping", metadata: ["signal": "\(signal)"])
+let clean = await worker.shutdown(deadline: .seconds(configuration.shutdownTimeoutSeconds))
+logger.notice("stopped", metadata: ["clean": "\(clean)"])
+exit(0)

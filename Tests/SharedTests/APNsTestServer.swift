@@ -96,7 +96,7 @@ final class APNsTestServer: HTTP2ConnectionDelegate, @unchecked Sendable {
         initialMaxStreams: UInt32 = 1, raisedMaxStreams: UInt32? = 100, configure: @escaping @Sendable (APNsTestServer) -> Void = { _ in }
     ) async throws -> APNsTestServer {
         let loop = EventLoop(name: "apns-test-server")
-        let certificates = try TestCertificates.make()
+        let certificates = try await TestCertificates.make()
         let context = try TLSContext.server(
             certificateChainPEM: certificates.serverCertificatePEM, privateKeyPEM: certificates.serverKeyPEM, alpn: ["h2"])
         return try await loop.submit {

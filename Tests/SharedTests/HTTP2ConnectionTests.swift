@@ -71,7 +71,7 @@ import Testing
 
     func connect(maxStreams: UInt32) async throws -> Setup {
         let loop = EventLoop(name: "h2-test")
-        let certificates = try TestCertificates.make()
+        let certificates = try await TestCertificates.make()
         let serverContext = try TLSContext.server(
             certificateChainPEM: certificates.serverCertificatePEM, privateKeyPEM: certificates.serverKeyPEM,
             alpn: ["h2"])
@@ -161,7 +161,7 @@ import Testing
         let serverLoop = EventLoop(name: "probe-server")
         let clientLoop = EventLoop(name: "probe-client")
         defer { clientLoop.shutdown(); serverLoop.shutdown() }
-        let certificates = try TestCertificates.make()
+        let certificates = try await TestCertificates.make()
         let serverContext = try TLSContext.server(
             certificateChainPEM: certificates.serverCertificatePEM, privateKeyPEM: certificates.serverKeyPEM, alpn: ["h2"])
         let clientContext = try TLSContext.client(extraCAFile: certificates.caFile, alpn: ["h2"])

@@ -70,7 +70,7 @@ import Testing
     @Test func verifiedConnectionAgreesOnH2AndCarriesBytesBothWays() async throws {
         let loop = EventLoop(name: "tls-test")
         defer { loop.shutdown() }
-        let certificates = try TestCertificates.make()
+        let certificates = try await TestCertificates.make()
         let (port, listener) = try await startEchoServer(loop: loop, certificates: certificates)
         let events = ClientEvents()
         let payload = (0..<100_000).map { UInt8($0 % 251) }
@@ -91,7 +91,7 @@ import Testing
     @Test func serverFromAnUnknownCAIsRefused() async throws {
         let loop = EventLoop(name: "tls-test")
         defer { loop.shutdown() }
-        let certificates = try TestCertificates.make()
+        let certificates = try await TestCertificates.make()
         let (port, _) = try await startEchoServer(loop: loop, certificates: certificates)
         let events = ClientEvents()
         _ = try await connect(loop: loop, host: "localhost", port: port, caFile: nil, events: events)
@@ -107,7 +107,7 @@ import Testing
     @Test func certificateForAnotherHostNameIsRefused() async throws {
         let loop = EventLoop(name: "tls-test")
         defer { loop.shutdown() }
-        let certificates = try TestCertificates.make(serverNames: ["api.push.example"])
+        let certificates = try await TestCertificates.make(serverNames: ["api.push.example"])
         let (port, _) = try await startEchoServer(loop: loop, certificates: certificates)
         let events = ClientEvents()
         _ = try await connect(loop: loop, host: "localhost", port: port, caFile: certificates.caFile, events: events)

@@ -9,7 +9,7 @@ package struct TestCertificates {
     package var serverKeyPEM: String { read("server.key") }
 
     /// `names` become the server certificate's DNS subject alternative names.
-    package static func make(serverNames: [String] = ["localhost"]) throws -> TestCertificates {
+    package static func make(serverNames: [String] = ["localhost"]) async throws -> TestCertificates {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-certs-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let san = serverNames.map { "DNS:\($0)" }.joined(separator: ",")
@@ -27,8 +27,11 @@ package struct TestCertificates {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", script]
         process.currentDirectoryURL = directory
-        try process.run()
-        process.waitUntilExit()
+        // Waits without holding one of the few cooperative threads the tests share.
+        let _: Void = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { _ in continuation.resume() }
+            do { try process.run() } catch { continuation.resume(throwing: error) }
+        }
         guard process.terminationStatus == 0 else {
             throw RawHTTPClient.Failure(description: "openssl failed with status \(process.terminationStatus)")
         }

@@ -15,6 +15,8 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
     private let redis: RedisClient
     private let now: @Sendable () -> Date
     private let lockLifetime: Duration
+    /// Longer than `lockLifetime`: a waiter whose signer died outlives the lock and
+    /// takes it over, rather than failing the send.
     private let waitForSigner: Duration
     private let local = Mutex<[String: (token: ProviderToken, fetchedAt: Date)]>([:])
     private let signatures = Atomic<Int>(0)
@@ -25,7 +27,7 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
 
     public init(
         redis: RedisClient, policy: ProviderTokenPolicy = ProviderTokenPolicy(), lockLifetime: Duration = .seconds(5),
-        waitForSigner: Duration = .seconds(5), now: @escaping @Sendable () -> Date = Date.init
+        waitForSigner: Duration = .seconds(12), now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.redis = redis
         self.policy = policy

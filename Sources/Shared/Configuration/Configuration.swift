@@ -169,6 +169,26 @@ public struct IngressConfiguration: Sendable {
 /// - `WORKER_STREAMS`: comma-separated queue streams to read, default `pushgate:queue:{0}`.
 /// - `APNS_CONNECTIONS`: HTTP/2 connections per (credential, environment) pool, default 4.
 /// - `METRICS_LISTEN`: `/metrics`, `/healthz`, `/readyz`, default `127.0.0.1:9091`.
+/// - `WORKER_BATCH_SIZE`: entries read per `XREADGROUP`, default 256 (1–10000).
+/// - `WORKER_MAX_IN_FLIGHT`: messages one process works on at once (read, not yet
+///   acknowledged), default 2000 (1–100000).
+/// - `WORKER_VISIBILITY_TIMEOUT`: seconds an entry may stay unacknowledged before
+///   another worker claims it (`XAUTOCLAIM`), default 60 (1–3600). Keep it above the
+///   APNs request timeout (15 s).
+/// - `WORKER_MAX_DELIVERIES`: times an entry may be handed out (read or claimed)
+///   without an outcome before it goes to the dead-letter stream, default 5 (2–100).
+/// - `WORKER_MAX_ATTEMPTS`: APNs attempts per message for 429/5xx/connection
+///   failures before it fails with provider_error, default 8 (1–100).
+/// - `WORKER_RETRY_BASE_MS`, `WORKER_RETRY_CAP_MS`: retry delay before attempt n+1 is
+///   `min(cap, base·2^(n−1))`, half of it fixed and half random (jitter); defaults
+///   500 and 60000.
+/// - `WORKER_SHUTDOWN_TIMEOUT`: seconds SIGTERM waits for in-flight sends, default 30.
+/// - `WORKER_CIRCUIT_THRESHOLD`: consecutive sends for one credential/environment that
+///   fail for reasons that are not the message's (connection, timeout, 5xx) before the
+///   circuit flag is raised, default 20 (1–100000).
+/// - `WORKER_CIRCUIT_TTL`: seconds the circuit flag lives unless renewed, default 30.
+/// - `REPLY_TTL_SECONDS`: lifetime of a reply list after each outcome pushed, default 60.
+/// - `REDIS_CONNECTIONS`, `DATABASE_CONNECTIONS`: pool sizes, default 16 and 4.
 public struct WorkerConfiguration: Sendable {
     public static let defaultStream = "pushgate:queue:{0}"
 
@@ -177,9 +197,35 @@ public struct WorkerConfiguration: Sendable {
     public var streams: [String]
     public var apnsConnections: Int
     public var metricsListen: ListenAddress
+    public var batchSize: Int
+    public var maxInFlight: Int
+    public var visibilityTimeoutSeconds: Int
+    public var maxDeliveries: Int
+    public var maxAttempts: Int
+    public var retryBaseMilliseconds: Int
+    public var retryCapMilliseconds: Int
+    public var shutdownTimeoutSeconds: Int
+    public var circuitThreshold: Int
+    public var circuitLifetimeSeconds: Int
+    public var replyLifetimeSeconds: Int
+    public var redisConnections: Int
+    public var databaseConnections: Int
 
     public init(environment: Environment = Environment()) throws(ConfigurationError) {
         common = try CommonConfiguration(environment: environment)
+        batchSize = try environment.integer("WORKER_BATCH_SIZE", default: 256, range: 1...10_000)
+        maxInFlight = try environment.integer("WORKER_MAX_IN_FLIGHT", default: 2000, range: 1...100_000)
+        visibilityTimeoutSeconds = try environment.integer("WORKER_VISIBILITY_TIMEOUT", default: 60, range: 1...3600)
+        maxDeliveries = try environment.integer("WORKER_MAX_DELIVERIES", default: 5, range: 2...100)
+        maxAttempts = try environment.integer("WORKER_MAX_ATTEMPTS", default: 8, range: 1...100)
+        retryBaseMilliseconds = try environment.integer("WORKER_RETRY_BASE_MS", default: 500, range: 1...3_600_000)
+        retryCapMilliseconds = try environment.integer("WORKER_RETRY_CAP_MS", default: 60_000, range: 1...86_400_000)
+        shutdownTimeoutSeconds = try environment.integer("WORKER_SHUTDOWN_TIMEOUT", default: 30, range: 0...3600)
+        circuitThreshold = try environment.integer("WORKER_CIRCUIT_THRESHOLD", default: 20, range: 1...100_000)
+        circuitLifetimeSeconds = try environment.integer("WORKER_CIRCUIT_TTL", default: 30, range: 1...3600)
+        replyLifetimeSeconds = try environment.integer("REPLY_TTL_SECONDS", default: 60, range: 1...86_400)
+        redisConnections = try environment.integer("REDIS_CONNECTIONS", default: 16, range: 2...1024)
+        databaseConnections = try environment.integer("DATABASE_CONNECTIONS", default: 4, range: 1...1024)
         workerID = environment.optional("WORKER_ID") ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
         guard workerID.allSatisfy({ !$0.isWhitespace }) else {
             throw ConfigurationError(variable: "WORKER_ID", problem: "must not contain spaces")

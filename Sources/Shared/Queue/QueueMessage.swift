@@ -21,6 +21,22 @@
 /// | `collapse` | `apns-collapse-id` from the Web Push `Topic` header; absent when none |
 /// | `at` | accepted at, UNIX milliseconds |
 /// | `qk` | the quota key the worker decrements (`DECR`) if the send fails |
+/// | `reply` | optional: a reply list for a sender that waits for the outcome (below) |
+/// | `n` | optional: send attempts so far (the worker's delayed retries set it; absent = 0) |
+///
+/// **Reply lists** (App API sends that wait for their outcome). A sender that wants
+/// the outcome puts a list key in `reply`, made with `RedisKeys.reply(_:)` (so it
+/// carries the stream's hash tag), e.g. one per App API request, and waits on it with
+/// `BLPOP`. When the message's outcome is recorded, in the same `MULTI` as the
+/// entry's acknowledgement, the worker `RPUSH`es one JSON object
+/// `{"mid":"<message id>","status":"<status>","reason":"<reason>"}` and sets the
+/// list's lifetime to `REPLY_TTL_SECONDS` (default 60), so an abandoned list
+/// disappears. `status` is the spec's per-message status: `sent`, `gone` or
+/// `failed`; `reason` is empty except for `failed`: `credential_missing`,
+/// `credential_rejected`, `provider_error`, or `expired` (the message's TTL passed
+/// before it could be sent). A message retried after a 429/5xx answers only once,
+/// with its final outcome; at-least-once delivery means a sender may in rare cases
+/// (a worker crash between send and acknowledgement) see two objects for one `mid`.
 public struct QueueMessage: Sendable, Equatable {
     public static let version = "1"
 
@@ -42,6 +58,8 @@ public struct QueueMessage: Sendable, Equatable {
         public static let collapseID = "collapse"
         public static let acceptedAt = "at"
         public static let quotaKey = "qk"
+        public static let reply = "reply"
+        public static let attempts = "n"
     }
 
     public var messageID: String
@@ -62,12 +80,16 @@ public struct QueueMessage: Sendable, Equatable {
     /// UNIX milliseconds.
     public var acceptedAt: Int64
     public var quotaKey: String
+    /// The reply list to `RPUSH` the outcome to, if the sender waits for it.
+    public var replyKey: String?
+    /// Send attempts already made (0 for a fresh message).
+    public var attempts: Int
 
     public init(
         messageID: String, subscriptionID: String, appID: String, accountID: String, credentialID: String,
         topic: String, deviceToken: String, sandbox: Bool, alertTitle: String, alertBody: String,
         ciphertext: [UInt8], priority: Int, expiration: Int64, collapseID: String?, acceptedAt: Int64,
-        quotaKey: String
+        quotaKey: String, replyKey: String? = nil, attempts: Int = 0
     ) {
         self.messageID = messageID
         self.subscriptionID = subscriptionID
@@ -85,42 +107,83 @@ public struct QueueMessage: Sendable, Equatable {
         self.collapseID = collapseID
         self.acceptedAt = acceptedAt
         self.quotaKey = quotaKey
+        self.replyKey = replyKey
+        self.attempts = attempts
     }
 
     /// Reads an entry's flat `[field, value, field, value…]` list (as XRANGE /
     /// XREADGROUP return it). Unknown fields are ignored; a missing required one,
     /// or another format version, fails.
     public init(fields: [[UInt8]]) throws(QueueMessageError) {
-        var map: [String: [UInt8]] = [:]
+        // One pass, no dictionary and no String per field name: the worker decodes
+        // every entry it reads. The last value of a repeated field wins.
+        var values = [[UInt8]?](repeating: nil, count: Self.slotNames.count)
         var index = 0
         while index + 1 < fields.count {
-            map[String(decoding: fields[index], as: UTF8.self)] = fields[index + 1]
+            if let slot = Self.slot(of: fields[index]) { values[slot] = fields[index + 1] }
             index += 2
         }
-        func text(_ name: String) throws(QueueMessageError) -> String {
-            guard let bytes = map[name] else { throw QueueMessageError(field: name, problem: "is missing") }
-            return String(decoding: bytes, as: UTF8.self)
-        }
-        func integer(_ name: String) throws(QueueMessageError) -> Int64 {
-            guard let value = Int64(try text(name)) else {
-                throw QueueMessageError(field: name, problem: "is not an integer")
+        func bytes(_ slot: Int) throws(QueueMessageError) -> [UInt8] {
+            guard let value = values[slot] else {
+                throw QueueMessageError(field: Self.slotNames[slot], problem: "is missing")
             }
             return value
         }
-        guard try text(Field.version) == Self.version else {
+        func text(_ slot: Int) throws(QueueMessageError) -> String { String(decoding: try bytes(slot), as: UTF8.self) }
+        func integer(_ slot: Int) throws(QueueMessageError) -> Int64 {
+            guard let value = Self.decimal(try bytes(slot)) else {
+                throw QueueMessageError(field: Self.slotNames[slot], problem: "is not an integer")
+            }
+            return value
+        }
+        guard try bytes(0) == Array(Self.version.utf8) else {
             throw QueueMessageError(field: Field.version, problem: "is not a known format version")
         }
-        guard let ciphertext = map[Field.ciphertext] else {
-            throw QueueMessageError(field: Field.ciphertext, problem: "is missing")
-        }
         self.init(
-            messageID: try text(Field.messageID), subscriptionID: try text(Field.subscription),
-            appID: try text(Field.app), accountID: try text(Field.account), credentialID: try text(Field.credential),
-            topic: try text(Field.topic), deviceToken: try text(Field.token), sandbox: try text(Field.sandbox) == "1",
-            alertTitle: try text(Field.title), alertBody: try text(Field.body), ciphertext: ciphertext,
-            priority: Int(try integer(Field.priority)), expiration: try integer(Field.expiration),
-            collapseID: map[Field.collapseID].map { String(decoding: $0, as: UTF8.self) },
-            acceptedAt: try integer(Field.acceptedAt), quotaKey: try text(Field.quotaKey))
+            messageID: try text(1), subscriptionID: try text(2), appID: try text(3), accountID: try text(4),
+            credentialID: try text(5), topic: try text(6), deviceToken: try text(7),
+            sandbox: try bytes(8) == [UInt8(ascii: "1")], alertTitle: try text(9), alertBody: try text(10),
+            ciphertext: try bytes(11), priority: Int(try integer(12)), expiration: try integer(13),
+            collapseID: values[14].map { String(decoding: $0, as: UTF8.self) }, acceptedAt: try integer(15),
+            quotaKey: try text(16), replyKey: values[17].map { String(decoding: $0, as: UTF8.self) },
+            attempts: values[18] == nil ? 0 : Int(try integer(18)))
+    }
+
+    /// Field names in the order `init(fields:)` keeps their values.
+    private static let slotNames = [
+        Field.version, Field.messageID, Field.subscription, Field.app, Field.account, Field.credential, Field.topic,
+        Field.token, Field.sandbox, Field.title, Field.body, Field.ciphertext, Field.priority, Field.expiration,
+        Field.collapseID, Field.acceptedAt, Field.quotaKey, Field.reply, Field.attempts,
+    ]
+    private static let slotBytes = slotNames.map { Array($0.utf8) }
+
+    private static func slot(of name: [UInt8]) -> Int? {
+        for (slot, candidate) in slotBytes.enumerated() where candidate == name { return slot }
+        return nil
+    }
+
+    /// An optionally signed decimal integer, as `Int64(String)` reads it.
+    private static func decimal(_ bytes: [UInt8]) -> Int64? {
+        var index = 0
+        var negative = false
+        if bytes.first == UInt8(ascii: "-") || bytes.first == UInt8(ascii: "+") {
+            negative = bytes[0] == UInt8(ascii: "-")
+            index = 1
+        }
+        guard index < bytes.count, bytes.count - index <= 19 else {
+            return bytes.count - index > 19 ? Int64(String(decoding: bytes, as: UTF8.self)) : nil
+        }
+        var value: Int64 = 0
+        while index < bytes.count {
+            let digit = bytes[index] &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            let (times, overflow) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times.addingReportingOverflow(Int64(digit))
+            guard !overflow, !overflow2 else { return Int64(String(decoding: bytes, as: UTF8.self)) }
+            value = sum
+            index += 1
+        }
+        return negative ? -value : value
     }
 
     /// The flat field/value list for `XADD` (the order the script writes them in).
@@ -138,6 +201,8 @@ public struct QueueMessage: Sendable, Equatable {
         if let collapseID { pairs.append((Field.collapseID, Array(collapseID.utf8))) }
         pairs.append((Field.acceptedAt, Array(String(acceptedAt).utf8)))
         pairs.append((Field.quotaKey, Array(quotaKey.utf8)))
+        if let replyKey { pairs.append((Field.reply, Array(replyKey.utf8))) }
+        if attempts > 0 { pairs.append((Field.attempts, Array(String(attempts).utf8))) }
         return pairs.flatMap { [Array($0.0.utf8), $0.1] }
     }
 

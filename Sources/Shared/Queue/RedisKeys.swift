@@ -19,7 +19,10 @@ import Foundation
 /// | `<ns>:{t}:quota:<account>:<yyyymm>` | string | ingress (+1), worker (−1 on failure) | monthly reservations |
 /// | `<ns>:{t}:circuit:<credential>:<environment>` | string | worker | APNs environment failing: answer 502 |
 /// | `<ns>:{t}:lock:<name>` | string | any replica | short leases (`sweep`) |
-/// | the stream itself (`pushgate:queue:{0}`) | stream | ingress | `QueueMessage` entries |
+/// | `<ns>:{t}:reply:<id>` | list | worker | outcomes for a sender that waits (`QueueMessage`'s reply lists) |
+/// | `<ns>:{t}:retry:<stream>` | zset | worker | delayed retries: msgpack'd entry fields, scored by due time (ms) |
+/// | the stream itself (`pushgate:queue:{0}`) | stream | ingress | `QueueMessage` entries, consumer group `workers` |
+/// | `<stream>:dead` | stream | worker | dead letters: the entry's fields plus `dead_reason`, `dead_at` |
 public struct RedisKeys: Sendable, Equatable {
     /// The queue stream pushes are added to.
     public let stream: String
@@ -57,6 +60,14 @@ public struct RedisKeys: Sendable, Equatable {
         prefix + "circuit:\(credential):\(environment)"
     }
     public func lock(_ name: String) -> String { prefix + "lock:" + name }
+    /// A reply list for a sender waiting for outcomes; `id` is the sender's (unique) choice.
+    public func reply(_ id: String) -> String { prefix + "reply:" + id }
+    /// The delayed-retry set of `stream`'s messages.
+    public var retrySchedule: String { prefix + "retry:" + stream }
+    /// Where entries go that were handed out too often without an outcome, or could not be read.
+    public var deadLetters: String { stream + ":dead" }
+    /// The consumer group every dispatch worker reads the stream with.
+    public static let consumerGroup = "workers"
 
     /// `yyyymm` of `date` in UTC: the quota month.
     public static func quotaMonth(_ date: Date = Date()) -> String {

@@ -1,16 +1,16 @@
 import Foundation
 import Shared
-import TestSupport
 
 /// Rows the admin API will create one day, written straight into Postgres with
 /// unique ids per test: an account, optionally a credential, an app and a bundle id.
-struct Fixture: Sendable {
-    let accountID: String
-    let appID: String
-    let credentialID: String?
-    let topic: String
+/// Shared by the ingress and worker tests.
+package struct Fixture: Sendable {
+    package let accountID: String
+    package let appID: String
+    package let credentialID: String?
+    package let topic: String
 
-    static func create(
+    package static func create(
         _ postgres: PostgresClient, plan: String = "plus", pushEnabled: Bool = true,
         credential: String? = "active"
     ) async throws -> Fixture {
@@ -39,12 +39,12 @@ struct Fixture: Sendable {
     }
 
     /// A random 64-hex-digit device token.
-    static func token() -> String {
+    package static func token() -> String {
         SecureRandom.bytes(32).map { String(format: "%02x", $0) }.joined()
     }
 
     /// A well-formed aes128gcm message (RFC 8188 header, one record); random content.
-    static func message(recordLength: Int = 100, recordSize: UInt32 = 4096) -> [UInt8] {
+    package static func message(recordLength: Int = 100, recordSize: UInt32 = 4096) -> [UInt8] {
         var bytes = SecureRandom.bytes(16)
         bytes += withUnsafeBytes(of: recordSize.bigEndian) { Array($0) }
         bytes += [65, 0x04] + SecureRandom.bytes(64)
@@ -52,10 +52,10 @@ struct Fixture: Sendable {
         return bytes
     }
 
-    static let pushHeaders: [(String, String)] = [("TTL", "60"), ("Content-Encoding", "aes128gcm")]
+    package static let pushHeaders: [(String, String)] = [("TTL", "60"), ("Content-Encoding", "aes128gcm")]
 
     /// A valid P-256 point and 16-byte auth, base64url.
-    static func keys() -> (p256dh: String, auth: String) {
+    package static func keys() -> (p256dh: String, auth: String) {
         let key = try! P256PrivateKey.generate()
         return (Base64URL.encode(key.publicKey.uncompressedPoint), Base64URL.encode(SecureRandom.bytes(16)))
     }

@@ -1,0 +1,207 @@
+import Foundation
+import Shared
+import Synchronization
+
+/// Reads one queue stream as a member of the `workers` consumer group:
+///
+/// * the reader takes in-flight permits, `XREADGROUP`s up to a batch of new
+///   entries (blocking up to a second) and starts one task per entry;
+/// * the claimer, every half visibility timeout, `XAUTOCLAIM`s entries that stayed
+///   unacknowledged longer than the visibility timeout (their worker died or hangs),
+///   with their delivery counts, so entries handed out too often are dead-lettered;
+/// * the retry mover puts due entries of the delayed-retry set back on the stream.
+///
+/// Any number of workers on any hosts can run these side by side.
+final class QueueConsumer: Sendable {
+    let context: StreamContext
+    private let redis: RedisClient
+    private let consumer: String
+    private let processor: EntryProcessor
+    private let limiter: InFlightLimiter
+    private let batchSize: Int
+    private let visibilityTimeout: Duration
+    private let metrics: WorkerMetrics
+    private let logger: Logger
+    private let stopping = Atomic<Bool>(false)
+    private let tasks = Mutex<[Task<Void, Never>]>([])
+    /// How long one `XREADGROUP` blocks; also how long stopping may take to notice.
+    static let blockMilliseconds = 500
+
+    init(
+        context: StreamContext, redis: RedisClient, consumer: String, processor: EntryProcessor,
+        limiter: InFlightLimiter, batchSize: Int, visibilityTimeout: Duration, metrics: WorkerMetrics, logger: Logger
+    ) {
+        self.context = context
+        self.redis = redis
+        self.consumer = consumer
+        self.processor = processor
+        self.limiter = limiter
+        self.batchSize = batchSize
+        self.visibilityTimeout = visibilityTimeout
+        self.metrics = metrics
+        self.logger = logger.child("consumer", metadata: ["stream": context.stream])
+    }
+
+    /// Creates the consumer group if needed (from the stream's start, so entries
+    /// added before any worker existed are read), then starts the loops.
+    func start() async throws {
+        try await ensureGroup()
+        let loops = [
+            Task { await self.readLoop() }, Task { await self.claimLoop() }, Task { await self.retryLoop() },
+        ]
+        tasks.withLock { $0 = loops }
+    }
+
+    /// Stops reading and claiming; returns when the loops ended. Work already
+    /// started goes on (the application drains it).
+    func stop() async {
+        stopping.store(true, ordering: .relaxed)
+        for task in tasks.withLock({ $0 }) { await task.value }
+    }
+
+    private var isStopping: Bool { stopping.load(ordering: .relaxed) }
+
+    func ensureGroup() async throws {
+        do {
+            _ = try await redis.send("XGROUP", "CREATE", context.stream, context.group, "0", "MKSTREAM")
+        } catch let error as RedisError where error.serverPrefix == "BUSYGROUP" {
+            // Another worker made it.
+        }
+    }
+
+    // MARK: Loops
+
+    private func readLoop() async {
+        var failures = 0
+        while !isStopping {
+            let granted = await limiter.acquire(upTo: batchSize, atLeast: max(1, min(batchSize, limiter.limit / 4)))
+            guard granted > 0 else { return }
+            if isStopping {
+                limiter.release(granted)
+                return
+            }
+            do {
+                let reply = try await redis.send(
+                    RedisCommand(
+                        "XREADGROUP", "GROUP", context.group, consumer, "COUNT", granted, "BLOCK",
+                        Self.blockMilliseconds,
+                        "STREAMS", context.stream, ">"),
+                    timeout: .milliseconds(Self.blockMilliseconds + 5000))
+                failures = 0
+                let entries = StreamEntry.list(reply.array?.first?.array?.last, deliveryCount: 1)
+                limiter.release(granted - entries.count)
+                start(entries)
+            } catch {
+                limiter.release(granted)
+                failures += 1
+                if (error as? RedisError)?.serverPrefix == "NOGROUP" { try? await ensureGroup() }
+                if failures == 1 || failures % 50 == 0 {
+                    logger.warning("cannot read the queue", metadata: ["error": "\(error)"])
+                }
+                try? await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
+
+    private func claimLoop() async {
+        let interval = min(max(visibilityTimeout / 2, .milliseconds(250)), .seconds(30))
+        var lastCleanup = ContinuousClock.now
+        let idle =
+            Int(visibilityTimeout.components.seconds * 1000)
+            + Int(visibilityTimeout.components.attoseconds / 1_000_000_000_000_000)
+        while !isStopping {
+            try? await sleepUnlessStopping(interval)
+            var cursor = "0-0"
+            repeat {
+                let granted = await limiter.acquire(upTo: batchSize)
+                guard granted > 0 else { return }
+                if isStopping {
+                    limiter.release(granted)
+                    return
+                }
+                do {
+                    let reply = try await redis.run(
+                        QueueScripts.claim, keys: [context.stream],
+                        arguments: [context.group, consumer, idle, cursor, granted])
+                    let parts = reply.array ?? []
+                    cursor = parts.first?.string ?? "0-0"
+                    let entries = (parts.count > 1 ? parts[1].array ?? [] : []).compactMap { item -> StreamEntry? in
+                        guard let fields = item.array, fields.count >= 3, let id = fields[0].string else { return nil }
+                        return StreamEntry(
+                            id: id, fields: fields[1].array?.compactMap(\.bytes) ?? [],
+                            deliveryCount: Int(fields[2].int ?? 1))
+                    }
+                    limiter.release(granted - entries.count)
+                    if !entries.isEmpty {
+                        metrics.claimed.increment(by: Double(entries.count))
+                        logger.info("claimed entries left unacknowledged", metadata: ["entries": "\(entries.count)"])
+                    }
+                    start(entries)
+                } catch {
+                    limiter.release(granted)
+                    if (error as? RedisError)?.serverPrefix == "NOGROUP" { try? await ensureGroup() }
+                    logger.warning("cannot claim entries", metadata: ["error": "\(error)"])
+                    break
+                }
+            } while cursor != "0-0" && !isStopping
+            if ContinuousClock.now - lastCleanup >= Self.consumerCleanupInterval {
+                lastCleanup = .now
+                await removeIdleConsumers()
+            }
+        }
+    }
+
+    /// How often, and after how long without activity, consumers with nothing
+    /// pending are removed from the group (each pod or process adds one by name).
+    static let consumerCleanupInterval: Duration = .seconds(600)
+    static let consumerIdleLimitMilliseconds: Int64 = 24 * 3_600_000
+
+    /// Removes consumers of workers long gone: nothing pending (their entries were
+    /// claimed) and idle for a day.
+    private func removeIdleConsumers() async {
+        guard let reply = try? await redis.send("XINFO", "CONSUMERS", context.stream, context.group) else { return }
+        for consumer in reply.array ?? [] {
+            let pairs = consumer.array ?? []
+            var info: [String: RedisReply] = [:]
+            var index = 0
+            while index + 1 < pairs.count {
+                if let key = pairs[index].string { info[key] = pairs[index + 1] }
+                index += 2
+            }
+            guard let name = info["name"]?.string, name != self.consumer, info["pending"]?.int == 0,
+                let idle = info["idle"]?.int, idle > Self.consumerIdleLimitMilliseconds
+            else { continue }
+            _ = try? await redis.send("XGROUP", "DELCONSUMER", context.stream, context.group, name)
+        }
+    }
+
+    private func retryLoop() async {
+        while !isStopping {
+            try? await sleepUnlessStopping(.milliseconds(200))
+            do {
+                while !isStopping {
+                    let moved = try await redis.run(
+                        QueueScripts.promoteRetries, keys: [context.keys.retrySchedule, context.stream],
+                        arguments: [1000])
+                    if (moved.int ?? 0) < 1000 { break }
+                }
+            } catch {
+                logger.warning("cannot move due retries", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    private func start(_ entries: [StreamEntry]) {
+        for entry in entries {
+            let (processor, context) = (processor, context)
+            Task { await processor.process(entry, context: context) }
+        }
+    }
+
+    private func sleepUnlessStopping(_ duration: Duration) async throws {
+        let end = ContinuousClock.now + duration
+        while !isStopping && ContinuousClock.now < end {
+            try await Task.sleep(for: min(.milliseconds(100), end - .now))
+        }
+    }
+}

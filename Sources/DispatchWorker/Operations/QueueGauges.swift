@@ -1,0 +1,43 @@
+import Foundation
+import Shared
+
+/// Samples the queue gauges every `interval`: per stream its length, lag (age of
+/// the oldest entry, which is the oldest unacknowledged one since entries are
+/// deleted once acknowledged), delayed retries and dead letters; per process the
+/// in-flight messages and open APNs connections.
+struct QueueGauges: Sendable {
+    let redis: RedisClient
+    let contexts: [StreamContext]
+    let limiter: InFlightLimiter
+    let apns: APNsClient
+    let metrics: WorkerMetrics
+
+    func sample() async {
+        metrics.flush()
+        metrics.inFlight.set(Double(limiter.inFlight))
+        let client = apns.metrics
+        metrics.openConnections.set(Double(max(client.connectionsOpened - client.connectionsClosed, 0)))
+        for context in contexts {
+            guard
+                let replies = try? await redis.pipeline([
+                    RedisCommand("XLEN", context.stream), RedisCommand("XRANGE", context.stream, "-", "+", "COUNT", 1),
+                    RedisCommand("ZCARD", context.keys.retrySchedule), RedisCommand("XLEN", context.keys.deadLetters),
+                ]), replies.count == 4
+            else { continue }
+            let stream = context.stream
+            metrics.queueLength.set(Double(replies[0].int ?? 0), stream)
+            let oldest = StreamEntry.list(replies[1], deliveryCount: 0).first?.addedAtMilliseconds
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            metrics.queueLag.set(oldest.map { Double(max(now - $0, 0)) / 1000 } ?? 0, stream)
+            metrics.retryScheduled.set(Double(replies[2].int ?? 0), stream)
+            metrics.deadLetterLength.set(Double(replies[3].int ?? 0), stream)
+        }
+    }
+
+    func run(every interval: Duration, while running: @Sendable () -> Bool) async {
+        while running() {
+            await sample()
+            try? await Task.sleep(for: interval)
+        }
+    }
+}

@@ -1,0 +1,11 @@
+import Synchronization
+
+/// A lock-free count of sent messages between two metric flushes.
+final class SentCounter: Sendable {
+    private let value = Atomic<Int>(0)
+
+    func add() { value.add(1, ordering: .relaxed) }
+
+    /// The count so far, reset to zero.
+    func take() -> Int { value.exchange(0, ordering: .relaxed) }
+}

@@ -1,0 +1,64 @@
+import Shared
+
+/// The worker's Prometheus metrics (`/metrics`). Aggregates only: nothing here (or
+/// in the logs, at the default level) records an individual send.
+struct WorkerMetrics: Sendable {
+    let registry: MetricsRegistry
+    /// Final outcomes by `outcome` (sent, gone, failed, expired) and `reason`.
+    let sends: Counter
+    let apnsLatency: Histogram
+    /// Seconds since the oldest entry still on a stream was added (entries are
+    /// deleted once acknowledged). The HPA in deploy/kubernetes/worker.yaml scales on it.
+    let queueLag: Gauge
+    let queueLength: Gauge
+    let retryScheduled: Gauge
+    let deadLetterLength: Gauge
+    let inFlight: Gauge
+    let openConnections: Gauge
+    let retries: Counter
+    let deadLetters: Counter
+    let claimed: Counter
+    let circuitRaised: Counter
+    /// Sent messages not yet added to `sends` (the one per-message update is an atomic
+    /// add; `flush()` moves it into the labelled counter before each rendering).
+    let sentSinceFlush = SentCounter()
+
+    init(registry: MetricsRegistry = MetricsRegistry()) {
+        self.registry = registry
+        sends = registry.counter(
+            "pushgate_worker_sends_total", help: "Messages finished, by outcome and reason.",
+            labels: ["outcome", "reason"])
+        apnsLatency = registry.histogram(
+            "pushgate_worker_apns_request_duration_seconds",
+            help: "From handing a request to the APNs client to its answer.")
+        queueLag = registry.gauge(
+            "pushgate_queue_lag_seconds", help: "Age of the oldest unacknowledged entry on the stream.",
+            labels: ["stream"])
+        queueLength = registry.gauge(
+            "pushgate_worker_queue_length", help: "Entries on the stream (read or not, not yet acknowledged).",
+            labels: ["stream"])
+        retryScheduled = registry.gauge(
+            "pushgate_worker_retry_scheduled", help: "Messages waiting in the delayed-retry set.", labels: ["stream"])
+        deadLetterLength = registry.gauge(
+            "pushgate_worker_dead_letter_length", help: "Entries in the dead-letter stream.", labels: ["stream"])
+        inFlight = registry.gauge("pushgate_worker_in_flight", help: "Messages this process is working on.")
+        openConnections = registry.gauge(
+            "pushgate_worker_apns_connections_open", help: "HTTP/2 connections to APNs open in this process.")
+        retries = registry.counter(
+            "pushgate_worker_retries_total", help: "Messages put into the delayed-retry set, by cause.",
+            labels: ["cause"])
+        deadLetters = registry.counter(
+            "pushgate_worker_dead_letters_total", help: "Entries moved to the dead-letter stream, by reason.",
+            labels: ["reason"])
+        claimed = registry.counter(
+            "pushgate_worker_claimed_total", help: "Entries claimed from other consumers after the visibility timeout.")
+        circuitRaised = registry.counter(
+            "pushgate_worker_circuit_raised_total", help: "Times a credential/environment circuit flag was raised.")
+    }
+
+    /// Adds the sends counted since the last flush to `sends`.
+    func flush() {
+        let sent = sentSinceFlush.take()
+        if sent > 0 { sends.increment(by: Double(sent), "sent", "") }
+    }
+}

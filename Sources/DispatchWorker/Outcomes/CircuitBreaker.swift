@@ -1,0 +1,83 @@
+import Shared
+import Synchronization
+
+/// Raises the circuit flag (`RedisKeys.circuit`) the ingress reads, so it answers
+/// 502 (1007) instead of queueing work that cannot be delivered: after
+/// `threshold` consecutive sends for one credential/environment failed for reasons
+/// that are not the message's (connection, timeout, 5xx). While failures go on the
+/// flag is renewed (it lives `lifetimeSeconds`, so a worker that dies does not leave
+/// it up for long); the next success for that credential/environment in this
+/// process clears it.
+final class CircuitBreaker: Sendable {
+    private struct Circuit {
+        var failures = 0
+        var raised = false
+        var lastWrite: ContinuousClock.Instant?
+    }
+
+    private let redis: RedisClient
+    private let threshold: Int
+    private let lifetimeSeconds: Int
+    private let logger: Logger
+    private let onRaise: @Sendable () -> Void
+    private let circuits = Mutex<[String: Circuit]>([:])
+
+    init(
+        redis: RedisClient, threshold: Int, lifetimeSeconds: Int, logger: Logger,
+        onRaise: @escaping @Sendable () -> Void = {}
+    ) {
+        self.redis = redis
+        self.threshold = threshold
+        self.lifetimeSeconds = lifetimeSeconds
+        self.logger = logger
+        self.onRaise = onRaise
+    }
+
+    /// A send for `credential`/`environment` failed for a reason not the message's.
+    func failure(credential: String, environment: String, keys: RedisKeys) {
+        let name = keys.circuit(credential: credential, environment: environment)
+        let now = ContinuousClock.now
+        let (write, first) = circuits.withLock { circuits -> (Bool, Bool) in
+            var circuit = circuits[name] ?? Circuit()
+            circuit.failures += 1
+            defer { circuits[name] = circuit }
+            guard circuit.failures >= threshold else { return (false, false) }
+            // Renew at a third of the lifetime.
+            if let last = circuit.lastWrite, now - last < .seconds(lifetimeSeconds) / 3 { return (false, false) }
+            let first = !circuit.raised
+            circuit.raised = true
+            circuit.lastWrite = now
+            return (true, first)
+        }
+        guard write else { return }
+        if first {
+            onRaise()
+            logger.warning(
+                "APNs keeps failing; circuit flag raised",
+                metadata: ["credential": credential, "apns.environment": environment])
+        }
+        let (redis, lifetime) = (redis, lifetimeSeconds)
+        Task { _ = try? await redis.send("SET", name, "1", "EX", lifetime) }
+    }
+
+    /// A send for `credential`/`environment` got an answer from APNs.
+    func success(credential: String, environment: String, keys: RedisKeys) async {
+        guard !circuits.withLock({ $0.isEmpty }) else { return }
+        let name = keys.circuit(credential: credential, environment: environment)
+        let wasRaised = circuits.withLock { circuits -> Bool in
+            guard let circuit = circuits[name] else { return false }
+            circuits[name] = nil
+            return circuit.raised
+        }
+        guard wasRaised else { return }
+        logger.notice(
+            "APNs answers again; circuit flag cleared",
+            metadata: ["credential": credential, "apns.environment": environment])
+        _ = try? await redis.send("DEL", name)
+    }
+
+    /// Whether this process currently holds the flag up (tests, metrics).
+    func isRaised(credential: String, environment: String, keys: RedisKeys) -> Bool {
+        circuits.withLock { $0[keys.circuit(credential: credential, environment: environment)]?.raised ?? false }
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import Shared
+import Synchronization
+
+/// Daily send counts (account, app, UTC day: sent, failed, gone) and subscriptions'
+/// last-push times, added up in memory and written in batches: once a second, or
+/// sooner when 1,000 outcomes have accumulated. Two statements per batch, never one
+/// per message; rows are written in key order so concurrent workers do not deadlock.
+/// A batch that cannot be written is merged back and tried with the next one.
+final class DailyCounts: Sendable {
+    struct Key: Hashable, Sendable {
+        let account: String
+        let app: String
+        let day: String
+    }
+
+    struct Tally: Sendable, Equatable {
+        var sent = 0
+        var failed = 0
+        var gone = 0
+    }
+
+    enum Kind: Sendable { case sent, failed, gone }
+
+    private struct State {
+        var tallies: [Key: Tally] = [:]
+        var lastPush: [String: Date] = [:]
+        var events = 0
+        var stopping = false
+        /// The last UTC day seen (days since 1970) and its `yyyy-mm-dd`, so most
+        /// outcomes do not format a date.
+        var cachedDay: (number: Int, text: String) = (-1, "")
+    }
+
+    private let postgres: PostgresClient
+    private let interval: Duration
+    private let batchSize: Int
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let loop = Mutex<Task<Void, Never>?>(nil)
+
+    init(postgres: PostgresClient, interval: Duration = .seconds(1), batchSize: Int = 1000, logger: Logger) {
+        self.postgres = postgres
+        self.interval = interval
+        self.batchSize = batchSize
+        self.logger = logger
+    }
+
+    func start() {
+        loop.withLock { $0 = Task { await self.run() } }
+    }
+
+    /// Counts one outcome; `sent` also records the subscription's last push.
+    func record(_ kind: Kind, message: QueueMessage, at date: Date = Date()) {
+        let dayNumber = Int((date.timeIntervalSince1970 / 86_400).rounded(.down))
+        state.withLock { state in
+            if state.cachedDay.number != dayNumber { state.cachedDay = (dayNumber, Self.day(of: date)) }
+            let key = Key(account: message.accountID, app: message.appID, day: state.cachedDay.text)
+            switch kind {
+            case .sent:
+                state.tallies[key, default: Tally()].sent += 1
+                state.lastPush[message.subscriptionID] = date
+            case .failed: state.tallies[key, default: Tally()].failed += 1
+            case .gone: state.tallies[key, default: Tally()].gone += 1
+            }
+            state.events += 1
+        }
+    }
+
+    /// Writes what is left and ends the loop.
+    func stop() async {
+        state.withLock { $0.stopping = true }
+        await loop.withLock { $0 }?.value
+    }
+
+    /// Writes what has accumulated now (tests).
+    func flush() async {
+        let (tallies, lastPush) = take()
+        await write(tallies, lastPush)
+    }
+
+    /// Checks every 50 ms whether a second passed or 1,000 outcomes accumulated.
+    private func run() async {
+        var last = ContinuousClock.now
+        while true {
+            try? await Task.sleep(for: .milliseconds(50))
+            let (stopping, events) = state.withLock { ($0.stopping, $0.events) }
+            guard stopping || events >= batchSize || ContinuousClock.now - last >= interval else { continue }
+            last = .now
+            await flush()
+            if stopping { return }
+        }
+    }
+
+    private func take() -> ([Key: Tally], [String: Date]) {
+        state.withLock { state in
+            defer {
+                state.tallies = [:]
+                state.lastPush = [:]
+                state.events = 0
+            }
+            return (state.tallies, state.lastPush)
+        }
+    }
+
+    private func write(_ tallies: [Key: Tally], _ lastPush: [String: Date]) async {
+        guard !tallies.isEmpty || !lastPush.isEmpty else { return }
+        do {
+            // One transaction: counts and last-push times become visible together.
+            try await postgres.withTransaction { connection in
+                if !tallies.isEmpty {
+                    let rows = tallies.sorted {
+                        ($0.key.account, $0.key.app, $0.key.day) < ($1.key.account, $1.key.app, $1.key.day)
+                    }
+                    try await connection.execute(
+                        .prepared(
+                            "worker_daily_counts",
+                            """
+                            INSERT INTO daily_counts (account_id, app_id, day, sent, failed, gone)
+                            SELECT u.account_id, u.app_id, u.day::date, u.sent::bigint, u.failed::bigint, u.gone::bigint
+                            FROM unnest(\(rows.map(\.key.account)), \(rows.map(\.key.app)), \(rows.map(\.key.day)),
+                                \(rows.map { String($0.value.sent) }), \(rows.map { String($0.value.failed) }),
+                                \(rows.map { String($0.value.gone) })) AS u(account_id, app_id, day, sent, failed, gone)
+                            JOIN accounts a ON a.id = u.account_id
+                            ON CONFLICT (account_id, app_id, day) DO UPDATE SET
+                                sent = daily_counts.sent + EXCLUDED.sent,
+                                failed = daily_counts.failed + EXCLUDED.failed,
+                                gone = daily_counts.gone + EXCLUDED.gone
+                            """))
+                }
+                if !lastPush.isEmpty {
+                    let rows = lastPush.sorted { $0.key < $1.key }
+                    try await connection.execute(
+                        .prepared(
+                            "worker_last_push",
+                            """
+                            UPDATE subscriptions s SET last_push_at = to_timestamp(u.at::float8)
+                            FROM unnest(\(rows.map(\.key)), \(rows.map { Self.timestamp($0.value) })) AS u(id, at)
+                            WHERE s.id = u.id AND (s.last_push_at IS NULL OR s.last_push_at < to_timestamp(u.at::float8))
+                            """))
+                }
+            }
+        } catch {
+            logger.warning(
+                "cannot write daily counts; keeping them for the next batch", metadata: ["error": "\(type(of: error))"])
+            state.withLock { state in
+                for (key, tally) in tallies {
+                    state.tallies[key, default: Tally()].sent += tally.sent
+                    state.tallies[key, default: Tally()].failed += tally.failed
+                    state.tallies[key, default: Tally()].gone += tally.gone
+                }
+                for (id, date) in lastPush where (state.lastPush[id] ?? .distantPast) < date {
+                    state.lastPush[id] = date
+                }
+            }
+        }
+    }
+
+    /// `yyyy-mm-dd` in UTC.
+    static func day(of date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        let month = Int(parts.tm_mon) + 1
+        let day = Int(parts.tm_mday)
+        return "\(Int(parts.tm_year) + 1900)-\(month < 10 ? "0" : "")\(month)-\(day < 10 ? "0" : "")\(day)"
+    }
+
+    /// Seconds since 1970 with milliseconds, for `to_timestamp`.
+    static func timestamp(_ date: Date) -> String {
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        return "\(milliseconds / 1000).\(String(1000 + milliseconds % 1000).dropFirst())"
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import Shared
+
+/// Writes a message's outcome back and then lets its entry go:
+///
+/// | outcome | Postgres | Redis (one `MULTI` with the acknowledgement, unless noted) |
+/// |---|---|---|
+/// | sent | daily `sent` +1, `last_push_at` (batched) | reply `sent`; the quota stays reserved |
+/// | gone | subscription deleted (unless updated after Apple's verdict), daily `gone` +1 | tombstone + cache/stash dropped (before), quota released, reply `gone` |
+/// | credential rejected | credential flagged (before), daily `failed` +1 | app caches dropped (before), quota released, reply `failed` |
+/// | failed, expired | daily `failed` +1 | quota released, reply `failed` |
+/// | retry | — | moved to the delayed-retry set (script); quota stays reserved |
+/// | dead letter | daily `failed` +1 | moved to `<stream>:dead` with its reason, quota released, reply `failed` (script) |
+///
+/// When a Postgres or Redis write fails, the entry is not acknowledged: it stays
+/// pending and another worker claims it after the visibility timeout.
+struct OutcomeRecorder: Sendable {
+    let redis: RedisClient
+    let acknowledger: Acknowledger
+    let limiter: InFlightLimiter
+    let counts: DailyCounts
+    let circuit: CircuitBreaker
+    let credentials: CredentialCache
+    let remover: SubscriptionRemover
+    let rejecter: CredentialRejecter
+    let retryPolicy: RetryPolicy
+    let metrics: WorkerMetrics
+    let operatorLog: OperatorLog
+    let logger: Logger
+    let tombstoneLifetimeSeconds: Int
+    let replyLifetimeSeconds: Int
+    /// How long a TTL-0 ("now or never") message may wait in the queue and in retries.
+    static let nowOrNeverMilliseconds: Int64 = 30_000
+
+    /// The last moment (UNIX ms) a message may still be sent.
+    static func deadline(of message: QueueMessage) -> Int64 {
+        message.expiration > 0 ? message.expiration * 1000 : message.acceptedAt + nowOrNeverMilliseconds
+    }
+
+    func record(_ outcome: DeliveryOutcome, message: QueueMessage, entry: StreamEntry, context: StreamContext) async {
+        switch outcome {
+        case .sent:
+            await circuit.success(
+                credential: message.credentialID, environment: message.environment, keys: context.keys)
+            counts.record(.sent, message: message)
+            metrics.sentSinceFlush.add()
+            finish(entry, context, message: message, status: "sent", reason: "", releaseQuota: false)
+
+        case .gone(let timestamp, let reason):
+            await circuit.success(
+                credential: message.credentialID, environment: message.environment, keys: context.keys)
+            let invalidation = CacheInvalidation(
+                redis: redis, keys: context.keys, tombstoneLifetimeSeconds: tombstoneLifetimeSeconds)
+            do {
+                switch try await remover.remove(message, unregisteredAt: timestamp, invalidation: invalidation) {
+                case .removed:
+                    counts.record(.gone, message: message)
+                    metrics.sends.increment(by: 1, "gone", reason)
+                    finish(entry, context, message: message, status: "gone", reason: "", releaseQuota: true)
+                case .kept:
+                    counts.record(.failed, message: message)
+                    metrics.sends.increment(by: 1, "failed", reason + "_kept")
+                    finish(
+                        entry, context, message: message, status: "failed", reason: "provider_error", releaseQuota: true
+                    )
+                }
+            } catch {
+                leavePending(entry, "cannot delete a gone subscription", error)
+            }
+
+        case .credentialRejected(let reason):
+            let invalidation = CacheInvalidation(
+                redis: redis, keys: context.keys, tombstoneLifetimeSeconds: tombstoneLifetimeSeconds)
+            do {
+                let apps = try await rejecter.reject(
+                    credentialID: message.credentialID, reason: "APNs answered \(reason)", invalidation: invalidation)
+                credentials.markRejected(message.credentialID)
+                if !apps.isEmpty {
+                    logger.warning(
+                        "APNs rejected a credential; it is flagged and its apps' pushes fail until it is replaced",
+                        metadata: ["credential": message.credentialID, "apns.reason": reason, "apps": "\(apps.count)"])
+                }
+            } catch {
+                leavePending(entry, "cannot flag a rejected credential", error)
+                return
+            }
+            counts.record(.failed, message: message)
+            metrics.sends.increment(by: 1, "failed", "credential_rejected")
+            finish(
+                entry, context, message: message, status: "failed", reason: "credential_rejected", releaseQuota: true)
+
+        case .failed(let reason, let detail):
+            if detail == "DeviceTokenNotForTopic" || detail == "TopicDisallowed" || reason == .credentialMissing {
+                operatorLog.warning(
+                    "APNs refused a notification for a configuration reason",
+                    key: "\(detail):\(message.appID):\(message.topic)",
+                    metadata: [
+                        "apns.reason": detail, "app": message.appID, "topic": message.topic,
+                        "credential": message.credentialID,
+                    ])
+            }
+            counts.record(.failed, message: message)
+            metrics.sends.increment(by: 1, reason == .expired ? "expired" : "failed", detail)
+            finish(entry, context, message: message, status: "failed", reason: reason.rawValue, releaseQuota: true)
+
+        case .retry(let cause, let countsAgainstCircuit):
+            if countsAgainstCircuit {
+                circuit.failure(credential: message.credentialID, environment: message.environment, keys: context.keys)
+            }
+            let attempts = message.attempts + 1
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            switch retryPolicy.decide(
+                attempts: attempts, nowMilliseconds: now, deadlineMilliseconds: Self.deadline(of: message))
+            {
+            case .retry(let delay):
+                await scheduleRetry(
+                    message, attempts: attempts, delay: delay, cause: cause, entry: entry, context: context)
+            case .giveUp:
+                await record(.failed(.providerError, detail: cause), message: message, entry: entry, context: context)
+            }
+
+        case .abandoned:
+            limiter.release()
+        }
+    }
+
+    /// Moves an entry that cannot be handled (unreadable, or handed out too often) to
+    /// the dead-letter stream with its reason.
+    func deadLetter(
+        _ entry: StreamEntry, message: QueueMessage?, reason: String, metricReason: String, context: StreamContext
+    ) async {
+        var keys: [any RedisValueConvertible] = [
+            context.stream, context.keys.deadLetters, context.stream, context.stream,
+        ]
+        var release = "0"
+        var reply = "0"
+        var json = ""
+        if let message {
+            keys[2] = message.quotaKey
+            release = "1"
+            if let replyKey = message.replyKey {
+                keys[3] = replyKey
+                reply = "1"
+                json = ReplyJSON.make(messageID: message.messageID, status: "failed", reason: "provider_error")
+            }
+        }
+        do {
+            let arguments: [any RedisValueConvertible] =
+                [context.group, entry.id, reason, release, reply, json, replyLifetimeSeconds] + entry.fields
+            let moved = try await redis.run(QueueScripts.deadLetter, keys: keys, arguments: arguments)
+            if moved.int == 1 {
+                metrics.deadLetters.increment(by: 1, metricReason)
+                if let message { counts.record(.failed, message: message) }
+                logger.warning(
+                    "entry moved to the dead-letter stream",
+                    metadata: ["stream": context.stream, "entry": entry.id, "reason": reason])
+            }
+        } catch {
+            logger.warning("cannot dead-letter an entry", metadata: ["entry": entry.id, "error": "\(type(of: error))"])
+        }
+        limiter.release()
+    }
+
+    private func scheduleRetry(
+        _ message: QueueMessage, attempts: Int, delay: Int, cause: String, entry: StreamEntry, context: StreamContext
+    ) async {
+        var fields: [[UInt8]] = []
+        fields.reserveCapacity(entry.fields.count + 2)
+        var index = 0
+        while index + 1 < entry.fields.count {
+            if entry.fields[index] != Array(QueueMessage.Field.attempts.utf8) {
+                fields.append(entry.fields[index])
+                fields.append(entry.fields[index + 1])
+            }
+            index += 2
+        }
+        fields.append(Array(QueueMessage.Field.attempts.utf8))
+        fields.append(Array(String(attempts).utf8))
+        do {
+            _ = try await redis.run(
+                QueueScripts.scheduleRetry, keys: [context.stream, context.keys.retrySchedule],
+                arguments: [context.group, entry.id, delay] + fields)
+            metrics.retries.increment(by: 1, cause)
+        } catch {
+            logger.warning(
+                "cannot schedule a retry; the entry stays pending", metadata: ["error": "\(type(of: error))"])
+        }
+        limiter.release()
+    }
+
+    private func finish(
+        _ entry: StreamEntry, _ context: StreamContext, message: QueueMessage, status: String, reason: String,
+        releaseQuota: Bool
+    ) {
+        acknowledger.enqueue(
+            Acknowledgement(
+                context: context, entryID: entry.id, releaseQuotaKey: releaseQuota ? message.quotaKey : nil,
+                reply: message.replyKey.map {
+                    ($0, ReplyJSON.make(messageID: message.messageID, status: status, reason: reason))
+                }))
+    }
+
+    private func leavePending(_ entry: StreamEntry, _ what: String, _ error: any Error) {
+        logger.warning(
+            "\(what); the entry stays pending", metadata: ["entry": entry.id, "error": "\(type(of: error))"])
+        limiter.release()
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import Shared
+
+/// What one send attempt (or the checks before it) decided for a message.
+enum DeliveryOutcome: Sendable, Equatable {
+    /// APNs answered 200.
+    case sent
+    /// 410 Unregistered / 400 BadDeviceToken: the token died (Apple's timestamp when given).
+    case gone(timestamp: Date?, reason: String)
+    /// 403 InvalidProviderToken (after the client's one token refresh): the credential was refused.
+    case credentialRejected(reason: String)
+    /// A failure that is final for this message.
+    case failed(FailureReason, detail: String)
+    /// Worth another attempt later; `countsAgainstCircuit` when it is not the message's
+    /// fault (connection, timeout, 5xx), so a run of them raises the circuit flag.
+    case retry(cause: String, countsAgainstCircuit: Bool)
+    /// The client is shutting down: leave the entry unacknowledged for another worker.
+    case abandoned
+
+    /// The spec's `failed` reasons, plus `expired` for a TTL that passed unsent.
+    enum FailureReason: String, Sendable {
+        case credentialMissing = "credential_missing"
+        case credentialRejected = "credential_rejected"
+        case providerError = "provider_error"
+        case expired
+    }
+
+    /// The outcome of APNs's answer.
+    static func classify(_ response: APNsResponse) -> DeliveryOutcome {
+        if response.status == 200 { return .sent }
+        let name = response.reason.map(metricName) ?? "HTTP\(response.status)"
+        switch response.reason {
+        case .unregistered(let timestamp): return .gone(timestamp: timestamp, reason: name)
+        case .badDeviceToken: return .gone(timestamp: nil, reason: name)
+        case .expiredToken: return .gone(timestamp: nil, reason: name)
+        case .invalidProviderToken, .forbidden, .unrelatedKeyIdInToken, .badEnvironmentKeyInToken:
+            return .credentialRejected(reason: name)
+        case .tooManyRequests, .tooManyProviderTokenUpdates, .expiredProviderToken, .idleTimeout:
+            return .retry(cause: name, countsAgainstCircuit: false)
+        case .internalServerError, .serviceUnavailable, .shutdown:
+            return .retry(cause: name, countsAgainstCircuit: true)
+        default:
+            if response.status == 429 { return .retry(cause: name, countsAgainstCircuit: false) }
+            if response.status >= 500 { return .retry(cause: name, countsAgainstCircuit: true) }
+            return .failed(.providerError, detail: name)
+        }
+    }
+
+    /// The outcome of a send that got no answer.
+    static func classify(_ error: APNsClientError) -> DeliveryOutcome {
+        switch error.code {
+        case .shutdown: .abandoned
+        case .invalidRequest: .failed(.providerError, detail: "InvalidRequest")
+        case .providerToken: .failed(.credentialMissing, detail: "ProviderToken")
+        case .overloaded: .retry(cause: "overloaded", countsAgainstCircuit: false)
+        case .timeout: .retry(cause: "timeout", countsAgainstCircuit: true)
+        case .connection: .retry(cause: "connection", countsAgainstCircuit: true)
+        case .untrustedServer: .retry(cause: "untrusted_server", countsAgainstCircuit: true)
+        case .protocolError: .retry(cause: "protocol_error", countsAgainstCircuit: true)
+        }
+    }
+
+    /// A bounded label value for a reason (Apple may add reasons; those are `Unknown`).
+    static func metricName(_ reason: APNsReason) -> String {
+        if case .unknown = reason { return "Unknown" }
+        return reason.name
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Shared
+
+/// Turns a queue message into the APNs request DESIGN.md's "Delivery semantics"
+/// describes: `apns-push-type: alert`, topic = bundle id, the message's priority,
+/// `apns-expiration` (0 stays 0), `apns-collapse-id`, and the payload
+/// `{"aps":{"alert":{"title":…,"body":…},"mutable-content":1},"c":"<base64url ciphertext>"}`
+/// with `c` left out when the payload would pass APNs's 4096-byte limit (the app
+/// then shows the placeholder).
+enum NotificationBuilder {
+    static let maximumPayloadBytes = 4096
+
+    static func notification(for message: QueueMessage) -> APNsNotification {
+        APNsNotification(
+            deviceToken: message.deviceToken, topic: message.topic, pushType: .alert,
+            priority: APNsPriority(rawValue: message.priority),
+            expiration: message.expiration == 0
+                ? .immediately : .at(Date(timeIntervalSince1970: TimeInterval(message.expiration))),
+            collapseID: message.collapseID, payload: payload(for: message))
+    }
+
+    static func payload(for message: QueueMessage) -> [UInt8] {
+        var bytes: [UInt8] = []
+        let encodedLength = (message.ciphertext.count * 4 + 2) / 3
+        bytes.reserveCapacity(64 + message.alertTitle.utf8.count + message.alertBody.utf8.count + encodedLength)
+        bytes.append(contentsOf: #"{"aps":{"alert":{"title":"#.utf8)
+        appendJSONString(message.alertTitle, to: &bytes)
+        bytes.append(contentsOf: #","body":"#.utf8)
+        appendJSONString(message.alertBody, to: &bytes)
+        bytes.append(contentsOf: #"},"mutable-content":1}"#.utf8)
+        // `,"c":"` + text + `"` + the closing `}`.
+        if bytes.count + 7 + encodedLength + 1 <= maximumPayloadBytes {
+            bytes.append(contentsOf: #","c":""#.utf8)
+            appendBase64URL(message.ciphertext, to: &bytes)
+            bytes.append(UInt8(ascii: "\""))
+        }
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// Unpadded base64url of `input` (as `Base64URL.encode`), written straight into the payload.
+    static func appendBase64URL(_ input: [UInt8], to bytes: inout [UInt8]) {
+        let start = bytes.count
+        let length = (input.count * 4 + 2) / 3
+        bytes.append(contentsOf: repeatElement(0, count: length))
+        alphabet.withUnsafeBufferPointer { table in
+            input.withUnsafeBufferPointer { source in
+                bytes.withUnsafeMutableBufferPointer { output in
+                    var index = 0
+                    var out = start
+                    let count = source.count
+                    while index + 3 <= count {
+                        let group =
+                            UInt32(source[index]) << 16 | UInt32(source[index + 1]) << 8 | UInt32(source[index + 2])
+                        output[out] = table[Int(group >> 18 & 0x3F)]
+                        output[out + 1] = table[Int(group >> 12 & 0x3F)]
+                        output[out + 2] = table[Int(group >> 6 & 0x3F)]
+                        output[out + 3] = table[Int(group & 0x3F)]
+                        index += 3
+                        out += 4
+                    }
+                    if count - index == 1 {
+                        let group = UInt32(source[index]) << 16
+                        output[out] = table[Int(group >> 18 & 0x3F)]
+                        output[out + 1] = table[Int(group >> 12 & 0x3F)]
+                    } else if count - index == 2 {
+                        let group = UInt32(source[index]) << 16 | UInt32(source[index + 1]) << 8
+                        output[out] = table[Int(group >> 18 & 0x3F)]
+                        output[out + 1] = table[Int(group >> 12 & 0x3F)]
+                        output[out + 2] = table[Int(group >> 6 & 0x3F)]
+                    }
+                }
+            }
+        }
+    }
+
+    /// A JSON string literal: quotes, backslashes and control characters escaped,
+    /// everything else (UTF-8 included) as it is.
+    static func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case UInt8(ascii: "\\"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case 0x0A: bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case 0x0D: bytes += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            case 0x09: bytes += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case 0..<0x20, 0x7F:
+                bytes += Array(#"\u00"#.utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}

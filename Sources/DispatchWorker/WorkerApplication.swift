@@ -1,0 +1,158 @@
+import Foundation
+import Shared
+import Synchronization
+
+/// The assembled dispatch worker: a consumer per queue stream, the APNs client,
+/// the outcome writers and the operations listener. `main` builds it from the
+/// environment; tests build the same thing in-process.
+final class WorkerApplication: Sendable {
+    let configuration: WorkerConfiguration
+    let redis: RedisClient
+    let postgres: PostgresClient
+    let apns: APNsClient
+    let metrics: WorkerMetrics
+    let limiter: InFlightLimiter
+    let consumers: [QueueConsumer]
+    let acknowledger: Acknowledger
+    let counts: DailyCounts
+    let circuit: CircuitBreaker
+    let server: HTTPServer
+    let gauges: QueueGauges
+    let logger: Logger
+    private let stopping: StopFlag
+    private let gaugeTask = Mutex<Task<Void, Never>?>(nil)
+
+    init(
+        configuration: WorkerConfiguration, redis: RedisClient, postgres: PostgresClient, apns: APNsClient,
+        metrics: WorkerMetrics, limiter: InFlightLimiter, consumers: [QueueConsumer], acknowledger: Acknowledger,
+        counts: DailyCounts, circuit: CircuitBreaker, server: HTTPServer, gauges: QueueGauges, stopping: StopFlag,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.redis = redis
+        self.postgres = postgres
+        self.apns = apns
+        self.metrics = metrics
+        self.limiter = limiter
+        self.consumers = consumers
+        self.acknowledger = acknowledger
+        self.counts = counts
+        self.circuit = circuit
+        self.server = server
+        self.gauges = gauges
+        self.stopping = stopping
+        self.logger = logger
+    }
+
+    /// The operations listener's port (useful with port 0).
+    var metricsPort: Int { server.port }
+
+    /// Starts the operations listener, the outcome writers and the consumers.
+    func start() async throws {
+        try server.start()
+        acknowledger.start()
+        counts.start()
+        for consumer in consumers { try await consumer.start() }
+        let (gauges, stopping) = (gauges, stopping)
+        gaugeTask.withLock {
+            $0 = Task { await gauges.run(every: .seconds(2)) { !stopping.isSet } }
+        }
+    }
+
+    /// SIGTERM: stop reading and claiming, let in-flight messages finish and be
+    /// acknowledged until `deadline`, then close the APNs connections (GOAWAY); what
+    /// did not finish is left unacknowledged, for another worker to claim. Returns
+    /// true when nothing was left behind.
+    @discardableResult
+    func shutdown(deadline: Duration = .seconds(30)) async -> Bool {
+        guard stopping.set() else { return true }
+        let end = ContinuousClock.now + deadline
+        limiter.close()
+        for consumer in consumers { await consumer.stop() }
+        var drained = await limiter.drain(until: end)
+        // Sends still waiting fail with `shutdown` and are left pending.
+        await apns.shutdown(deadline: drained ? .seconds(1) : .zero)
+        if !drained {
+            drained = await limiter.drain(until: .now + .seconds(2))
+            logger.warning(
+                "stopping with messages unfinished; they stay claimable", metadata: ["in_flight": "\(limiter.inFlight)"]
+            )
+        }
+        await acknowledger.stop()
+        await counts.stop()
+        gaugeTask.withLock { $0?.cancel() }
+        await server.shutdown(deadline: .seconds(1))
+        redis.close()
+        postgres.close()
+        return drained
+    }
+}
+
+/// Assembles the worker from its configuration. `namespace` is the Redis key
+/// namespace (tests isolate themselves with their own); `tokens` replaces the
+/// provider token store (by default one token per credential shared by every
+/// worker through Redis, `RedisProviderTokenStore`).
+func buildWorker(
+    configuration: WorkerConfiguration, logger: Logger, namespace: String = "pushgate",
+    tokens: (any ProviderTokenStore)? = nil
+) throws -> WorkerApplication {
+    let redis = try RedisClient(
+        url: configuration.common.redisURL,
+        options: .init(
+            maximumConnections: configuration.redisConnections + configuration.streams.count * 2,
+            acquireTimeout: .seconds(5), connection: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(5))),
+        logger: logger)
+    let postgres = PostgresClient(
+        configuration: .init(
+            url: configuration.common.databaseURL, applicationName: "pushgate-worker",
+            maximumConnections: configuration.databaseConnections, acquireTimeout: .seconds(10), connectTimeout: 5))
+    let apns = try APNsClient(
+        configuration: APNsClient.Configuration(worker: configuration), tokens: tokens ?? RedisProviderTokenStore(redis: redis),
+        logger: logger)
+    let metrics = WorkerMetrics()
+    let limiter = InFlightLimiter(limit: configuration.maxInFlight)
+    let acknowledger = Acknowledger(
+        redis: redis, limiter: limiter, replyLifetimeSeconds: configuration.replyLifetimeSeconds,
+        logger: logger.child("ack"))
+    let counts = DailyCounts(postgres: postgres, logger: logger.child("counts"))
+    let circuit = CircuitBreaker(
+        redis: redis, threshold: configuration.circuitThreshold, lifetimeSeconds: configuration.circuitLifetimeSeconds,
+        logger: logger.child("circuit"), onRaise: { [metrics] in metrics.circuitRaised.increment() })
+    let credentials = CredentialCache(
+        reader: PushCredentialReader(
+            postgres: postgres, sealer: try PushCredentialSealer(configuration: configuration.common)),
+        logger: logger.child("credentials"))
+    let recorder = OutcomeRecorder(
+        redis: redis, acknowledger: acknowledger, limiter: limiter, counts: counts, circuit: circuit,
+        credentials: credentials, remover: SubscriptionRemover(postgres: postgres),
+        rejecter: CredentialRejecter(postgres: postgres),
+        retryPolicy: RetryPolicy(
+            maxAttempts: configuration.maxAttempts, baseMilliseconds: configuration.retryBaseMilliseconds,
+            capMilliseconds: configuration.retryCapMilliseconds),
+        metrics: metrics, operatorLog: OperatorLog(logger: logger.child("operator")), logger: logger.child("outcomes"),
+        tombstoneLifetimeSeconds: configuration.common.tombstoneLifetimeSeconds,
+        replyLifetimeSeconds: configuration.replyLifetimeSeconds)
+    let processor = EntryProcessor(
+        sender: MessageSender(
+            apns: apns, credentials: credentials, configuration: configuration.common, metrics: metrics),
+        recorder: recorder, maxDeliveries: configuration.maxDeliveries)
+    let contexts = configuration.streams.map { StreamContext(keys: RedisKeys(stream: $0, namespace: namespace)) }
+    let consumers = contexts.map {
+        QueueConsumer(
+            context: $0, redis: redis, consumer: configuration.workerID, processor: processor, limiter: limiter,
+            batchSize: configuration.batchSize, visibilityTimeout: .seconds(configuration.visibilityTimeoutSeconds),
+            metrics: metrics, logger: logger)
+    }
+    let stopping = StopFlag()
+    let gauges = QueueGauges(redis: redis, contexts: contexts, limiter: limiter, apns: apns, metrics: metrics)
+    let server = HTTPServer(
+        configuration: .init(address: configuration.metricsListen, threads: 2, connectionLimit: 64),
+        handler: OperationsHandler(
+            redis: redis, postgres: postgres, metrics: metrics, gauges: gauges,
+            isStopping: { stopping.isSet }),
+        logger: logger.child("operations"))
+    return WorkerApplication(
+        configuration: configuration, redis: redis, postgres: postgres, apns: apns, metrics: metrics, limiter: limiter,
+        consumers: consumers, acknowledger: acknowledger, counts: counts, circuit: circuit, server: server,
+        gauges: gauges, stopping: stopping, logger: logger)
+}

@@ -1,0 +1,157 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import APNsSimulator
+@testable import DispatchWorker
+
+/// Workers die, stop and share: nothing accepted is lost.
+@Suite struct LifecycleTests {
+    /// Posts `count` Web Pushes (8 at a time); returns the `c` each should arrive with.
+    static func pushMany(_ stack: DeliveryStack, subscription id: String, count: Int) async throws -> Set<String> {
+        try await withThrowingTaskGroup(of: [String].self) { group in
+            for lane in 0..<8 {
+                group.addTask {
+                    var sent: [String] = []
+                    for _ in stride(from: lane, to: count, by: 8) {
+                        let body = Fixture.message(recordLength: 40)
+                        let response = try await stack.push(id, body: body)
+                        try #require(response.status == 201, "push answered \(response.status) \(response.text)")
+                        sent.append(Base64URL.encode(body))
+                    }
+                    return sent
+                }
+            }
+            var all = Set<String>()
+            for try await part in group { all.formUnion(part) }
+            return all
+        }
+    }
+
+    /// The `c` values the simulator received (with repeats), found by a byte scan
+    /// (cheap enough to poll with thousands recorded).
+    static func delivered(_ stack: DeliveryStack) -> [String] {
+        let marker = Array(#""c":""#.utf8)
+        return stack.recordings().compactMap { recorded -> String? in
+            let payload = recorded.payload
+            guard payload.count > marker.count else { return nil }
+            for start in 0...(payload.count - marker.count)
+            where payload[start..<(start + marker.count)].elementsEqual(marker) {
+                let from = start + marker.count
+                guard let end = payload[from...].firstIndex(of: UInt8(ascii: "\"")) else { return nil }
+                return String(decoding: payload[from..<end], as: UTF8.self)
+            }
+            return nil
+        }
+    }
+
+    @Test func aWorkerKilledWith5000InFlightIsFinishedByAnotherAndNothingIsDeadLettered() async throws {
+        try await DeliveryStack.with(ingress: ["RATE_LIMIT_PUSH": "1000000/60"], plan: "enterprise") { stack in
+            let (id, _, _) = try await stack.subscribe()
+            let accepted = try await Self.pushMany(stack, subscription: id, count: 5000)
+            #expect(accepted.count == 5000)
+            // Slow answers keep them in flight.
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":3000}"#)
+            let first = try WorkerProcess(
+                environment: stack.workerEnvironment(["WORKER_MAX_IN_FLIGHT": "5000", "WORKER_BATCH_SIZE": "1000"]))
+            try await eventually("5000 read by the first worker", timeout: .seconds(30)) {
+                try await stack.pendingCount() == 5000
+            }
+            first.signal(SIGKILL)
+            let (exited, _) = await first.waitForExit()
+            #expect(!exited)
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
+
+            let second = try WorkerProcess(
+                environment: stack.workerEnvironment(["WORKER_VISIBILITY_TIMEOUT": "2", "WORKER_MAX_IN_FLIGHT": "2000"])
+            )
+            try await eventually("every accepted message delivered", timeout: .seconds(60)) {
+                Set(Self.delivered(stack)).isSuperset(of: accepted)
+            }
+            try await eventually("the queue drained", timeout: .seconds(20)) {
+                let length = try await stack.streamLength()
+                let pending = try await stack.pendingCount()
+                return length == 0 && pending == 0
+            }
+            #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
+            #expect(try await stack.quota() == 5000)
+
+            second.signal(SIGTERM)
+            let (secondExited, status) = await second.waitForExit()
+            #expect(secondExited)
+            #expect(status == 0)
+        }
+    }
+
+    @Test func aGracefulStopUnderLoadLosesNothingAndLeavesNothingPending() async throws {
+        try await DeliveryStack.with(ingress: ["RATE_LIMIT_PUSH": "1000000/60"], plan: "enterprise") { stack in
+            let (id, _, _) = try await stack.subscribe()
+            let accepted = try await Self.pushMany(stack, subscription: id, count: 1000)
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":200}"#)
+            let first = try await stack.startWorker(["WORKER_MAX_IN_FLIGHT": "300"])
+            try await eventually("some delivered") { stack.recordings().count >= 100 }
+            let clean = await first.shutdown(deadline: .seconds(10))
+            #expect(clean)
+            #expect(try await stack.pendingCount() == 0)
+            let afterStop = stack.recordings().count
+            #expect(afterStop < 1000)
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
+            try await stack.startWorker()
+            try await eventually("the rest delivered", timeout: .seconds(30)) { Self.delivered(stack).count >= 1000 }
+            try await Task.sleep(for: .milliseconds(300))
+            let delivered = Self.delivered(stack)
+            #expect(delivered.count == 1000)  // each exactly once: the stop acknowledged what it sent
+            #expect(Set(delivered) == accepted)
+        }
+    }
+
+    @Test func anEntryHandedOutTooOftenIsDeadLetteredAndItsQuotaReleased() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            _ = try await stack.redis.send(
+                "XGROUP", "CREATE", stack.keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
+            let entry = try await stack.enqueue(try await stack.message(subscription: id, token: token, reply: "dead"))
+            // A worker that read it and died, twice.
+            _ = try await stack.redis.send(
+                "XREADGROUP", "GROUP", RedisKeys.consumerGroup, "ghost", "COUNT", 10, "STREAMS", stack.keys.stream, ">")
+            _ = try await stack.redis.send("XCLAIM", stack.keys.stream, RedisKeys.consumerGroup, "ghost-2", 0, entry)
+            try await stack.startWorker(["WORKER_MAX_DELIVERIES": "2", "WORKER_VISIBILITY_TIMEOUT": "1"])
+            let reply = try await stack.awaitReply("dead")
+            #expect(reply["status"] == "failed")
+            let dead = try await stack.redis.send("XRANGE", stack.keys.deadLetters, "-", "+")
+            let fields = dead.array?.first?.array?.last?.array?.compactMap(\.string) ?? []
+            #expect(
+                fields.firstIndex(of: "dead_reason").map { fields[$0 + 1] } == "handed out 3 times without an outcome")
+            #expect(try await stack.quota() == 0)
+            #expect(try await stack.pendingCount() == 0)
+            #expect(stack.recordings(token: token).isEmpty)
+        }
+    }
+
+    @Test func metricsHealthAndReadinessAreServed() async throws {
+        try await DeliveryStack.with { stack in
+            let worker = try await stack.startWorker()
+            let (id, _, token) = try await stack.subscribe()
+            #expect(try await stack.push(id).status == 201)
+            try await eventually("the notification") { stack.recordings(token: token).count == 1 }
+            let client = RawHTTPClient(port: worker.metricsPort)
+            try await eventually("the sent counter") {
+                try await client.request("GET", "/metrics").text.contains(
+                    #"pushgate_worker_sends_total{outcome="sent",reason=""} 1"#)
+            }
+            let metrics = try await client.request("GET", "/metrics").text
+            for name in [
+                "pushgate_queue_lag_seconds{stream=\"\(stack.keys.stream)\"}", "pushgate_worker_queue_length",
+                "pushgate_worker_in_flight", "pushgate_worker_apns_connections_open 1",
+                "pushgate_worker_apns_request_duration_seconds_count 1",
+            ] {
+                #expect(metrics.contains(name), "\(name) missing")
+            }
+            #expect(try await client.request("GET", "/healthz").status == 200)
+            let ready = try await client.request("GET", "/readyz")
+            #expect(ready.status == 200)
+            #expect(ready.text == #"{"redis":"ok","postgres":"ok"}"#)
+        }
+    }
+}

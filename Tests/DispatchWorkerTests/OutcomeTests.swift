@@ -1,0 +1,156 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import DispatchWorker
+
+/// What APNs answers changes our data: gone subscriptions, rejected credentials,
+/// quota released for everything but sent, outcomes on reply lists.
+@Suite struct OutcomeTests {
+    @Test func unregisteredDeletesTheSubscriptionTheNextPushAnswers410AndTheQuotaIsUnchanged() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (id, _, token) = try await stack.subscribe()
+            try await stack.controlRequest("POST", "/devices/\(token)/uninstall")
+            #expect(try await stack.quota() == 0)
+            #expect(try await stack.push(id).status == 201)
+            try await eventually("the subscription deleted") { try await !stack.subscriptionExists(id) }
+            try await eventually("the entry acknowledged") { try await stack.streamLength() == 0 }
+            #expect(try await stack.quota() == 0)
+            let next = try await stack.push(id)
+            #expect(next.status == 410)
+            #expect(try await stack.quota() == 0)
+            #expect(stack.recordings(token: token).isEmpty)
+            try await eventually("the daily count") { try await stack.dailyCounts().gone == 1 }
+        }
+    }
+
+    @Test func badDeviceTokenIsGoneAsWell() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (id, _, _) = try await stack.subscribe()
+            // An odd number of hex digits: Apple (and the simulator) answer 400 BadDeviceToken.
+            let bad = "abcdef0123456789abcdef0123456789a"
+            try await stack.postgres.execute("UPDATE subscriptions SET device_token = \(bad) WHERE id = \(id)")
+            try await stack.enqueue(try await stack.message(subscription: id, token: bad, reply: "bad"))
+            #expect(try await stack.awaitReply("bad")["status"] == "gone")
+            #expect(try await !stack.subscriptionExists(id))
+            #expect(try await stack.redis.send("EXISTS", stack.keys.tombstone(id)).int == 1)
+            #expect(try await stack.quota() == 0)
+        }
+    }
+
+    @Test func aTokenRefreshedAfterApplesVerdictIsKept() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (id, _, token) = try await stack.subscribe()
+            // Apple says the token died an hour ago; the device registered (PUT) since.
+            let anHourAgo = Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000
+            try await stack.controlRequest("POST", "/devices/\(token)/uninstall", #"{"timestamp":\#(anHourAgo)}"#)
+            let message = try await stack.message(subscription: id, token: token, reply: "kept")
+            try await stack.enqueue(message)
+            let reply = try await stack.awaitReply("kept")
+            #expect(reply == ["mid": message.messageID, "status": "failed", "reason": "provider_error"])
+            #expect(try await stack.subscriptionExists(id))
+            #expect(try await stack.quota() == 0)
+            #expect(try await stack.redis.send("EXISTS", stack.keys.tombstone(id)).int == 0)
+        }
+    }
+
+    @Test func aTokenReplacedWhileTheMessageWaitedIsKept() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (id, _, oldToken) = try await stack.subscribe()
+            try await stack.controlRequest("POST", "/devices/\(oldToken)/uninstall")
+            try await stack.postgres.execute(
+                "UPDATE subscriptions SET device_token = \(Fixture.token()) WHERE id = \(id)")
+            try await stack.enqueue(try await stack.message(subscription: id, token: oldToken, reply: "replaced"))
+            #expect(try await stack.awaitReply("replaced")["status"] == "failed")
+            #expect(try await stack.subscriptionExists(id))
+        }
+    }
+
+    @Test func aRevokedKeyFlagsTheCredentialRejectedAndTheQuotaIsUnchanged() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (id, _, _) = try await stack.subscribe()
+            try await stack.controlRequest("POST", "/keys/\(stack.keyID)/revoke")
+            #expect(try await stack.push(id).status == 201)
+            try await eventually("the credential flagged") {
+                let rows = try await stack.postgres.query(
+                    "SELECT status FROM push_credentials WHERE id = \(stack.credentialID)")
+                return try rows.first?.decode("status", as: String.self) == "rejected"
+            }
+            let row = try #require(
+                try await stack.postgres.query(
+                    "SELECT rejected_at, rejected_reason FROM push_credentials WHERE id = \(stack.credentialID)"
+                ).first)
+            #expect(try row.decode("rejected_at", as: Date?.self) != nil)
+            #expect(try row.decode("rejected_reason", as: String?.self) == "APNs answered InvalidProviderToken")
+            try await eventually("the entry acknowledged") { try await stack.streamLength() == 0 }
+            #expect(try await stack.quota() == 0)
+            // The app's cache was dropped: the ingress now answers 502 (1007).
+            let next = try await stack.push(id)
+            #expect(next.status == 502)
+            // Messages already queued fail fast with credential_rejected.
+            let (otherID, _, otherToken) = try await stack.subscribe()
+            try await stack.enqueue(try await stack.message(subscription: otherID, token: otherToken, reply: "fast"))
+            #expect(try await stack.awaitReply("fast")["reason"] == "credential_rejected")
+            #expect(try await stack.quota() == 0)
+        }
+    }
+
+    @Test func repliesCarryTheOutcomeAndSentKeepsTheQuota() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (id, _, token) = try await stack.subscribe()
+            let message = try await stack.message(subscription: id, token: token, reply: "r1")
+            try await stack.enqueue(message)
+            #expect(try await stack.awaitReply("r1") == ["mid": message.messageID, "status": "sent", "reason": ""])
+            #expect(try await stack.quota() == 1)
+            let ttl = try await stack.redis.send("TTL", stack.keys.reply("r1")).int ?? -3
+            #expect(ttl == -2 || (ttl > 0 && ttl <= 60))
+        }
+    }
+
+    @Test func aMissingCredentialFailsWithCredentialMissingAndReleasesTheQuota() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (id, _, token) = try await stack.subscribe()
+            try await stack.enqueue(
+                try await stack.message(subscription: id, token: token, credential: "nope", reply: "m"))
+            #expect(try await stack.awaitReply("m")["reason"] == "credential_missing")
+            try await eventually("the quota released") { try await stack.quota() == 0 }
+            #expect(stack.recordings(token: token).isEmpty)
+        }
+    }
+
+    @Test func anExpiredMessageIsDroppedUnsentAndCountedExpired() async throws {
+        try await DeliveryStack.with { stack in
+            let worker = try await stack.startWorker()
+            let (id, _, token) = try await stack.subscribe()
+            let expiration = Int64(Date().timeIntervalSince1970) - 10
+            try await stack.enqueue(
+                try await stack.message(subscription: id, token: token, expiration: expiration, reply: "x"))
+            #expect(try await stack.awaitReply("x")["reason"] == "expired")
+            try await eventually("the quota released") { try await stack.quota() == 0 }
+            #expect(stack.recordings(token: token).isEmpty)
+            #expect(worker.metrics.sends.value("expired", "expired") == 1)
+        }
+    }
+
+    @Test func anUnreadableEntryGoesToTheDeadLetterStreamWithItsReason() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            try await stack.enqueue(fields: [Array("v".utf8), Array("9".utf8), Array("x".utf8), [0, 1, 2]])
+            try await eventually("the dead letter") { try await stack.streamLength(stack.keys.deadLetters) == 1 }
+            let dead = try await stack.redis.send("XRANGE", stack.keys.deadLetters, "-", "+")
+            let fields = dead.array?.first?.array?.last?.array?.compactMap(\.string) ?? []
+            let reason = fields.firstIndex(of: "dead_reason").map { fields[$0 + 1] }
+            #expect(reason == "unreadable: queue message field v is not a known format version")
+            #expect(try await stack.streamLength() == 0)
+            #expect(try await stack.pendingCount() == 0)
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import DispatchWorker
+
+/// 429/5xx/connection failures go through the delayed-retry set with backoff; the
+/// circuit flag goes up while APNs keeps failing and comes down on success.
+@Suite struct RetryTests {
+    @Test func aTwoSecond503StormDelaysButLosesNothing() async throws {
+        try await DeliveryStack.with { stack in
+            var ids: [(String, String)] = []
+            for _ in 0..<20 {
+                let (id, _, token) = try await stack.subscribe()
+                #expect(try await stack.push(id).status == 201)
+                ids.append((id, token))
+            }
+            try await stack.controlRequest("POST", "/faults", #"{"status":503,"count":1000000}"#)
+            let worker = try await stack.startWorker(["WORKER_MAX_ATTEMPTS": "30"])
+            try await Task.sleep(for: .seconds(2))
+            #expect(stack.recordings().isEmpty)
+            try await stack.controlRequest("DELETE", "/faults")
+            try await eventually("all 20 delivered", timeout: .seconds(20)) { stack.recordings().count >= 20 }
+            for (_, token) in ids { #expect(stack.recordings(token: token).count == 1) }
+            try await eventually("the queue empty") {
+                let length = try await stack.streamLength()
+                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
+                return length == 0 && retries == 0
+            }
+            #expect(worker.metrics.retries.value("ServiceUnavailable") >= 20)
+            #expect(try await stack.quota() == 20)
+            #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
+        }
+    }
+
+    @Test func tooManyRequestsIsRetriedAfterABackoff() async throws {
+        try await DeliveryStack.with { stack in
+            let worker = try await stack.startWorker(["WORKER_RETRY_BASE_MS": "1000", "WORKER_RETRY_CAP_MS": "1000"])
+            let (id, _, token) = try await stack.subscribe()
+            // Warm the connection, so the measured time is the backoff.
+            #expect(try await stack.push(id).status == 201)
+            try await eventually("the first notification") { stack.recordings(token: token).count == 1 }
+            try await stack.controlRequest("POST", "/faults", #"{"status":429,"count":1}"#)
+            let start = ContinuousClock.now
+            #expect(try await stack.push(id).status == 201)
+            try await eventually("the retried notification") { stack.recordings(token: token).count == 2 }
+            // Equal jitter: at least half the 1 s delay.
+            #expect(ContinuousClock.now - start >= .milliseconds(500))
+            #expect(worker.metrics.retries.value("TooManyRequests") == 1)
+        }
+    }
+
+    @Test func attemptsAreBoundedThenTheMessageFailsWithProviderError() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker(["WORKER_MAX_ATTEMPTS": "3", "WORKER_RETRY_BASE_MS": "50"])
+            try await stack.controlRequest("POST", "/faults", #"{"status":500,"count":1000000}"#)
+            let (id, _, token) = try await stack.subscribe()
+            try await stack.enqueue(try await stack.message(subscription: id, token: token, reply: "bounded"))
+            let reply = try await stack.awaitReply("bounded")
+            #expect(reply["status"] == "failed")
+            #expect(reply["reason"] == "provider_error")
+            #expect(try await stack.quota() == 0)
+            let stats = try await stack.controlRequest("GET", "/stats")
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any])
+            #expect(json["faultsInjected"] as? Int == 3)
+        }
+    }
+
+    @Test func theCircuitFlagRisesWhileAPNsFailsAndClearsOnTheNextSuccess() async throws {
+        try await DeliveryStack.with { stack in
+            let circuit = stack.keys.circuit(credential: stack.credentialID, environment: "production")
+            var subscriptions: [String] = []
+            for _ in 0..<3 {
+                let (id, _, _) = try await stack.subscribe()
+                subscriptions.append(id)
+                #expect(try await stack.push(id).status == 201)
+            }
+            try await stack.controlRequest("POST", "/faults", #"{"status":503,"count":1000000}"#)
+            try await stack.startWorker(["WORKER_CIRCUIT_THRESHOLD": "3", "WORKER_MAX_ATTEMPTS": "50"])
+            try await eventually("the circuit flag") { try await stack.redis.send("EXISTS", circuit).int == 1 }
+            let ttl = try await stack.redis.send("TTL", circuit).int ?? 0
+            #expect(ttl > 0 && ttl <= 30)
+            // The ingress reads it: 502 (1007) instead of queueing.
+            let refused = try await stack.push(subscriptions[0])
+            #expect(refused.status == 502)
+            try await stack.controlRequest("DELETE", "/faults")
+            try await eventually("the flag cleared", timeout: .seconds(20)) {
+                try await stack.redis.send("EXISTS", circuit).int == 0
+            }
+            try await eventually("the 3 delivered") { stack.recordings().count == 3 }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import Shared
+import Testing
+
+@testable import DispatchWorker
+
+/// The worker's pure parts, without sockets.
+@Suite struct NotificationBuilderTests {
+    static func message(title: String = "Hi", body: String = "There", ciphertext: [UInt8] = [1, 2, 3]) -> QueueMessage {
+        QueueMessage(
+            messageID: "m", subscriptionID: "s", appID: "a", accountID: "acct", credentialID: "c", topic: "com.x",
+            deviceToken: "ab", sandbox: false, alertTitle: title, alertBody: body, ciphertext: ciphertext, priority: 5,
+            expiration: 0, collapseID: "k", acceptedAt: 0, quotaKey: "q")
+    }
+
+    @Test func thePayloadEscapesTheAlertAndCarriesTheCiphertextAsBase64URL() throws {
+        let payload = NotificationBuilder.payload(
+            for: Self.message(title: "Say \"hi\"\n", body: "a\\b\u{1}é", ciphertext: [0xFB, 0xFF]))
+        let text = String(decoding: payload, as: UTF8.self)
+        #expect(
+            text == #"{"aps":{"alert":{"title":"Say \"hi\"\n","body":"a\\b\u0001é"},"mutable-content":1},"c":"-_8"}"#)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])
+        #expect(((object["aps"] as? [String: Any])?["alert"] as? [String: String])?["title"] == "Say \"hi\"\n")
+    }
+
+    @Test func cIsKeptUpTo4096BytesAndLeftOutBeyond() {
+        // Without c, and its room: `,"c":""` takes 7 bytes; 3 bytes of ciphertext are 4 characters.
+        let empty = NotificationBuilder.payload(for: Self.message(ciphertext: [])).count - 7
+        let room = 4096 - empty - 7
+        let fits = Self.message(ciphertext: Array(repeating: 7, count: room / 4 * 3))
+        #expect(NotificationBuilder.payload(for: fits).count <= 4096)
+        #expect(String(decoding: NotificationBuilder.payload(for: fits), as: UTF8.self).contains(#""c":"#))
+        let tooBig = Self.message(ciphertext: Array(repeating: 7, count: room / 4 * 3 + 3))
+        let payload = NotificationBuilder.payload(for: tooBig)
+        #expect(payload.count == empty)
+        #expect(!String(decoding: payload, as: UTF8.self).contains(#""c":"#))
+    }
+
+    @Test func theInlineBase64URLMatchesShared() {
+        for length in 0..<40 {
+            let input = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 251) }
+            var bytes: [UInt8] = []
+            NotificationBuilder.appendBase64URL(input, to: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == Base64URL.encode(input))
+        }
+    }
+
+    @Test func headersComeFromTheMessage() {
+        let notification = NotificationBuilder.notification(for: Self.message())
+        #expect(notification.pushType == .alert)
+        #expect(notification.priority.rawValue == 5)
+        #expect(notification.expiration == .immediately)
+        #expect(notification.collapseID == "k")
+        #expect(notification.topic == "com.x")
+    }
+}
+
+@Suite struct RetryPolicyTests {
+    let policy = RetryPolicy(maxAttempts: 4, baseMilliseconds: 100, capMilliseconds: 1000)
+
+    @Test func delaysDoubleWithEqualJitterUpToTheCap() {
+        #expect(policy.delay(afterAttempts: 1, random: { 0 }) == 50)
+        #expect(policy.delay(afterAttempts: 1, random: { 0.999 }) == 99)
+        #expect(policy.delay(afterAttempts: 3, random: { 0 }) == 200)
+        #expect(policy.delay(afterAttempts: 10, random: { 0 }) == 500)
+        #expect(policy.delay(afterAttempts: 60, random: { 0.5 }) == 750)
+    }
+
+    @Test func itGivesUpAfterMaxAttemptsOrPastTheDeadline() {
+        #expect(
+            policy.decide(attempts: 1, nowMilliseconds: 0, deadlineMilliseconds: 10_000, random: { 0 })
+                == .retry(afterMilliseconds: 50))
+        #expect(policy.decide(attempts: 4, nowMilliseconds: 0, deadlineMilliseconds: 10_000) == .giveUp)
+        #expect(policy.decide(attempts: 1, nowMilliseconds: 0, deadlineMilliseconds: 40, random: { 0 }) == .giveUp)
+    }
+}
+
+@Suite struct DeliveryOutcomeTests {
+    func response(_ status: Int, _ reason: APNsReason?) -> APNsResponse {
+        APNsResponse(status: status, apnsID: nil, reason: reason)
+    }
+
+    @Test func answersMapToOutcomes() {
+        let stamp = Date(timeIntervalSince1970: 1_700_000_000)
+        #expect(DeliveryOutcome.classify(response(200, nil)) == .sent)
+        #expect(
+            DeliveryOutcome.classify(response(410, .unregistered(timestamp: stamp)))
+                == .gone(timestamp: stamp, reason: "Unregistered"))
+        #expect(
+            DeliveryOutcome.classify(response(400, .badDeviceToken)) == .gone(timestamp: nil, reason: "BadDeviceToken"))
+        #expect(
+            DeliveryOutcome.classify(response(403, .invalidProviderToken))
+                == .credentialRejected(reason: "InvalidProviderToken"))
+        #expect(
+            DeliveryOutcome.classify(response(400, .deviceTokenNotForTopic))
+                == .failed(.providerError, detail: "DeviceTokenNotForTopic"))
+        #expect(
+            DeliveryOutcome.classify(response(400, .topicDisallowed))
+                == .failed(.providerError, detail: "TopicDisallowed"))
+        #expect(
+            DeliveryOutcome.classify(response(429, .tooManyRequests))
+                == .retry(cause: "TooManyRequests", countsAgainstCircuit: false))
+        #expect(
+            DeliveryOutcome.classify(response(503, .serviceUnavailable))
+                == .retry(cause: "ServiceUnavailable", countsAgainstCircuit: true))
+        #expect(DeliveryOutcome.classify(response(502, nil)) == .retry(cause: "HTTP502", countsAgainstCircuit: true))
+        #expect(
+            DeliveryOutcome.classify(response(400, .unknown("NewThing"))) == .failed(.providerError, detail: "Unknown"))
+    }
+
+    @Test func clientErrorsMapToOutcomes() {
+        #expect(DeliveryOutcome.classify(APNsClientError(.shutdown, "")) == .abandoned)
+        #expect(
+            DeliveryOutcome.classify(APNsClientError(.connection, ""))
+                == .retry(cause: "connection", countsAgainstCircuit: true))
+        #expect(
+            DeliveryOutcome.classify(APNsClientError(.overloaded, ""))
+                == .retry(cause: "overloaded", countsAgainstCircuit: false))
+        #expect(
+            DeliveryOutcome.classify(APNsClientError(.invalidRequest, ""))
+                == .failed(.providerError, detail: "InvalidRequest"))
+    }
+}
+
+@Suite struct ReplyAndMessageTests {
+    @Test func replyJSONIsTheDocumentedObject() {
+        #expect(
+            ReplyJSON.make(messageID: "abc", status: "failed", reason: "provider_error")
+                == #"{"mid":"abc","status":"failed","reason":"provider_error"}"#)
+    }
+
+    @Test func replyKeyAndAttemptsRoundTripThroughTheStreamFields() throws {
+        var message = NotificationBuilderTests.message()
+        message.replyKey = RedisKeys(stream: "q:{7}").reply("req-1")
+        message.attempts = 3
+        #expect(message.replyKey == "pushgate:{7}:reply:req-1")
+        #expect(try QueueMessage(fields: message.fields) == message)
+        #expect(try QueueMessage(fields: NotificationBuilderTests.message().fields).attempts == 0)
+    }
+
+    @Test func dailyCountDaysAreUTC() {
+        #expect(DailyCounts.day(of: Date(timeIntervalSince1970: 1_700_000_000)) == "2023-11-14")
+        #expect(DailyCounts.timestamp(Date(timeIntervalSince1970: 1_700_000_000.0421)) == "1700000000.042")
+    }
+}
