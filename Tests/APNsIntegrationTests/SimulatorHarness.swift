@@ -58,14 +58,21 @@ enum Teams {
     }
 }
 
-/// A clock a provider-token store reads, moved by the test.
+/// A clock a provider-token store reads, moved by the test: the real time plus
+/// an offset, or (frozen) a fixed moment plus the offset.
 final class TestClock: Sendable {
     private let offset = Mutex<TimeInterval>(0)
+    private let frozenAt: Date?
     /// Starts `offset` seconds from the real time (negative: in the past).
-    init(offset seconds: TimeInterval = 0) { offset.withLock { $0 = seconds } }
+    init(offset seconds: TimeInterval = 0) {
+        frozenAt = nil
+        offset.withLock { $0 = seconds }
+    }
+    /// Stands still at `date` until moved.
+    init(frozenAt date: Date) { frozenAt = date }
     func set(offset seconds: TimeInterval) { offset.withLock { $0 = seconds } }
     func advance(seconds: TimeInterval) { offset.withLock { $0 += seconds } }
-    var now: Date { Date().addingTimeInterval(offset.withLock { $0 }) }
+    var now: Date { (frozenAt ?? Date()).addingTimeInterval(offset.withLock { $0 }) }
 }
 
 /// The simulator started in-process on port 0, reached the way a worker reaches
@@ -132,7 +139,8 @@ struct Simulator: Sendable {
         var configuration = APNsClient.Configuration(connectionsPerPool: 1, caFile: caFile)
         adjust(&configuration)
         return try APNsClient(
-            configuration: configuration, tokens: tokens, logger: Logger(component: "apns-itest", minimumLevel: .error))
+            configuration: configuration, tokens: tokens,
+            logger: Logger(component: "apns-itest", minimumLevel: .error))
     }
 
     /// `method path` on the control API (HTTP/1.1) with a JSON body; the status and the parsed JSON.
