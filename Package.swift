@@ -67,6 +67,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Benchmarks (not tests; see scripts/bench)
+        .executableTarget(
+            name: "apns-bench",
+            dependencies: ["Shared"],
+            path: "Sources/Benchmarks/APNsBench",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Tests (real Postgres and Redis; see scripts/test)
         .target(
             name: "TestSupport",
@@ -92,6 +100,12 @@ let package = Package(
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "Shared", "TestSupport", "CNGHTTP2"],
+            swiftSettings: swiftSettings
+        ),
+        // The APNs client against the real simulator, in-process: every reason, token cadence, load.
+        .testTarget(
+            name: "APNsIntegrationTests",
+            dependencies: ["Shared", "APNsSimulator", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -6,6 +6,7 @@
 //                                          "connections":{"opened":n,"open":n},
 //                                          "providerTokens":{"seen":n,"verifications":n},
 //                                          "streamsRefusedAfterGoAway":n,"faultsInjected":n,"goAwaysSent":n,
+//                                          "peakOpenStreams":n (most streams open at once on one connection),
 //                                          "recorded":n,"recordingsDropped":n,"pendingFaults":[…],"latencyMs":n}
 //   GET    /notifications[?after=SEQ&token=HEX&limit=N]
 //                                        → 200 {"notifications":[{"sequence","apnsId","deviceToken","topic",
@@ -156,6 +157,7 @@ struct ControlAPI: HTTPHandler {
             + "\"verifications\":\(counters.providerTokenVerifications)},"
             + "\"streamsRefusedAfterGoAway\":\(counters.streamsRefusedAfterGoAway),"
             + "\"faultsInjected\":\(counters.faultsInjected),\"goAwaysSent\":\(counters.goAwaysSent),"
+            + "\"peakOpenStreams\":\(counters.peakOpenStreams),"
             + "\"recorded\":\(recorded),\"recordingsDropped\":\(counters.recordingsDropped),"
             + "\"pendingFaults\":[\(faults.joined(separator: ","))],\"latencyMs\":\(state.latencyMilliseconds)}"
     }

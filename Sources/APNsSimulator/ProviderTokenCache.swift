@@ -1,8 +1,9 @@
 import Shared
 
 /// A connection's provider-token state, as APNs keeps it: the token in use, once
-/// verified, and when it was installed (a different token within
-/// `tokenUpdatePeriodSeconds` answers 429 TooManyProviderTokenUpdates).
+/// verified, and when it was installed (a different token, issued less than
+/// `tokenUpdatePeriodSeconds` after the current one, within that period of its
+/// installation answers 429 TooManyProviderTokenUpdates).
 ///
 /// The signature is checked once per connection and token; later requests with
 /// the same token compare strings, and check only the age and that the key is
@@ -51,7 +52,14 @@ struct ProviderTokenCache: Sendable {
         case .success(let value): verified = value
         }
         if case .failure(let rejection) = checkAge(verified, rules: rules, now: now) { return .failure(rejection) }
-        if let current, now - current.installedAt < rules.tokenUpdatePeriodSeconds {
+        // Too many updates: a token made within the period after the connection's
+        // current one (Apple: tokens may be recreated at most every 20 minutes), on a
+        // connection that took its current one within the period. A token made a full
+        // period later is taken at once, even on a young connection (the normal
+        // 50-minute refresh reaching a connection opened just before it).
+        if let current, now - current.installedAt < rules.tokenUpdatePeriodSeconds,
+            verified.issuedAt - current.issuedAt < rules.tokenUpdatePeriodSeconds
+        {
             return .failure(.tooManyProviderTokenUpdates)
         }
         current = verified

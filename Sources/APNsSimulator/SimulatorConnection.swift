@@ -18,6 +18,8 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
     private let onClose: (SimulatorConnection) -> Void
     private var tokens = ProviderTokenCache()
     private(set) var raisedStreamLimit = false
+    /// The most streams open at once on this connection so far (reported to the state when it grows).
+    private var peakOpenStreams = 0
     /// Set by `goAway(lastStreamID:)`: streams above it are refused, not answered.
     private var goAwayLastStreamID: Int32?
     /// Responses held back by injected latency.
@@ -59,6 +61,10 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
         if let last = goAwayLastStreamID, streamID > last {
             refuseAfterGoAway(streamID)
             return
+        }
+        if connection.openStreams > peakOpenStreams {
+            peakOpenStreams = connection.openStreams
+            state.notePeakOpenStreams(peakOpenStreams)
         }
         let context = state.beginRequest()
         let verdict: APNsRequestValidator.Verdict

@@ -34,6 +34,10 @@ final class SimulatorState: Sendable {
         var faultsInjected = 0
         var recordingsDropped = 0
         var goAwaysSent = 0
+        /// The most streams one connection had open at once (HTTP/2 level, counted when a
+        /// request has fully arrived): above 1 shows a client used the raised limit, and it
+        /// never exceeds `maxConcurrentStreams` for a client that respects the limit.
+        var peakOpenStreams = 0
     }
 
     private struct Storage: Sendable {
@@ -110,6 +114,11 @@ final class SimulatorState: Sendable {
             storage.counters.providerTokenVerifications += count
             if let token { storage.counters.providerTokens.insert(token) }
         }
+    }
+
+    /// A connection had `count` streams open at once.
+    func notePeakOpenStreams(_ count: Int) {
+        storage.withLock { $0.counters.peakOpenStreams = max($0.counters.peakOpenStreams, count) }
     }
 
     func noteStreamRefusedAfterGoAway() { storage.withLock { $0.counters.streamsRefusedAfterGoAway += 1 } }

@@ -265,6 +265,23 @@ import Testing
         #expect(tokens.current?.token == second)
     }
 
+    /// The 50-minute refresh reaching a connection opened a minute earlier is not "too many updates".
+    @Test func aTokenIssuedAFullPeriodAfterTheCurrentOneIsTakenEvenOnAYoungConnection() {
+        var tokens = ProviderTokenCache()
+        let rules = Fixtures.rules()
+        let first = Fixtures.token(issuedAt: Date(timeIntervalSince1970: TimeInterval(now - 50 * 60)))
+        let second = Fixtures.token(issuedAt: Date(timeIntervalSince1970: TimeInterval(now)))
+        func send(_ token: String, at time: Int64) -> APNsRejection? {
+            APNsRequestValidator.validate(
+                headers: Fixtures.headers(token: token), body: Fixtures.payload, rules: rules, tokens: &tokens,
+                now: time
+            ).rejection
+        }
+        #expect(send(first, at: now - 60) == nil)
+        #expect(send(second, at: now) == nil)
+        #expect(tokens.current?.token == second)
+    }
+
     @Test func revokingTheKeyOfACachedTokenTakesEffectOnTheNextRequest() {
         var tokens = ProviderTokenCache()
         var rules = Fixtures.rules()
