@@ -107,7 +107,8 @@ func buildWorker(
             url: configuration.common.databaseURL, applicationName: "pushgate-worker",
             maximumConnections: configuration.databaseConnections, acquireTimeout: .seconds(10), connectTimeout: 5))
     let apns = try APNsClient(
-        configuration: APNsClient.Configuration(worker: configuration), tokens: tokens ?? RedisProviderTokenStore(redis: redis),
+        configuration: APNsClient.Configuration(worker: configuration),
+        tokens: tokens ?? RedisProviderTokenStore(redis: redis),
         logger: logger)
     let metrics = WorkerMetrics()
     let limiter = InFlightLimiter(limit: configuration.maxInFlight)

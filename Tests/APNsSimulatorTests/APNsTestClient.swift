@@ -76,7 +76,8 @@ final class APNsTestClient: HTTP2ConnectionDelegate, @unchecked Sendable {
 
     /// Polls `condition` on the loop until it holds (or 5 s pass).
     func wait(_ what: String, _ condition: @escaping @Sendable (APNsTestClient) -> Bool) async throws {
-        guard try await Poll.until(timeout: .seconds(5), interval: .milliseconds(5), { try await read(condition) }) else {
+        guard try await Poll.until(timeout: .seconds(5), interval: .milliseconds(5), { try await read(condition) })
+        else {
             throw Failure(description: "timed out waiting for \(what)")
         }
     }

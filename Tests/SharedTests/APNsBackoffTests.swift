@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Shared
 
 @Suite struct APNsReconnectBackoffTests {
@@ -34,7 +35,8 @@ import Testing
             var seen = Set<Duration>()
             for _ in 0..<200 {
                 let delay = backoff.delay(afterFailures: failures, using: &generator)
-                #expect(delay >= step / 2 && delay <= step, "failures \(failures): \(delay) outside [\(step / 2), \(step)]")
+                #expect(
+                    delay >= step / 2 && delay <= step, "failures \(failures): \(delay) outside [\(step / 2), \(step)]")
                 seen.insert(delay)
             }
             #expect(seen.count > 150, "jitter should spread the delays")

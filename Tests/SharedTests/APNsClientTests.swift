@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Shared
 
 /// The client against a real HTTP/2 server over TLS (`APNsTestServer`).
@@ -12,7 +13,8 @@ import Testing
     let credential: APNsCredential
 
     init() throws {
-        credential = APNsCredential(id: "cred-1", teamID: "TEAM123456", keyID: "KEY1234567", privateKey: try .generate())
+        credential = APNsCredential(
+            id: "cred-1", teamID: "TEAM123456", keyID: "KEY1234567", privateKey: try .generate())
     }
 
     func notification(_ id: UUID = UUID()) -> APNsNotification {
@@ -27,7 +29,8 @@ import Testing
     ) throws -> APNsClient {
         var configuration = APNsClient.Configuration(caFile: server?.certificates.caFile)
         adjust(&configuration)
-        return try APNsClient(configuration: configuration, tokens: tokens, logger: Logger(component: "test", minimumLevel: .error))
+        return try APNsClient(
+            configuration: configuration, tokens: tokens, logger: Logger(component: "test", minimumLevel: .error))
     }
 
     /// Sends `count` notifications at once; returns each one's outcome by apns-id.
@@ -41,7 +44,11 @@ import Testing
                 let credential = credential
                 group.addTask {
                     do {
-                        return (id, .success(try await client.send(notification, credential: credential, environment: environment)))
+                        return (
+                            id,
+                            .success(
+                                try await client.send(notification, credential: credential, environment: environment))
+                        )
                     } catch {
                         return (id, .failure(error as! APNsClientError))
                     }
@@ -314,12 +321,16 @@ import Testing
             $0.idlePingInterval = .milliseconds(100)
             $0.pingTimeout = .milliseconds(300)
         }
-        #expect(try await client.send(notification(), credential: credential, environment: server.environment).status == 200)
+        #expect(
+            try await client.send(notification(), credential: credential, environment: server.environment).status == 200
+        )
         // Freeze the server's loop: no PING acknowledgements for a while.
         server.loop.execute { usleep(1_000_000) }
         try await Task.sleep(for: .milliseconds(1200))
         #expect(client.metrics.pingTimeouts >= 1)
-        #expect(try await client.send(notification(), credential: credential, environment: server.environment).status == 200)
+        #expect(
+            try await client.send(notification(), credential: credential, environment: server.environment).status == 200
+        )
         #expect(try await server.stats().connectionsAccepted == 2)
         await client.shutdown()
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import Shared
 
 @Suite struct APNsProviderTokenPolicyTests {
@@ -9,7 +10,8 @@ import Testing
     let start = Date(timeIntervalSince1970: 1_700_000_000)
 
     init() throws {
-        credential = APNsCredential(id: "cred-1", teamID: "TEAM123456", keyID: "KEY1234567", privateKey: try .generate())
+        credential = APNsCredential(
+            id: "cred-1", teamID: "TEAM123456", keyID: "KEY1234567", privateKey: try .generate())
     }
 
     func token(issuedMinutesBefore minutes: Double, value: String = "t", keyID: String? = nil) -> ProviderToken {

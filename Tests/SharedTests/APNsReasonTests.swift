@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Shared
 
 @Suite struct APNsReasonTests {
@@ -42,7 +43,9 @@ import Testing
         #expect(abs(date.timeIntervalSince1970 - 1_700_000_000.123) < 0.001)
         let response = try #require(
             APNsResponse(
-                headers: [HTTP2Header(":status", "410"), HTTP2Header("apns-id", "E7D8A9B0-1111-2222-3333-444455556666")],
+                headers: [
+                    HTTP2Header(":status", "410"), HTTP2Header("apns-id", "E7D8A9B0-1111-2222-3333-444455556666"),
+                ],
                 body: Array(#"{"reason":"Unregistered","timestamp":1700000000123}"#.utf8)))
         #expect(response.status == 410)
         #expect(response.apnsID == UUID(uuidString: "E7D8A9B0-1111-2222-3333-444455556666"))

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Shared
 
 /// The shared token store against the test Redis; each test uses its own credential id.

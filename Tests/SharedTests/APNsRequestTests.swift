@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Shared
 
 @Suite struct APNsRequestTests {
@@ -47,7 +48,9 @@ import Testing
     @Test func aDeviceTokenThatIsNotHexIsRefusedWithoutEchoingIt() {
         for bad in ["", "abc/../x", "zz", "ab cd", String(repeating: "a", count: 201)] {
             let notification = APNsNotification(deviceToken: bad, topic: "t", payload: [])
-            #expect(throws: APNsClientError.self) { try notification.requestHeaders(authority: "h", providerToken: "t") }
+            #expect(throws: APNsClientError.self) {
+                try notification.requestHeaders(authority: "h", providerToken: "t")
+            }
             do {
                 _ = try notification.requestHeaders(authority: "h", providerToken: "t")
             } catch {
@@ -60,7 +63,8 @@ import Testing
     }
 
     @Test func descriptionsNeverShowTokensOrPayloads() {
-        let notification = APNsNotification(deviceToken: token, topic: "com.example.app", payload: Array("secret-body".utf8))
+        let notification = APNsNotification(
+            deviceToken: token, topic: "com.example.app", payload: Array("secret-body".utf8))
         #expect(!notification.description.contains(token))
         #expect(!notification.description.contains("secret-body"))
         let error = APNsClientError(.connection, "lost", underlying: TLSError(.closed, "peer closed"))

@@ -1,6 +1,7 @@
 import CNGHTTP2
 import Foundation
 import TestSupport
+
 @testable import Shared
 
 /// A small APNs-like HTTP/2 server for the client's tests (the strict simulator
@@ -93,12 +94,14 @@ final class APNsTestServer: HTTP2ConnectionDelegate, @unchecked Sendable {
 
     /// Starts a server on 127.0.0.1 (certificate for `localhost`) on a new loop.
     static func start(
-        initialMaxStreams: UInt32 = 1, raisedMaxStreams: UInt32? = 100, configure: @escaping @Sendable (APNsTestServer) -> Void = { _ in }
+        initialMaxStreams: UInt32 = 1, raisedMaxStreams: UInt32? = 100,
+        configure: @escaping @Sendable (APNsTestServer) -> Void = { _ in }
     ) async throws -> APNsTestServer {
         let loop = EventLoop(name: "apns-test-server")
         let certificates = try await TestCertificates.make()
         let context = try TLSContext.server(
-            certificateChainPEM: certificates.serverCertificatePEM, privateKeyPEM: certificates.serverKeyPEM, alpn: ["h2"])
+            certificateChainPEM: certificates.serverCertificatePEM, privateKeyPEM: certificates.serverKeyPEM,
+            alpn: ["h2"])
         return try await loop.submit {
             let holder = UncheckedBox(NSMutableArray())
             let listener = try TCPListener(address: ListenAddress(host: "127.0.0.1", port: 0), loop: loop) { fd in
@@ -147,7 +150,9 @@ final class APNsTestServer: HTTP2ConnectionDelegate, @unchecked Sendable {
 
     func connectionDidBecomeReady(_ connection: HTTP2Connection) {}
 
-    func connection(_ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]) {
+    func connection(
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]
+    ) {
         statistics.delivered += 1
         guard let state = connections[ObjectIdentifier(connection)] else { return }
         if let last = state.goAwayLast, streamID > last { return }  // after GOAWAY: not processed
@@ -191,7 +196,8 @@ final class APNsTestServer: HTTP2ConnectionDelegate, @unchecked Sendable {
             switch item.action {
             case .respond(let status, let body):
                 state.http2.sendResponse(
-                    streamID: streamID, headers: [HTTP2Header(":status", String(status)), HTTP2Header("apns-id", item.apnsID)],
+                    streamID: streamID,
+                    headers: [HTTP2Header(":status", String(status)), HTTP2Header("apns-id", item.apnsID)],
                     body: Array(body.utf8))
                 state.maxAnswered = max(state.maxAnswered, streamID)
                 statistics.answered[item.apnsID, default: 0] += 1

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Shared
 
 /// Regression test: a server-side TLS handshake that completed inside
@@ -14,15 +15,18 @@ import Testing
         var outcomes: [String: Int] = [:]
         for _ in 0..<60 {
             let client = try APNsClient(
-                configuration: APNsClient.Configuration(requestTimeout: .seconds(4), caFile: server.certificates.caFile),
+                configuration: APNsClient.Configuration(
+                    requestTimeout: .seconds(4), caFile: server.certificates.caFile),
                 tokens: InMemoryProviderTokenStore(), logger: Logger(component: "test", minimumLevel: .error))
             let environment = server.environment
             let results = await withTaskGroup(of: String.self) { group in
                 for _ in 0..<20 {
                     group.addTask {
-                        let notification = APNsNotification(deviceToken: "abcd", topic: "t", apnsID: UUID(), payload: [1])
+                        let notification = APNsNotification(
+                            deviceToken: "abcd", topic: "t", apnsID: UUID(), payload: [1])
                         do {
-                            return "\(try await client.send(notification, credential: credential, environment: environment).status)"
+                            return
+                                "\(try await client.send(notification, credential: credential, environment: environment).status)"
                         } catch {
                             return "\(error)"
                         }
@@ -36,7 +40,9 @@ import Testing
             await client.shutdown()
         }
         let stats = try await server.stats()
-        #expect(outcomes == ["200": 1200], "server saw \(stats.delivered) of 1200 over \(stats.connectionsAccepted) connections")
+        #expect(
+            outcomes == ["200": 1200],
+            "server saw \(stats.delivered) of 1200 over \(stats.connectionsAccepted) connections")
     }
 
 }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Shared
 
 @Suite struct ConfigurationTests {
@@ -18,17 +19,18 @@ import Testing
         #expect(configuration.trustedProxies.isEmpty)
     }
 
-    @Test(arguments: [
-        ("DATABASE_URL", nil, "DATABASE_URL is required but not set"),
-        ("REDIS_URL", "http://x", "REDIS_URL must start with redis://"),
-        ("CREDENTIAL_KEY", "c2hvcnQ=", "CREDENTIAL_KEY must be exactly 32 bytes"),
-        ("INGRESS_LISTEN", "8080", "INGRESS_LISTEN must be host:port"),
-        ("PUBLIC_BASE_URL", "ftp://x", "PUBLIC_BASE_URL must be an http(s)"),
-        ("TRUSTED_PROXIES", "10.0.0.0/8, 300.1.1.1/8", "TRUSTED_PROXIES has an invalid CIDR \"300.1.1.1/8\""),
-        ("APNS_CA_FILE", "/nonexistent/ca.pem", "APNS_CA_FILE names a file that does not exist"),
-        ("LOG_LEVEL", "loud", "LOG_LEVEL must be one of"),
-        ("ADMIN_LISTEN", "127.0.0.1:9000", "ADMIN_TOKEN is required when ADMIN_LISTEN is set"),
-    ] as [(String, String?, String)])
+    @Test(
+        arguments: [
+            ("DATABASE_URL", nil, "DATABASE_URL is required but not set"),
+            ("REDIS_URL", "http://x", "REDIS_URL must start with redis://"),
+            ("CREDENTIAL_KEY", "c2hvcnQ=", "CREDENTIAL_KEY must be exactly 32 bytes"),
+            ("INGRESS_LISTEN", "8080", "INGRESS_LISTEN must be host:port"),
+            ("PUBLIC_BASE_URL", "ftp://x", "PUBLIC_BASE_URL must be an http(s)"),
+            ("TRUSTED_PROXIES", "10.0.0.0/8, 300.1.1.1/8", "TRUSTED_PROXIES has an invalid CIDR \"300.1.1.1/8\""),
+            ("APNS_CA_FILE", "/nonexistent/ca.pem", "APNS_CA_FILE names a file that does not exist"),
+            ("LOG_LEVEL", "loud", "LOG_LEVEL must be one of"),
+            ("ADMIN_LISTEN", "127.0.0.1:9000", "ADMIN_TOKEN is required when ADMIN_LISTEN is set"),
+        ] as [(String, String?, String)])
     func invalidValueNamesTheVariable(variable: String, value: String?, expected: String) {
         var values = Self.valid
         values[variable] = value
@@ -45,7 +47,9 @@ import Testing
         #expect(worker.apnsConnections == 4)
         var values = Self.valid
         values["APNS_CONNECTIONS"] = "0"
-        #expect(throws: ConfigurationError(variable: "APNS_CONNECTIONS", problem: "must be a whole number from 1 to 64")) {
+        #expect(
+            throws: ConfigurationError(variable: "APNS_CONNECTIONS", problem: "must be a whole number from 1 to 64")
+        ) {
             try WorkerConfiguration(environment: Environment(values))
         }
     }

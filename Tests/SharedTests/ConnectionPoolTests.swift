@@ -1,5 +1,6 @@
 import Synchronization
 import Testing
+
 @testable import Shared
 
 /// The pool's own mechanics, with a connection type that only counts. The real
@@ -29,7 +30,12 @@ import Testing
     /// How many leases are held at once, and the most ever held.
     final class LeaseCounters: Sendable {
         private let state = Mutex((current: 0, peak: 0))
-        func enter() { state.withLock { $0.current += 1; $0.peak = max($0.peak, $0.current) } }
+        func enter() {
+            state.withLock {
+                $0.current += 1
+                $0.peak = max($0.peak, $0.current)
+            }
+        }
         func leave() { state.withLock { $0.current -= 1 } }
         var peak: Int { state.withLock { $0.peak } }
     }

@@ -485,7 +485,6 @@ private final class TemporaryDirectory {
     }
 }
 
-
 private func hexBytes(_ hex: String) -> [UInt8] {
     let digits = Array(hex.utf8)
     return stride(from: 0, to: digits.count, by: 2).map {

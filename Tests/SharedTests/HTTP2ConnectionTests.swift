@@ -2,6 +2,7 @@ import CNGHTTP2
 import Foundation
 import TestSupport
 import Testing
+
 @testable import Shared
 
 @Suite struct HTTP2ConnectionTests {
@@ -25,7 +26,9 @@ import Testing
         }
 
         func connectionDidBecomeReady(_ connection: HTTP2Connection) {}
-        func connection(_ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]) {
+        func connection(
+            _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]
+        ) {
             connection.sendResponse(
                 streamID: streamID,
                 headers: [HTTP2Header(":status", "200"), HTTP2Header("x-tag", headers["x-tag"] ?? "-")],
@@ -47,7 +50,9 @@ import Testing
         var goAway: Int32?
 
         func connectionDidBecomeReady(_ connection: HTTP2Connection) { ready.continuation.yield() }
-        func connection(_ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]) {
+        func connection(
+            _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]
+        ) {
             responses[streamID] = (headers, body)
             progress.continuation.yield()
         }
@@ -55,11 +60,15 @@ import Testing
             resets[streamID] = errorCode
             progress.continuation.yield()
         }
-        func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int) { maxStreams.append(limit) }
+        func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int) {
+            maxStreams.append(limit)
+        }
         func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32) {
             goAway = lastStreamID
         }
-        func connection(_ connection: HTTP2Connection, didCloseWith error: (any Error)?) { progress.continuation.yield() }
+        func connection(_ connection: HTTP2Connection, didCloseWith error: (any Error)?) {
+            progress.continuation.yield()
+        }
     }
 
     struct Setup {
@@ -107,7 +116,8 @@ import Testing
         let count = 1000
         let ids = try await setup.loop.submit {
             try (0..<count).map { tag in
-                try setup.connection.value.sendRequest(headers: request(tag, body: []), body: Array("payload-\(tag)".utf8))
+                try setup.connection.value.sendRequest(
+                    headers: request(tag, body: []), body: Array("payload-\(tag)".utf8))
             }
         }
         for await _ in setup.client.progress.stream {
@@ -126,7 +136,9 @@ import Testing
         let setup = try await connect(maxStreams: 1)
         defer { setup.loop.shutdown() }
         // SETTINGS arrive with the first bytes from the server; one round trip makes sure they were read.
-        _ = try await setup.loop.submit { try setup.connection.value.sendRequest(headers: request(0, body: []), body: [1]) }
+        _ = try await setup.loop.submit {
+            try setup.connection.value.sendRequest(headers: request(0, body: []), body: [1])
+        }
         for await _ in setup.client.progress.stream { break }
         let (limit, seen) = try await setup.loop.submit {
             (setup.connection.value.remoteMaxConcurrentStreams, setup.client.maxStreams)
@@ -138,7 +150,9 @@ import Testing
     @Test func goAwayFromThePeerIsReportedAndStopsNewRequests() async throws {
         let setup = try await connect(maxStreams: 100)
         defer { setup.loop.shutdown() }
-        _ = try await setup.loop.submit { try setup.connection.value.sendRequest(headers: request(0, body: []), body: [1]) }
+        _ = try await setup.loop.submit {
+            try setup.connection.value.sendRequest(headers: request(0, body: []), body: [1])
+        }
         for await _ in setup.client.progress.stream { break }
         try await setup.loop.submit {
             for connection in setup.server.value.1.connections.values { connection.goAway(lastStreamID: 1) }
@@ -160,10 +174,14 @@ import Testing
     @Test func firstRequestsOnFreshConnectionsAllReachTheServer() async throws {
         let serverLoop = EventLoop(name: "probe-server")
         let clientLoop = EventLoop(name: "probe-client")
-        defer { clientLoop.shutdown(); serverLoop.shutdown() }
+        defer {
+            clientLoop.shutdown()
+            serverLoop.shutdown()
+        }
         let certificates = try await TestCertificates.make()
         let serverContext = try TLSContext.server(
-            certificateChainPEM: certificates.serverCertificatePEM, privateKeyPEM: certificates.serverKeyPEM, alpn: ["h2"])
+            certificateChainPEM: certificates.serverCertificatePEM, privateKeyPEM: certificates.serverKeyPEM,
+            alpn: ["h2"])
         let clientContext = try TLSContext.client(extraCAFile: certificates.caFile, alpn: ["h2"])
         let server = UncheckedBox(HTTP2ConnectionTests.ReversingServer(maxStreams: 100))
         let port = try await serverLoop.submit {
@@ -186,7 +204,8 @@ import Testing
                     _ = try http2.sendRequest(
                         headers: [
                             HTTP2Header(":method", "POST"), HTTP2Header(":scheme", "https"),
-                            HTTP2Header(":authority", "localhost"), HTTP2Header(":path", "/x"), HTTP2Header("x-tag", "\(tag)"),
+                            HTTP2Header(":authority", "localhost"), HTTP2Header(":path", "/x"),
+                            HTTP2Header("x-tag", "\(tag)"),
                         ], body: [UInt8(tag)])
                 }
                 return UncheckedBox(http2)

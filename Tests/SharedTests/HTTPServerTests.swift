@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Shared
 
 @Suite struct HTTPServerTests {
@@ -13,7 +14,8 @@ import Testing
         }
         func handle(_ request: HTTPRequest) async -> HTTPResponse {
             let query = request.head.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
-            let summary = "\(request.method) \(request.path) ?\(query) x=\(request.headers["x-thing"] ?? "-") "
+            let summary =
+                "\(request.method) \(request.path) ?\(query) x=\(request.headers["x-thing"] ?? "-") "
                 + "peer=\(request.head.peerAddress) bytes=\(request.body.count)"
             var headers = HTTPHeaders()
             headers.add("X-Echo", "yes")
@@ -71,7 +73,8 @@ import Testing
         try await withServer(EchoHandler()) { server in
             // No Content-Length: the limit is enforced as the chunks arrive.
             let chunk = Array(repeating: UInt8(ascii: "a"), count: 4096)
-            var raw = Array("POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+            var raw = Array(
+                "POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
             for _ in 0..<3 { raw += Array("1000\r\n".utf8) + chunk + Array("\r\n".utf8) }
             raw += Array("0\r\n\r\n".utf8)
             let response = try RawHTTPClient.parse(try await RawHTTPClient(port: server.port).exchange(raw))

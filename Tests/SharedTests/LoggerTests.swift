@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import Testing
+
 @testable import Shared
 
 @Suite struct LoggerTests {
@@ -23,7 +24,11 @@ import Testing
         let lines = CapturedLogLines()
         let logger = Logger(component: "worker", minimumLevel: .notice, sink: .capturing(into: lines))
         var built = false
-        logger.info({ built = true; return "noise" }())
+        logger.info(
+            {
+                built = true
+                return "noise"
+            }())
         logger.notice("kept")
         #expect(!built)
         #expect(lines.all.count == 1)

@@ -140,7 +140,8 @@ struct ScratchDatabase {
             "INSERT INTO apps (id, account_id, push_enabled, credential_id) VALUES ('app1', 'acct', true, 'cred'), ('app2', 'acct', true, NULL)"
         )
         try await client.execute(
-            "INSERT INTO app_identifiers (bundle_id, app_id) VALUES ('com.example.one', 'app1'), ('com.example.two', 'app1')")
+            "INSERT INTO app_identifiers (bundle_id, app_id) VALUES ('com.example.one', 'app1'), ('com.example.two', 'app1')"
+        )
         try await client.execute("INSERT INTO users (id) VALUES ('123')")
         try await client.execute("INSERT INTO app_authorizations (user_id, app_id) VALUES ('123', 'app1')")
         for (id, topic) in [("s1", "com.example.one"), ("s2", "com.example.two"), ("s3", "com.example.two")] {
@@ -153,12 +154,14 @@ struct ScratchDatabase {
 
         // Bundle ids are unique site-wide, also ignoring case.
         let duplicate = try await #require(throws: PostgresError.self) {
-            try await client.execute("INSERT INTO app_identifiers (bundle_id, app_id) VALUES ('com.example.one', 'app2')")
+            try await client.execute(
+                "INSERT INTO app_identifiers (bundle_id, app_id) VALUES ('com.example.one', 'app2')")
         }
         #expect(duplicate.sqlState == "23505")
         #expect(duplicate.constraint == "app_identifiers_pkey")
         let caseVariant = try await #require(throws: PostgresError.self) {
-            try await client.execute("INSERT INTO app_identifiers (bundle_id, app_id) VALUES ('COM.Example.One', 'app2')")
+            try await client.execute(
+                "INSERT INTO app_identifiers (bundle_id, app_id) VALUES ('COM.Example.One', 'app2')")
         }
         #expect(caseVariant.constraint == "app_identifiers_bundle_id_lower")
         // Enums are CHECK constraints.

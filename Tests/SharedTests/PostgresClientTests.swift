@@ -8,7 +8,10 @@ import Testing
     let client = PostgresClient(url: TestEnvironment.databaseURL, applicationName: "pushgate-test-client")
 
     @Test func textAndUnicodeRoundTripThroughBoundParameters() async throws {
-        let values = ["", "plain", "Grüße, 世界 👋🏽", "it's \"quoted\" \\ $1 ; DROP TABLE x; --", String(repeating: "x", count: 10_000)]
+        let values = [
+            "", "plain", "Grüße, 世界 👋🏽", "it's \"quoted\" \\ $1 ; DROP TABLE x; --",
+            String(repeating: "x", count: 10_000),
+        ]
         for value in values {
             let rows = try await client.query("SELECT \(value)::text AS value, octet_length(\(value)::text) AS length")
             #expect(rows.count == 1)
@@ -19,7 +22,8 @@ import Testing
 
     @Test func byteaRoundTripsEveryByteValue() async throws {
         let bytes = (0...255).map { UInt8($0) } + [0, 0, 255]
-        let rows = try await client.query("SELECT \(bytes) AS value, octet_length(\(bytes)) AS length, \([UInt8]()) AS empty")
+        let rows = try await client.query(
+            "SELECT \(bytes) AS value, octet_length(\(bytes)) AS length, \([UInt8]()) AS empty")
         #expect(try rows[0].decode("value", as: [UInt8].self) == bytes)
         #expect(try rows[0].decode("length", as: Int32.self) == 259)
         #expect(try rows[0].decode("empty", as: [UInt8].self) == [])
@@ -112,7 +116,9 @@ import Testing
             try await client.query("SELECT * FROM \(identifier: "table_that_does_not_exist_x")")
         }
         #expect(missing.sqlState == "42P01")
-        #expect(missing.description == "postgres: server error 42P01: relation \"table_that_does_not_exist_x\" does not exist")
+        #expect(
+            missing.description
+                == "postgres: server error 42P01: relation \"table_that_does_not_exist_x\" does not exist")
     }
 
     @Test func interpolatedValuesAreBoundNotSpliced() async throws {
@@ -160,7 +166,8 @@ import Testing
     }
 
     @Test func preparedStatementsArePreparedOncePerConnectionAndReused() async throws {
-        let single = PostgresClient(url: TestEnvironment.databaseURL, applicationName: "pushgate-test-prepared", maximumConnections: 1)
+        let single = PostgresClient(
+            url: TestEnvironment.databaseURL, applicationName: "pushgate-test-prepared", maximumConnections: 1)
         defer { single.close() }
         for value in 1...5 {
             let rows = try await single.query(.prepared("add_one", "SELECT \(value) + 1 AS next"))

@@ -79,7 +79,9 @@ enum RedisTesting {
         #expect(array == .array([.bulk(Array("a".utf8)), .bulk([0, 1]), .bulk(Array("3".utf8))]))
         #expect(array.array?.count == 3)
         #expect(array.array?[2].int == 3)
-        #expect(try await client.send("MGET", prefix + "s", prefix + "missing") == .array([.bulk(Array("héllo".utf8)), .null]))
+        #expect(
+            try await client.send("MGET", prefix + "s", prefix + "missing")
+                == .array([.bulk(Array("héllo".utf8)), .null]))
         #expect(try await client.send("LRANGE", prefix + "missing", 0, -1) == .array([]))
         try await RedisTesting.cleanUp(client, prefix: prefix)
     }
@@ -98,7 +100,8 @@ enum RedisTesting {
         #expect(error.serverMessage == "WRONGTYPE Operation against a key holding the wrong kind of value")
         #expect(
             error.description
-                == "redis server WRONGTYPE error (LPUSH): WRONGTYPE Operation against a key holding the wrong kind of value")
+                == "redis server WRONGTYPE error (LPUSH): WRONGTYPE Operation against a key holding the wrong kind of value"
+        )
 
         let unknown = try await #require(throws: RedisError.self) {
             try await client.send("NOSUCHCOMMAND", "secret-argument")
@@ -186,7 +189,8 @@ enum RedisTesting {
         _ = try await client.send("ACL", "SETUSER", user, "on", ">" + password, "~*", "+@all")
         defer { Task { _ = try? await RedisTesting.client().send("ACL", "DELUSER", user) } }
 
-        let good = try await RedisConnection.connect(to: RedisTesting.url(password: password, username: user, database: 1))
+        let good = try await RedisConnection.connect(
+            to: RedisTesting.url(password: password, username: user, database: 1))
         #expect(try await good.send("ACL", "WHOAMI") == .bulk(Array(user.utf8)))
         #expect(try await good.send("CLIENT", "INFO").string?.contains(" db=1 ") == true)
         good.close()
@@ -246,7 +250,8 @@ enum RedisTesting {
         }
         #expect(error.code == .timeout)
         let port = try RedisURL(TestEnvironment.redisURL).port
-        #expect(error.description == "redis timeout error (BLPOP): 127.0.0.1:\(port)/0 did not answer within 0.2 seconds")
+        #expect(
+            error.description == "redis timeout error (BLPOP): 127.0.0.1:\(port)/0 did not answer within 0.2 seconds")
     }
 
     @Test func idleConnectionKilledByTheServerIsReplacedBeforeItsNextLease() async throws {
@@ -293,7 +298,10 @@ enum RedisTesting {
         ("rediss://:pw@h:1", "REDIS_URL asks for TLS (rediss://), which this build does not support"),
         ("redis://h:1/x", "REDIS_URL must end in /<database number>"),
         ("redis://h:1/0?timeout=1", "REDIS_URL must not have a query or fragment"),
-        ("redis://user@h:1", "REDIS_URL has a user but no password (write redis://:password@host for a password alone)"),
+        (
+            "redis://user@h:1",
+            "REDIS_URL has a user but no password (write redis://:password@host for a password alone)"
+        ),
         ("redis:///0", "REDIS_URL has no host"),
     ])
     func invalidURLIsRefusedWithReason(text: String, message: String) {

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Shared
 
 @Suite struct TLSStreamTests {
@@ -39,7 +40,9 @@ import Testing
     }
 
     /// A TLS echo server on loopback; returns its port. Lives until the loop stops.
-    func startEchoServer(loop: EventLoop, certificates: TestCertificates) async throws -> (Int, UncheckedBox<TCPListener>) {
+    func startEchoServer(loop: EventLoop, certificates: TestCertificates) async throws -> (
+        Int, UncheckedBox<TCPListener>
+    ) {
         let context = try TLSContext.server(
             certificateChainPEM: certificates.serverCertificatePEM, privateKeyPEM: certificates.serverKeyPEM,
             alpn: ["h2"])
@@ -75,7 +78,8 @@ import Testing
         let events = ClientEvents()
         let payload = (0..<100_000).map { UInt8($0 % 251) }
         events.expectedEcho = payload.count
-        let client = try await connect(loop: loop, host: "localhost", port: port, caFile: certificates.caFile, events: events)
+        let client = try await connect(
+            loop: loop, host: "localhost", port: port, caFile: certificates.caFile, events: events)
         for await _ in events.connected.stream { break }
         try await loop.submit { client.value.write(payload) }
         for await _ in events.echoed.stream { break }
@@ -126,11 +130,15 @@ import Testing
         defer { loop.shutdown() }
         // A port nobody listens on: bind one, note it, close it.
         let unusedPort = try await loop.submit {
-            let listener = try TCPListener(address: ListenAddress(host: "127.0.0.1", port: 0), loop: loop) { Foundation.close($0) }
+            let listener = try TCPListener(address: ListenAddress(host: "127.0.0.1", port: 0), loop: loop) {
+                Foundation.close($0)
+            }
             defer { listener.close() }
             return listener.port
         }
-        for (host, port, code) in [("127.0.0.1", unusedPort, TLSError.Code.connect), ("no-such-host.invalid", 443, .resolve)] {
+        for (host, port, code) in [
+            ("127.0.0.1", unusedPort, TLSError.Code.connect), ("no-such-host.invalid", 443, .resolve),
+        ] {
             let events = ClientEvents()
             _ = try await connect(loop: loop, host: host, port: port, caFile: nil, events: events)
             var closedWith: TLSError?? = .none
@@ -142,4 +150,3 @@ import Testing
         }
     }
 }
-

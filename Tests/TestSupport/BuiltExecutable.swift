@@ -17,7 +17,8 @@ package enum BuiltExecutable {
     }
 
     /// Runs `name` with exactly `environment` and waits for it to exit.
-    package static func run(_ name: String, _ arguments: [String], environment: [String: String]) async throws -> Result {
+    package static func run(_ name: String, _ arguments: [String], environment: [String: String]) async throws -> Result
+    {
         let directory = FileManager.default.temporaryDirectory
         let outputFile = directory.appendingPathComponent("\(name)-\(UUID().uuidString).out")
         let errorFile = directory.appendingPathComponent("\(name)-\(UUID().uuidString).err")

@@ -10,7 +10,8 @@ package struct TestCertificates {
 
     /// `names` become the server certificate's DNS subject alternative names.
     package static func make(serverNames: [String] = ["localhost"]) async throws -> TestCertificates {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-certs-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "pushgate-certs-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let san = serverNames.map { "DNS:\($0)" }.joined(separator: ",")
         let script = """

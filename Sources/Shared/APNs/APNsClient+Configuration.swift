@@ -29,11 +29,13 @@ extension APNsClient {
         public init(
             connectionsPerPool: Int = 4, queueCapacity: Int = 10_000, requestTimeout: Duration = .seconds(15),
             connectTimeout: Duration = .seconds(10), idlePingInterval: Duration = .seconds(60),
-            busyPingInterval: Duration = .seconds(5), pingTimeout: Duration = .seconds(10), backoff: ReconnectBackoff = ReconnectBackoff(),
+            busyPingInterval: Duration = .seconds(5), pingTimeout: Duration = .seconds(10),
+            backoff: ReconnectBackoff = ReconnectBackoff(),
             maxStreamsPerConnection: Int = 1000, maxRetries: Int = 5, caFile: String? = nil,
             tickInterval: Duration = .milliseconds(50)
         ) {
-            precondition(connectionsPerPool >= 1 && queueCapacity >= 0 && maxStreamsPerConnection >= 1 && maxRetries >= 0)
+            precondition(
+                connectionsPerPool >= 1 && queueCapacity >= 0 && maxStreamsPerConnection >= 1 && maxRetries >= 0)
             self.connectionsPerPool = connectionsPerPool
             self.queueCapacity = queueCapacity
             self.requestTimeout = requestTimeout

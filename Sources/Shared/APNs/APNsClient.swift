@@ -108,12 +108,14 @@ public final class APNsClient: Sendable {
     }
 
     /// One request on the loop; resumed exactly once by the pending request.
-    private func perform(_ notification: APNsNotification, token: String, key: APNsPoolKey) async throws -> APNsResponse {
+    private func perform(_ notification: APNsNotification, token: String, key: APNsPoolKey) async throws -> APNsResponse
+    {
         let headers = try notification.requestHeaders(authority: key.environment.authority, providerToken: token)
         let body = notification.payload
         let deadline = ContinuousClock.now + configuration.requestTimeout
         let state = state
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<APNsResponse, any Error>) in
+        return try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<APNsResponse, any Error>) in
             let handedOver = accepting.withLock { open in
                 guard open else { return false }
                 loop.execute {

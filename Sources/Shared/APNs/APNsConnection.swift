@@ -97,7 +97,9 @@ final class APNsConnection: HTTP2ConnectionDelegate {
                 pool?.connectionMissedPing(self)
                 close(APNsClientError(.connection, "no PING acknowledgement within \(configuration.pingTimeout)"))
             }
-        } else if now - lastActivity >= (inFlight.isEmpty ? configuration.idlePingInterval : configuration.busyPingInterval) {
+        } else if now - lastActivity
+            >= (inFlight.isEmpty ? configuration.idlePingInterval : configuration.busyPingInterval)
+        {
             pingSentAt = now
             http2.ping()
         }
@@ -137,7 +139,9 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         pool?.connectionBecameReady(self)
     }
 
-    func connection(_ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]) {
+    func connection(
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]
+    ) {
         guard let request = inFlight.removeValue(forKey: streamID) else { return }
         // The peer's SETTINGS come first on a connection, so they are known now.
         settingsKnown = true

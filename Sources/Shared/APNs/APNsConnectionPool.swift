@@ -33,7 +33,8 @@ final class APNsConnectionPool {
         self.context = context
         self.configuration = configuration
         self.loop = loop
-        self.logger = logger.child("pool", metadata: ["apns.environment": key.environment.name, "apns.credential": key.credentialID])
+        self.logger = logger.child(
+            "pool", metadata: ["apns.environment": key.environment.name, "apns.credential": key.credentialID])
         self.counters = counters
         self.queue = APNsRequestQueue(capacity: configuration.queueCapacity)
     }
@@ -51,7 +52,9 @@ final class APNsConnectionPool {
         if queue.isEmpty, let connection = leastLoaded(), connection.start(request) { return }
         guard queue.append(request) else {
             counters.overloaded.add(1, ordering: .relaxed)
-            request.fail(APNsClientError(.overloaded, "\(queue.capacity) requests are already waiting for \(key.environment.name)"))
+            request.fail(
+                APNsClientError(
+                    .overloaded, "\(queue.capacity) requests are already waiting for \(key.environment.name)"))
             return
         }
         pump()
@@ -193,7 +196,8 @@ final class APNsConnectionPool {
                 loop: loop, pool: self)
             connections.append(connection)
         } catch {
-            recordFailure(APNsClientError(.connection, "cannot start a connection to \(key.environment)", underlying: error))
+            recordFailure(
+                APNsClientError(.connection, "cannot start a connection to \(key.environment)", underlying: error))
         }
     }
 
@@ -218,7 +222,8 @@ final class APNsConnectionPool {
         if let tls = error as? TLSError {
             switch tls.code {
             case .certificateVerification:
-                return APNsClientError(.untrustedServer, "the certificate of \(environment) did not verify", underlying: tls)
+                return APNsClientError(
+                    .untrustedServer, "the certificate of \(environment) did not verify", underlying: tls)
             case .alpn:
                 return APNsClientError(.untrustedServer, "\(environment) did not agree to HTTP/2", underlying: tls)
             default: break

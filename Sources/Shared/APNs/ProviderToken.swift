@@ -29,5 +29,7 @@ public struct ProviderToken: Sendable, Equatable, CustomStringConvertible {
         keyID == credential.keyID && teamID == credential.teamID
     }
 
-    public var description: String { "ProviderToken(key: \(keyID), team: \(teamID), iat: \(Int64(issuedAt.timeIntervalSince1970)))" }
+    public var description: String {
+        "ProviderToken(key: \(keyID), team: \(teamID), iat: \(Int64(issuedAt.timeIntervalSince1970)))"
+    }
 }

@@ -17,7 +17,9 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
     /// shared store again (default 60 seconds), so the store is not asked per request.
     public var localCacheLifetime: TimeInterval
 
-    public init(refreshAge: TimeInterval = 50 * 60, minimumAge: TimeInterval = 20 * 60, localCacheLifetime: TimeInterval = 60) {
+    public init(
+        refreshAge: TimeInterval = 50 * 60, minimumAge: TimeInterval = 20 * 60, localCacheLifetime: TimeInterval = 60
+    ) {
         precondition(refreshAge >= minimumAge && minimumAge >= 0 && localCacheLifetime >= 0)
         self.refreshAge = refreshAge
         self.minimumAge = minimumAge
@@ -48,7 +50,9 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
 
     /// Whether a process's own copy of `token`, fetched from the shared store at
     /// `fetchedAt`, may be used at `now` without asking the store.
-    public func canUseLocalCopy(_ token: ProviderToken, fetchedAt: Date, for credential: APNsCredential, now: Date) -> Bool {
+    public func canUseLocalCopy(_ token: ProviderToken, fetchedAt: Date, for credential: APNsCredential, now: Date)
+        -> Bool
+    {
         let sinceFetch = now.timeIntervalSince(fetchedAt)
         return token.belongs(to: credential) && sinceFetch >= 0 && sinceFetch < localCacheLifetime
             && now.timeIntervalSince(token.issuedAt) < refreshAge

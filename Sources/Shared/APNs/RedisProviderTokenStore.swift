@@ -79,7 +79,8 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
                     return current.value
                 }
                 guard ContinuousClock.now < giveUp else {
-                    throw APNsClientError(.providerToken, "another worker holds the signing lock and published no token")
+                    throw APNsClientError(
+                        .providerToken, "another worker holds the signing lock and published no token")
                 }
                 try await Task.sleep(for: .milliseconds(50))
             }
@@ -90,7 +91,8 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
     private func signUnderLock(_ credential: APNsCredential, rejected: String?) async throws -> ProviderToken? {
         let lockKey = Self.lockKey(credential)
         let owner = UUID().uuidString
-        let milliseconds = Int(lockLifetime.components.seconds * 1000 + lockLifetime.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int(
+            lockLifetime.components.seconds * 1000 + lockLifetime.components.attoseconds / 1_000_000_000_000_000)
         let acquired = try await redis.send("SET", lockKey, owner, "NX", "PX", milliseconds).throwingError()
         guard acquired.string == "OK" else { return nil }
         do {
@@ -104,7 +106,8 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
                 token = try ProviderToken.sign(for: credential, now: now)
                 signatures.add(1, ordering: .relaxed)
                 let ttl = Int(max(policy.refreshAge, 60 * 60) * 1000)
-                _ = try await redis.send("SET", Self.tokenKey(credential), Self.encode(token), "PX", ttl).throwingError()
+                _ = try await redis.send("SET", Self.tokenKey(credential), Self.encode(token), "PX", ttl)
+                    .throwingError()
             }
             _ = try? await redis.run(Self.release, keys: [lockKey], arguments: [owner])
             return token
@@ -132,7 +135,8 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
         let parts = text.split(separator: "|", maxSplits: 4, omittingEmptySubsequences: false)
         guard parts.count == 5, parts[0] == "v1", let seconds = Int64(parts[1]), !parts[4].isEmpty else { return nil }
         return ProviderToken(
-            value: String(parts[4]), issuedAt: Date(timeIntervalSince1970: TimeInterval(seconds)), keyID: String(parts[2]),
+            value: String(parts[4]), issuedAt: Date(timeIntervalSince1970: TimeInterval(seconds)),
+            keyID: String(parts[2]),
             teamID: String(parts[3]))
     }
 }

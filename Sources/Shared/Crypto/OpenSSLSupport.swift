@@ -86,7 +86,8 @@ enum P256 {
             }
             defer { BN_free(coordinate) }
             let written = point.withUnsafeMutableBufferPointer { buffer in
-                BN_bn2binpad(coordinate, buffer.baseAddress! + 1 + index * coordinateByteCount, Int32(coordinateByteCount))
+                BN_bn2binpad(
+                    coordinate, buffer.baseAddress! + 1 + index * coordinateByteCount, Int32(coordinateByteCount))
             }
             guard written == Int32(coordinateByteCount) else {
                 throw CryptoError(.openSSLFailure, "a public key coordinate exceeds 32 bytes")

@@ -107,7 +107,8 @@ extension String {
                 ascii = false
                 return true  // decided below
             }
-            return left | 0x20 == right | 0x20 && (left | 0x20) >= UInt8(ascii: "a") && (left | 0x20) <= UInt8(ascii: "z")
+            return left | 0x20 == right | 0x20 && (left | 0x20) >= UInt8(ascii: "a")
+                && (left | 0x20) <= UInt8(ascii: "z")
         }
         return ascii ? equal : lowercased() == other.lowercased()
     }

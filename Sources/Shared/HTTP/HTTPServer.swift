@@ -89,7 +89,8 @@ public final class HTTPServer: Sendable {
         guard let daemon else {
             retained.release()
             logTarget.deallocate()
-            throw HTTPServerError(description: "cannot listen on \(configuration.address) (address in use or not local?)")
+            throw HTTPServerError(
+                description: "cannot listen on \(configuration.address) (address in use or not local?)")
         }
         let port = Int(pg_shim_mhd_bound_port(daemon))
         state.withLock {

@@ -27,7 +27,8 @@ public protocol HTTP2ConnectionDelegate: AnyObject {
     func connectionDidBecomeReady(_ connection: HTTP2Connection)
     /// A stream's peer finished sending (END_STREAM): for a server a whole request,
     /// for a client a whole response.
-    func connection(_ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8])
+    func connection(
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8])
     /// A stream closed before the peer finished it (RST_STREAM, e.g. REFUSED_STREAM,
     /// or the connection went away). Not called for streams that finished.
     func connection(_ connection: HTTP2Connection, streamWasReset streamID: Int32, errorCode: UInt32)
@@ -105,7 +106,8 @@ public final class HTTP2Connection: TLSStreamDelegate {
         self.session = session
         var entries = settings.map { nghttp2_settings_entry(settings_id: $0.id, value: $0.value) }
         // Our receive window: responses and requests are small, but many run at once.
-        entries.append(nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20))
+        entries.append(
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20))
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), entries, entries.count)
     }
 
@@ -150,7 +152,10 @@ public final class HTTP2Connection: TLSStreamDelegate {
                 nghttp2_submit_response(session, streamID, nva.baseAddress, nva.count, provider)
             }
         }
-        if status != 0 { nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_INTERNAL_ERROR.rawValue) }
+        if status != 0 {
+            nghttp2_submit_rst_stream(
+                session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_INTERNAL_ERROR.rawValue)
+        }
         flush()
     }
 
@@ -204,7 +209,8 @@ public final class HTTP2Connection: TLSStreamDelegate {
     public func stream(_ stream: TLSStream, didReceive bytes: UnsafeRawBufferPointer) {
         guard let session, !isClosed else { return }
         insideSession = true
-        let consumed = nghttp2_session_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
+        let consumed = nghttp2_session_mem_recv(
+            session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
         insideSession = false
         if consumed < 0 {
             closeError = HTTP2Error("protocol error: \(errorText(Int32(consumed)))")
@@ -268,7 +274,9 @@ public final class HTTP2Connection: TLSStreamDelegate {
     }
 
     /// A provider that reads the stream's `outgoing` bytes, or nil for no body.
-    private func withDataProvider<Result>(hasBody: Bool, _ body: (UnsafePointer<nghttp2_data_provider>?) -> Result) -> Result {
+    private func withDataProvider<Result>(hasBody: Bool, _ body: (UnsafePointer<nghttp2_data_provider>?) -> Result)
+        -> Result
+    {
         guard hasBody else { return body(nil) }
         var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBody)
         return withUnsafePointer(to: &provider) { body($0) }
@@ -289,7 +297,8 @@ public final class HTTP2Connection: TLSStreamDelegate {
             }
         case NGHTTP2_GOAWAY.rawValue:
             isGoingAway = true
-            delegate?.connection(self, didReceiveGoAway: frame.pointee.goaway.last_stream_id, errorCode: frame.pointee.goaway.error_code)
+            delegate?.connection(
+                self, didReceiveGoAway: frame.pointee.goaway.last_stream_id, errorCode: frame.pointee.goaway.error_code)
         case NGHTTP2_PING.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
             delegate?.connection(self, didReceivePingAck: ())
         case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
@@ -306,7 +315,8 @@ public final class HTTP2Connection: TLSStreamDelegate {
     fileprivate func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let state = streams.removeValue(forKey: streamID) else { return }
         if !state.finished {
-            delegate?.connection(self, streamWasReset: streamID, errorCode: errorCode == 0 ? NGHTTP2_CANCEL.rawValue : errorCode)
+            delegate?.connection(
+                self, streamWasReset: streamID, errorCode: errorCode == 0 ? NGHTTP2_CANCEL.rawValue : errorCode)
         }
     }
 }
@@ -373,7 +383,9 @@ private let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer,
 }
 
 /// Calls `body` with nghttp2 name/value pairs pointing into `headers`' bytes.
-private func withNameValues<Result>(_ headers: [HTTP2Header], _ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> Result) -> Result {
+private func withNameValues<Result>(
+    _ headers: [HTTP2Header], _ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> Result
+) -> Result {
     // One contiguous buffer keeps every name and value alive for the call.
     var storage: [UInt8] = []
     var ranges: [(Range<Int>, Range<Int>)] = []

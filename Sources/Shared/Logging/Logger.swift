@@ -36,7 +36,9 @@ public struct Logger: Sendable {
     public private(set) var metadata: Metadata
     private let sink: LogSink
 
-    public init(component: String, minimumLevel: Level = .info, metadata: Metadata = [:], sink: LogSink = .standardError) {
+    public init(
+        component: String, minimumLevel: Level = .info, metadata: Metadata = [:], sink: LogSink = .standardError
+    ) {
         self.component = component
         self.minimumLevel = minimumLevel
         self.metadata = metadata
@@ -50,7 +52,9 @@ public struct Logger: Sendable {
             metadata: metadata.merging(extra) { _, new in new }, sink: sink)
     }
 
-    public func log(_ level: Level, _ message: @autoclosure () -> String, metadata extra: @autoclosure () -> Metadata = [:]) {
+    public func log(
+        _ level: Level, _ message: @autoclosure () -> String, metadata extra: @autoclosure () -> Metadata = [:]
+    ) {
         guard level >= minimumLevel else { return }
         var fields = metadata.merging(extra()) { _, new in new }
         fields["level"] = level.name

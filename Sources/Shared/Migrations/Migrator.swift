@@ -79,7 +79,8 @@ public struct Migrator: Sendable {
             try await connection.withTransaction { tx in
                 try await tx.executeScript(migration.sql)
                 try await tx.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (\(Int32(migration.version)), \(migration.name))")
+                    "INSERT INTO schema_migrations (version, name) VALUES (\(Int32(migration.version)), \(migration.name))"
+                )
             }
             logger.notice(
                 "applied migration",

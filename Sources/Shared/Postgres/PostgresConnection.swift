@@ -237,7 +237,8 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
         }
         let message =
             field("M")
-            ?? (PQresultErrorMessage(result).map { String(cString: $0) } ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+            ?? (PQresultErrorMessage(result).map { String(cString: $0) } ?? "").trimmingCharacters(
+                in: .whitespacesAndNewlines)
         if PQstatus(handle) == CONNECTION_BAD {
             // Includes the server's own FATAL (e.g. 57P01 on pg_terminate_backend).
             return PostgresError(code: .connectionClosed, message: message.isEmpty ? errorMessage(handle) : message)
@@ -297,7 +298,8 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
         try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 guard let handle = self.handle else {
-                    continuation.resume(throwing: PostgresError(code: .connectionClosed, message: "connection was closed"))
+                    continuation.resume(
+                        throwing: PostgresError(code: .connectionClosed, message: "connection was closed"))
                     return
                 }
                 continuation.resume(with: Result { try work(handle) })

@@ -40,7 +40,10 @@ public struct PostgresDataType: RawRepresentable, Hashable, Sendable, CustomStri
 /// One value as it travels to or from the server: its type, wire format and
 /// bytes (nil for SQL NULL).
 public struct PostgresData: Sendable, Equatable {
-    public enum Format: Int32, Sendable { case text = 0, binary = 1 }
+    public enum Format: Int32, Sendable {
+        case text = 0
+        case binary = 1
+    }
 
     public var type: PostgresDataType
     public var format: Format
@@ -276,7 +279,8 @@ extension String: PostgresArrayElement {
 
     public static func encodeArray(_ array: [String]) -> PostgresData {
         // ndim, has-null flag, element type, then per dimension: size, lower bound.
-        var bytes = Int32(array.isEmpty ? 0 : 1).bigEndianBytes + Int32(0).bigEndianBytes
+        var bytes =
+            Int32(array.isEmpty ? 0 : 1).bigEndianBytes + Int32(0).bigEndianBytes
             + PostgresDataType.text.rawValue.bigEndianBytes
         if !array.isEmpty { bytes += Int32(array.count).bigEndianBytes + Int32(1).bigEndianBytes }
         for element in array {

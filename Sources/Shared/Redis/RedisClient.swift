@@ -30,7 +30,8 @@ public final class RedisClient: Sendable {
     public init(url: RedisURL, options: Options = Options(), logger: Logger? = nil) {
         self.url = url
         self.options = options
-        let redisLogger = logger?.child("redis", metadata: ["redis.endpoint": "\(url.host):\(url.port)/\(url.database)"])
+        let redisLogger = logger?.child(
+            "redis", metadata: ["redis.endpoint": "\(url.host):\(url.port)/\(url.database)"])
         pool = ConnectionPool(
             name: "redis", maximumConnections: options.maximumConnections, acquireTimeout: options.acquireTimeout
         ) { [url, options] in
@@ -54,7 +55,9 @@ public final class RedisClient: Sendable {
     /// block). Do not keep it beyond `body`, and hand it back as it was: it goes
     /// back to the pool, so no open `MULTI`, `SUBSCRIBE` or `SELECT` of another
     /// database (if `body` throws half-way through a `MULTI`, send `DISCARD`).
-    public func withConnection<Result: Sendable>(_ body: (RedisConnection) async throws -> Result) async throws -> Result {
+    public func withConnection<Result: Sendable>(_ body: (RedisConnection) async throws -> Result) async throws
+        -> Result
+    {
         try await pool.withConnection(body)
     }
 

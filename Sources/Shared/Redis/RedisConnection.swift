@@ -42,7 +42,8 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         }
     }
 
-    private init(queue: DispatchQueue, context: UnsafeMutablePointer<redisContext>, endpoint: String, options: Options) {
+    private init(queue: DispatchQueue, context: UnsafeMutablePointer<redisContext>, endpoint: String, options: Options)
+    {
         self.queue = queue
         self.context = context
         self.fd = context.pointee.fd
@@ -63,9 +64,10 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         let queue = DispatchQueue(label: "pushgate.redis.\(endpoint)")
         return try await withCheckedThrowingContinuation { continuation in
             queue.async {
-                continuation.resume(with: Result { () throws(RedisError) in
-                    try Self.open(url: url, endpoint: endpoint, queue: queue, options: options)
-                })
+                continuation.resume(
+                    with: Result { () throws(RedisError) in
+                        try Self.open(url: url, endpoint: endpoint, queue: queue, options: options)
+                    })
             }
         }
     }
@@ -74,7 +76,9 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
     private static func open(url: RedisURL, endpoint: String, queue: DispatchQueue, options: Options) throws(RedisError)
         -> RedisConnection
     {
-        guard let context = redisConnectWithTimeout(url.host, Int32(clamping: url.port), options.connectTimeout.hiredisTimeval)
+        guard
+            let context = redisConnectWithTimeout(
+                url.host, Int32(clamping: url.port), options.connectTimeout.hiredisTimeval)
         else {
             throw RedisError(code: .connection, message: "could not allocate a connection to \(endpoint)")
         }
@@ -100,7 +104,8 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
             }
         }
         if url.database != 0 {
-            let reply = try connection.roundTrip([[Array("SELECT".utf8), url.database.redisBytes]], names: ["SELECT"])[0]
+            let reply = try connection.roundTrip([[Array("SELECT".utf8), url.database.redisBytes]], names: ["SELECT"])[
+                0]
             if case .error(let error) = reply {
                 connection.closeNow()
                 let code: RedisError.Code = error.serverPrefix == "NOAUTH" ? .authentication : .database
@@ -187,7 +192,9 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
 
     // MARK: On the queue
 
-    private func onQueue<T: Sendable>(_ body: @escaping @Sendable (RedisConnection) throws(RedisError) -> T) async throws -> T {
+    private func onQueue<T: Sendable>(_ body: @escaping @Sendable (RedisConnection) throws(RedisError) -> T)
+        async throws -> T
+    {
         try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 continuation.resume(with: Result { () throws(RedisError) in try body(self) })
@@ -197,7 +204,8 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
 
     private func pipelineWithScripts(_ commands: [RedisCommand]) throws(RedisError) -> [RedisReply] {
         var unknown: [RedisScript] = []
-        for script in commands.compactMap(\.script) where !knownScripts.contains(script.sha1) && !unknown.contains(script) {
+        for script in commands.compactMap(\.script)
+        where !knownScripts.contains(script.sha1) && !unknown.contains(script) {
             unknown.append(script)
         }
         let loads = unknown.map(Self.scriptLoad)
@@ -208,7 +216,9 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         var replies = Array(all.dropFirst(loads.count))
 
         // NOSCRIPT despite the load: the script cache was flushed under us.
-        let missing = replies.indices.filter { commands[$0].script != nil && replies[$0].error?.serverPrefix == "NOSCRIPT" }
+        let missing = replies.indices.filter {
+            commands[$0].script != nil && replies[$0].error?.serverPrefix == "NOSCRIPT"
+        }
         guard !missing.isEmpty else { return replies }
         var reloaded: [RedisScript] = []
         for index in missing {
@@ -244,7 +254,8 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
             throw RedisError(code: .closed, message: "the connection to \(endpoint) is closed", command: names.first)
         }
         guard !broken.load(ordering: .acquiring), context.pointee.err == 0 else {
-            throw RedisError(code: .connection, message: "the connection to \(endpoint) is broken", command: names.first)
+            throw RedisError(
+                code: .connection, message: "the connection to \(endpoint) is broken", command: names.first)
         }
         for argv in commands {
             let status = Self.withArgv(argv) { count, pointers, lengths in
@@ -272,7 +283,8 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         let reason = Self.errorText(context)
         let code: RedisError.Code
         switch context.pointee.err {
-        case REDIS_ERR_IO where savedErrno == EAGAIN || savedErrno == EWOULDBLOCK || reason.contains("temporarily unavailable"):
+        case REDIS_ERR_IO
+        where savedErrno == EAGAIN || savedErrno == EWOULDBLOCK || reason.contains("temporarily unavailable"):
             code = .timeout
         case REDIS_ERR_PROTOCOL: code = .protocol
         default: code = .connection

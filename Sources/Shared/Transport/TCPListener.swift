@@ -16,7 +16,8 @@ public final class TCPListener: EventLoopSelectable {
             throw TLSError(.configuration, "listen host must be an IP address: \(address.host)")
         }
         let family = host.count == 4 ? AF_INET : AF_INET6
-        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(
+            family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TLSError(.configuration, "socket: \(String(cString: strerror(errno)))") }
         var on: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))

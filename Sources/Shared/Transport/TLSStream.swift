@@ -111,7 +111,8 @@ public final class TLSStream: EventLoopSelectable {
             guard candidate >= 0 else { continue }
             Self.configureSocket(candidate)
             let status = address.withUnsafeBytes {
-                Foundation.connect(candidate, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count))
+                Foundation.connect(
+                    candidate, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count))
             }
             if status == 0 || errno == EINPROGRESS {
                 fd = candidate
@@ -268,7 +269,9 @@ public final class TLSStream: EventLoopSelectable {
             let result = readBuffer.withUnsafeMutableBytes { SSL_read_ex(ssl, $0.baseAddress, $0.count, &count) }
             if result == 1 {
                 bytesReceived += count
-                readBuffer.withUnsafeBytes { delegate?.stream(self, didReceive: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                readBuffer.withUnsafeBytes {
+                    delegate?.stream(self, didReceive: UnsafeRawBufferPointer(rebasing: $0[0..<count]))
+                }
                 continue
             }
             switch SSL_get_error(ssl, result) {
