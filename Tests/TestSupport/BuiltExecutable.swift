@@ -19,6 +19,14 @@ package enum BuiltExecutable {
     /// Runs `name` with exactly `environment` and waits for it to exit.
     package static func run(_ name: String, _ arguments: [String], environment: [String: String]) async throws -> Result
     {
+        try await runProgram(url(name), arguments, environment: environment)
+    }
+
+    /// Runs any program (an interpreter, a tool) the same way.
+    package static func runProgram(_ program: URL, _ arguments: [String], environment: [String: String]) async throws
+        -> Result
+    {
+        let name = program.lastPathComponent
         let directory = FileManager.default.temporaryDirectory
         let outputFile = directory.appendingPathComponent("\(name)-\(UUID().uuidString).out")
         let errorFile = directory.appendingPathComponent("\(name)-\(UUID().uuidString).err")
@@ -27,7 +35,7 @@ package enum BuiltExecutable {
         let output = try FileHandle(forWritingTo: outputFile)
         let error = try FileHandle(forWritingTo: errorFile)
         let process = Process()
-        process.executableURL = url(name)
+        process.executableURL = program
         process.arguments = arguments
         process.environment = environment
         process.standardOutput = output

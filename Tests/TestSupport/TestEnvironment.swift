@@ -26,4 +26,13 @@ package enum TestEnvironment {
         let lines = CapturedLogLines()
         return (Logger(component: component, minimumLevel: .debug, sink: .capturing(into: lines)), lines)
     }
+
+    /// The Python with the test tools (`cryptography`, `http_ece`, `pywebpush`,
+    /// `yaml`): `PUSHGATE_PYTHON`, else the repository's `.venv` made by `scripts/setup`.
+    package static var python: URL {
+        if let configured = ProcessInfo.processInfo.environment["PUSHGATE_PYTHON"], !configured.isEmpty {
+            return URL(fileURLWithPath: configured)
+        }
+        return repositoryRoot.appendingPathComponent(".venv/bin/python3")
+    }
 }

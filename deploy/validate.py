@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Checks deploy/ without running it (no container engine or cluster here).
+
+- Every Kubernetes YAML file parses, and every document has apiVersion, kind, metadata.name.
+- Every environment variable a manifest or unit sets is one the code reads.
+- Every variable the code requires is set for each process: ingress, worker, migration job.
+
+The code's variables are read from Sources/Shared/Configuration/*.swift: each
+`environment.<accessor>("NAME"` is a variable it reads; `required("NAME")` inside
+`struct CommonConfiguration` is required by both services, inside
+`struct IngressConfiguration` by the ingress only. ADMIN_TOKEN is required where
+ADMIN_LISTEN is set. Prints one line per problem and a closing count; exit 1 on problems.
+"""
+import pathlib
+import re
+import sys
+
+import yaml
+
+root = pathlib.Path(__file__).resolve().parent.parent
+problems = []
+
+
+def code_variables():
+    read, required = set(), {"common": set(), "ingress": set(), "worker": set()}
+    for path in sorted((root / "Sources/Shared/Configuration").glob("*.swift")):
+        text = path.read_text()
+        read |= set(re.findall(r'environment\.[a-zA-Z]+\(\s*"([A-Z][A-Z0-9_]+)"', text))
+        for struct, body in re.findall(r"public struct (\w+)[^{]*\{(.*?)(?=\npublic struct |\Z)", text, re.S):
+            names = set(re.findall(r'environment\.required\(\s*"([A-Z][A-Z0-9_]+)"\)', body))
+            key = {"CommonConfiguration": "common", "IngressConfiguration": "ingress", "WorkerConfiguration": "worker"}.get(struct)
+            if key:
+                required[key] |= names
+    return read, required
+
+
+def kubernetes():
+    documents = []
+    for path in sorted((root / "deploy/kubernetes").glob("*.yaml")):
+        try:
+            for document in yaml.safe_load_all(path.read_text()):
+                if document is None:
+                    continue
+                for field in ("apiVersion", "kind"):
+                    if field not in document:
+                        problems.append(f"{path.name}: a document has no {field}")
+                if not (document.get("metadata") or {}).get("name"):
+                    problems.append(f"{path.name}: a {document.get('kind')} has no metadata.name")
+                documents.append((path.name, document))
+        except yaml.YAMLError as error:
+            problems.append(f"{path.name}: does not parse: {error}")
+    return documents
+
+
+def container_environment(documents, container_spec):
+    """Variables a container gets: env, plus every key of the ConfigMaps/Secrets in envFrom."""
+    maps = {(d.get("kind"), d["metadata"]["name"]): d for _, d in documents if d.get("metadata")}
+    names = {entry["name"] for entry in container_spec.get("env", [])}
+    for source in container_spec.get("envFrom", []):
+        if "configMapRef" in source:
+            names |= set((maps.get(("ConfigMap", source["configMapRef"]["name"])) or {}).get("data", {}))
+        if "secretRef" in source:
+            secret = maps.get(("Secret", source["secretRef"]["name"])) or {}
+            names |= set(secret.get("stringData", {})) | set(secret.get("data", {}))
+    return names
+
+
+def main():
+    read, required = code_variables()
+    documents = kubernetes()
+    # What the manifests set at all.
+    for name, document in documents:
+        if document.get("kind") in ("ConfigMap", "Secret"):
+            for key in list(document.get("data", {})) + list(document.get("stringData", {})):
+                if key not in read:
+                    problems.append(f"{name}: sets {key}, which the code does not read")
+    # What each process gets.
+    processes = {"pushgate-ingress": "ingress", "pushgate-worker": "worker", "pushgate-migrate": "migrate"}
+    seen = set()
+    for name, document in documents:
+        if document.get("kind") not in ("Deployment", "Job"):
+            continue
+        role = processes.get(document["metadata"]["name"])
+        if role is None:
+            problems.append(f"{name}: unexpected workload {document['metadata']['name']}")
+            continue
+        seen.add(role)
+        for container in document["spec"]["template"]["spec"]["containers"]:
+            env = container_environment(documents, container)
+            for key in env - read:
+                problems.append(f"{name}: {container['name']} sets {key}, which the code does not read")
+            needed = {"DATABASE_URL"} if role == "migrate" else required["common"] | required.get(role, set())
+            if role == "ingress" and "ADMIN_LISTEN" in env:
+                needed = needed | {"ADMIN_TOKEN"}
+            for key in sorted(needed - env):
+                problems.append(f"{name}: {container['name']} lacks {key}, which the {role} requires")
+    for role in processes.values():
+        if role not in seen:
+            problems.append(f"deploy/kubernetes: no workload runs the {role}")
+    # systemd: the example environment file and Environment= lines.
+    units = root / "deploy/systemd"
+    example = {line.split("=", 1)[0] for line in (units / "pushgate.env.example").read_text().splitlines()
+               if line and not line.startswith("#")}
+    for path in sorted(units.glob("*.service")):
+        for key in re.findall(r"^Environment=([A-Z][A-Z0-9_]+)=", path.read_text(), re.M):
+            example.add(key)
+            if key not in read:
+                problems.append(f"{path.name}: sets {key}, which the code does not read")
+    for key in sorted(example - read):
+        problems.append(f"pushgate.env.example: sets {key}, which the code does not read")
+    for key in sorted((required["common"] | required["ingress"] | {"ADMIN_TOKEN"}) - example):
+        problems.append(f"pushgate.env.example: lacks {key}, which the services require")
+
+    for problem in problems:
+        print(problem)
+    print(f"deploy: {len(documents)} Kubernetes documents, {len(read)} variables the code reads, "
+          f"{len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
