@@ -59,7 +59,13 @@ public final class EventLoop: Sendable {
 
     /// Runs `work` on the loop's thread, soon. Safe from any thread.
     public func execute(_ work: @escaping @Sendable () -> Void) {
-        submitted.withLock { $0.append(work) }
+        // Only the first closure of a batch wakes the loop: until the loop takes the
+        // list, the wake-up already written covers the ones queued behind it.
+        let wasEmpty = submitted.withLock { list in
+            list.append(work)
+            return list.count == 1
+        }
+        guard wasEmpty else { return }
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }
