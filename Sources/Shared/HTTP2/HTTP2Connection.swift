@@ -138,7 +138,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
         }
         guard streamID > 0 else { throw HTTP2Error("cannot submit request: \(errorText(streamID))") }
         streams[streamID] = state
-        flush()
+        flushAtEndOfIteration()
         return streamID
     }
 
@@ -156,7 +156,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
             nghttp2_submit_rst_stream(
                 session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_INTERNAL_ERROR.rawValue)
         }
-        flush()
+        flushAtEndOfIteration()
     }
 
     /// Sends GOAWAY (no new streams; streams up to the last one processed still
@@ -240,6 +240,20 @@ public final class HTTP2Connection: TLSStreamDelegate {
             delegate?.connection(self, streamWasReset: id, errorCode: NGHTTP2_CANCEL.rawValue)
         }
         delegate?.connection(self, didCloseWith: closeError)
+    }
+
+    private var flushDeferred = false
+
+    /// Requests and responses are flushed once per event-loop iteration, so the
+    /// frames of everything submitted meanwhile leave in one TLS write.
+    private func flushAtEndOfIteration() {
+        guard !flushDeferred, let tls else { return }
+        flushDeferred = true
+        tls.loop.deferToEndOfIteration { [weak self] in
+            guard let self else { return }
+            self.flushDeferred = false
+            self.flush()
+        }
     }
 
     /// Moves whatever nghttp2 wants to send into the TLS stream. Called inside an

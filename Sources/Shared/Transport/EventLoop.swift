@@ -157,6 +157,7 @@ public final class EventLoop: Sendable {
                 return taken
             }
             work.forEach { $0() }
+            runDeferred()
         }
         // Run what was submitted before shutdown, so no continuation is left hanging.
         submitted.withLock { list in
@@ -177,6 +178,28 @@ public final class EventLoop: Sendable {
         return Int32(min(seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1, 60_000))
     }
 
+    /// Runs `work` on this loop thread at the end of the current iteration, after
+    /// the events and submitted closures it is handling: a way to coalesce many
+    /// small actions of one iteration (e.g. one socket write for many requests).
+    /// Loop thread only.
+    public func deferToEndOfIteration(_ work: @escaping () -> Void) {
+        assertInEventLoop()
+        loopState.deferred.append(work)
+        if loopState.deferred.count == 1 {
+            // Make sure the loop does not sleep before running it.
+            var one: UInt64 = 1
+            _ = write(wakeFD, &one, 8)
+        }
+    }
+
+    private func runDeferred() {
+        while !loopState.deferred.isEmpty {
+            let work = loopState.deferred
+            loopState.deferred.removeAll(keepingCapacity: true)
+            work.forEach { $0() }
+        }
+    }
+
     private func runDueTimers() {
         guard !loopState.timers.isEmpty else { return }
         let now = ContinuousClock.now
@@ -194,4 +217,5 @@ private final class LoopState: @unchecked Sendable {
     var handlers: [Int32: any EventLoopSelectable] = [:]
     var timers: [EventLoop.TimerID: (deadline: ContinuousClock.Instant, work: () -> Void)] = [:]
     var nextTimer: UInt64 = 0
+    var deferred: [() -> Void] = []
 }
