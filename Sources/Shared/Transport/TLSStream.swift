@@ -25,8 +25,6 @@ public final class TLSStream: EventLoopSelectable {
     public weak var delegate: (any TLSStreamDelegate)?
     /// The negotiated ALPN protocol, once connected.
     public private(set) var alpnProtocol: String?
-    /// Decrypted bytes delivered to the delegate so far.
-    public private(set) var bytesReceived = 0
 
     private enum State { case resolving, connecting, handshaking, open, closed }
     private var state: State
@@ -268,7 +266,6 @@ public final class TLSStream: EventLoopSelectable {
             ERR_clear_error()
             let result = readBuffer.withUnsafeMutableBytes { SSL_read_ex(ssl, $0.baseAddress, $0.count, &count) }
             if result == 1 {
-                bytesReceived += count
                 readBuffer.withUnsafeBytes {
                     delegate?.stream(self, didReceive: UnsafeRawBufferPointer(rebasing: $0[0..<count]))
                 }
