@@ -107,7 +107,7 @@ func buildApplication(
     let appRepository = AppAPIRepository(postgres: postgres)
     let appAPI = AppAPIRoutes(
         authenticator: AppAPIAuthenticator(keys: AppAPIKeyStore(postgres: postgres)), repository: appRepository,
-        limiter: limiter, invalidation: invalidation,
+        limiter: limiter,
         sender: AppAPISender(
             repository: appRepository, redis: redis, keys: keys, cache: cache, replies: ReplyCollector(redis: redis),
             maximumTTLSeconds: configuration.maximumPushTTLSeconds,

@@ -58,13 +58,16 @@ import Testing
             try await eventually("both enqueued") { try await stack.streamLength() == 2 }
             try await stack.startWorker()
             let answered = try await results
-            #expect(answered.map { $0["subscriptionId"] ?? "" } == [
-                circuitDevice.id, sent.id, uninstalled.id, overQuota.id, pending.id, foreign.id,
-                "AAAAAAAAAAAAAAAAAAAAAA", muted.id, bad.id,
-            ])
-            #expect(statuses(answered) == [
-                "failed", "sent", "gone", "quota_exceeded", "inactive", "not_found", "not_found", "skipped", "invalid",
-            ])
+            #expect(
+                answered.map { $0["subscriptionId"] ?? "" } == [
+                    circuitDevice.id, sent.id, uninstalled.id, overQuota.id, pending.id, foreign.id,
+                    "AAAAAAAAAAAAAAAAAAAAAA", muted.id, bad.id,
+                ])
+            #expect(
+                statuses(answered) == [
+                    "failed", "sent", "gone", "quota_exceeded", "inactive", "not_found", "not_found", "skipped",
+                    "invalid",
+                ])
             #expect(answered[0]["reason"] == "provider_error")
             #expect(answered[1]["reason"] == "")
             #expect(stack.recordings(token: sent.token).count == 1)

@@ -14,7 +14,9 @@ struct AppAPIError: Error, Sendable, Equatable {
     static let wrongSecret = AppAPIError(status: 403, message: "the subscription secret does not match")
     static let userNotAuthorized = AppAPIError(status: 403, message: "the user has not authorized this app")
     static let storage = AppAPIError(status: 503, message: "storage error")
-    static func invalid(_ detail: String) -> AppAPIError { AppAPIError(status: 400, message: "invalid request: " + detail) }
+    static func invalid(_ detail: String) -> AppAPIError {
+        AppAPIError(status: 400, message: "invalid request: " + detail)
+    }
     static func tooManyRequests(retryAfter: Int) -> AppAPIError {
         AppAPIError(status: 429, message: "too many requests", retryAfter: max(retryAfter, 1))
     }

@@ -7,7 +7,6 @@ struct AppAPIRoutes: Sendable {
     let authenticator: AppAPIAuthenticator
     let repository: AppAPIRepository
     let limiter: SlidingWindowLimiter
-    let invalidation: CacheInvalidation
     let sender: AppAPISender
 
     /// Every App API route: errors become `{"error": …}` answers.

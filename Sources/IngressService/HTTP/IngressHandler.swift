@@ -16,7 +16,8 @@ final class IngressHandler: HTTPHandler {
     let failureLog: ThrottledLog
 
     init(
-        device: DeviceRoutes, webPush: WebPushRoutes, health: HealthRoutes, appAPI: AppAPIRoutes, clientIP: ClientIPResolver,
+        device: DeviceRoutes, webPush: WebPushRoutes, health: HealthRoutes, appAPI: AppAPIRoutes,
+        clientIP: ClientIPResolver,
         metrics: IngressMetrics, failureLog: ThrottledLog
     ) {
         self.device = device
