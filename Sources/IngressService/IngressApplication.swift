@@ -111,7 +111,8 @@ func buildApplication(
         sender: AppAPISender(
             repository: appRepository, redis: redis, keys: keys, cache: cache, replies: ReplyCollector(redis: redis),
             maximumTTLSeconds: configuration.maximumPushTTLSeconds,
-            deadline: .milliseconds(configuration.appAPISendDeadlineMilliseconds)))
+            deadline: .milliseconds(configuration.appAPISendDeadlineMilliseconds)),
+        failureLog: failureLog)
     let device = DeviceRoutes(
         subscriptions: subscriptions, directory: directory,
         limiter: limiter,

@@ -8,6 +8,8 @@ struct AppAPIRoutes: Sendable {
     let repository: AppAPIRepository
     let limiter: SlidingWindowLimiter
     let sender: AppAPISender
+    /// Storage failures (never keys, payloads or tokens).
+    let failureLog: ThrottledLog
 
     /// Every App API route: errors become `{"error": …}` answers.
     func respond(_ route: Route, _ request: HTTPRequest) async -> HTTPResponse {
@@ -28,6 +30,7 @@ struct AppAPIRoutes: Sendable {
         } catch let error as AppAPIError {
             return error.response
         } catch {
+            failureLog.warning("app API request failed: storage error", error: error)
             return AppAPIError.storage.response
         }
     }
