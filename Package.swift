@@ -108,6 +108,12 @@ let package = Package(
             dependencies: ["Shared", "APNsSimulator", "TestSupport"],
             swiftSettings: swiftSettings
         ),
+        // The App API end to end (ingress + worker + simulator); reuses DispatchWorkerTests/Harness (symlink).
+        .testTarget(
+            name: "AppAPITests",
+            dependencies: ["IngressService", "DispatchWorker", "APNsSimulator", "Shared", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "AdminAPITests",
             dependencies: ["IngressService", "Shared", "TestSupport"],

@@ -97,23 +97,36 @@ func buildApplication(
     var base = configuration.publicBaseURL.absoluteString
     while base.hasSuffix("/") { base.removeLast() }
 
+    var limiter = SlidingWindowLimiter(
+        redis: redis, keys: keys, registration: configuration.registrationRateLimit,
+        device: configuration.deviceRateLimit)
+    limiter.appAPI = configuration.appAPIRateLimit
+    let cache = HotPathCache(
+        redis: redis, keys: keys, subscriptions: subscriptions, directory: directory,
+        lifetimeMilliseconds: Int64(configuration.cacheLifetimeSeconds) * 1000)
+    let appRepository = AppAPIRepository(postgres: postgres)
+    let appAPI = AppAPIRoutes(
+        authenticator: AppAPIAuthenticator(keys: AppAPIKeyStore(postgres: postgres)), repository: appRepository,
+        limiter: limiter,
+        sender: AppAPISender(
+            repository: appRepository, redis: redis, keys: keys, cache: cache, replies: ReplyCollector(redis: redis),
+            maximumTTLSeconds: configuration.maximumPushTTLSeconds,
+            deadline: .milliseconds(configuration.appAPISendDeadlineMilliseconds)),
+        failureLog: failureLog)
     let device = DeviceRoutes(
         subscriptions: subscriptions, directory: directory,
-        limiter: SlidingWindowLimiter(
-            redis: redis, keys: keys, registration: configuration.registrationRateLimit,
-            device: configuration.deviceRateLimit),
+        limiter: limiter,
         invalidation: invalidation, redis: redis, keys: keys, publicPushBase: base + Route.pushPathPrefix,
         stashLifetimeMilliseconds: stashLifetime)
     let webPush = WebPushRoutes(
         hotPath: hotPath, keys: keys, scriptEncoder: HotPathScript.Encoder(keys: keys),
-        cache: HotPathCache(
-            redis: redis, keys: keys, subscriptions: subscriptions, directory: directory,
-            lifetimeMilliseconds: Int64(configuration.cacheLifetimeSeconds) * 1000),
+        cache: cache,
         metrics: metrics, pushRateLimit: configuration.pushRateLimit, stashLimit: configuration.stashLimit,
         stashLifetimeMilliseconds: stashLifetime, maximumTTL: configuration.maximumPushTTLSeconds,
         messageBase: base + "/api/push/m/", failureLog: failureLog)
     let handler = IngressHandler(
         device: device, webPush: webPush, health: HealthRoutes(redis: redis, postgres: postgres, metrics: metrics),
+        appAPI: appAPI,
         clientIP: ClientIPResolver(trustedProxies: configuration.trustedProxies), metrics: metrics,
         failureLog: failureLog)
     let server = HTTPServer(

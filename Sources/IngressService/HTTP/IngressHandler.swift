@@ -10,17 +10,20 @@ final class IngressHandler: HTTPHandler {
     let device: DeviceRoutes
     let webPush: WebPushRoutes
     let health: HealthRoutes
+    let appAPI: AppAPIRoutes
     let clientIP: ClientIPResolver
     let metrics: IngressMetrics
     let failureLog: ThrottledLog
 
     init(
-        device: DeviceRoutes, webPush: WebPushRoutes, health: HealthRoutes, clientIP: ClientIPResolver,
+        device: DeviceRoutes, webPush: WebPushRoutes, health: HealthRoutes, appAPI: AppAPIRoutes,
+        clientIP: ClientIPResolver,
         metrics: IngressMetrics, failureLog: ThrottledLog
     ) {
         self.device = device
         self.webPush = webPush
         self.health = health
+        self.appAPI = appAPI
         self.clientIP = clientIP
         self.metrics = metrics
         self.failureLog = failureLog
@@ -75,6 +78,7 @@ final class IngressHandler: HTTPHandler {
         case .healthz: return health.healthz()
         case .readyz: return await health.readyz()
         case .metrics: return health.metricsText()
+        case .appBind, .appUnbind, .appDevices, .appSend: return await appAPI.respond(route, request)
         case .notFound: return .json(404, #"{"error": "not found"}"#)
         case .methodNotAllowed(let allowed):
             return .json(405, #"{"error": "method not allowed"}"#, headers: HTTPHeaders([("Allow", allowed)]))

@@ -7,12 +7,18 @@ enum Route: Sendable, Equatable {
     case activate(id: String)
     case delete(id: String)
     case deliver(id: String)
+    // The App API (`/api/v1/app/push/…`).
+    case appBind
+    case appUnbind(id: String)
+    case appDevices(userID: String)
+    case appSend
     /// The path exists but not with this method.
     case methodNotAllowed(allowed: String)
     case notFound
 
     static let subscriptionsPath = "/api/push/v1/subscriptions"
     static let pushPathPrefix = "/api/push/p/"
+    static let appAPIPrefix = "/api/v1/app/push/"
 
     init(method: String, path: String) {
         switch path {
@@ -21,7 +27,9 @@ enum Route: Sendable, Equatable {
         case "/metrics": self = method == "GET" ? .metrics : .methodNotAllowed(allowed: "GET")
         case Self.subscriptionsPath: self = method == "POST" ? .register : .methodNotAllowed(allowed: "POST")
         default:
-            if path.hasPrefix(Self.pushPathPrefix) {
+            if path.hasPrefix(Self.appAPIPrefix) {
+                self = Self.appAPI(method: method, rest: path.dropFirst(Self.appAPIPrefix.count))
+            } else if path.hasPrefix(Self.pushPathPrefix) {
                 let id = String(path.dropFirst(Self.pushPathPrefix.count))
                 // Any other shape is answered by the route itself (404, 1003).
                 guard !id.isEmpty else {
@@ -53,6 +61,20 @@ enum Route: Sendable, Equatable {
         }
     }
 
+    private static func appAPI(method: String, rest: Substring) -> Route {
+        let parts = rest.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        switch parts.count {
+        case 1 where parts[0] == "send": return method == "POST" ? .appSend : .methodNotAllowed(allowed: "POST")
+        case 2 where parts == ["subscriptions", "bind"]:
+            return method == "POST" ? .appBind : .methodNotAllowed(allowed: "POST")
+        case 3 where parts[0] == "subscriptions" && parts[2] == "bind" && !parts[1].isEmpty:
+            return method == "DELETE" ? .appUnbind(id: parts[1]) : .methodNotAllowed(allowed: "DELETE")
+        case 3 where parts[0] == "users" && parts[2] == "devices" && !parts[1].isEmpty:
+            return method == "GET" ? .appDevices(userID: parts[1]) : .methodNotAllowed(allowed: "GET")
+        default: return .notFound
+        }
+    }
+
     /// The metrics label: the route's template, never an id.
     var label: String {
         switch self {
@@ -65,6 +87,10 @@ enum Route: Sendable, Equatable {
         case .activate: "POST /v1/subscriptions/{id}/activate"
         case .delete: "DELETE /v1/subscriptions/{id}"
         case .deliver: "POST /p/{id}"
+        case .appBind: "POST /v1/app/push/subscriptions/bind"
+        case .appUnbind: "DELETE /v1/app/push/subscriptions/{id}/bind"
+        case .appDevices: "GET /v1/app/push/users/{userId}/devices"
+        case .appSend: "POST /v1/app/push/send"
         case .methodNotAllowed: "method not allowed"
         case .notFound: "not found"
         }

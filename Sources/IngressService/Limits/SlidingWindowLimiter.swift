@@ -9,16 +9,24 @@ struct SlidingWindowLimiter: Sendable {
     enum Scope: String, Sendable {
         case registration = "reg"
         case device = "dev"
+        /// The App API, keyed by app id.
+        case appAPI = "app"
     }
 
     let redis: RedisClient
     let keys: RedisKeys
     let registration: RateLimit
     let device: RateLimit
+    var appAPI = RateLimit(limit: 600, windowSeconds: 60)
 
     /// Counts one request of `client`; throws 429 (1006, `Retry-After`) when the window is full.
     func admit(_ scope: Scope, client: String) async throws {
-        let limit = scope == .registration ? registration : device
+        let limit =
+            switch scope {
+            case .registration: registration
+            case .device: device
+            case .appAPI: appAPI
+            }
         let reply = try await redis.run(
             Self.script, keys: [keys.ipRate(scope.rawValue, client)],
             arguments: [limit.limit, limit.windowMilliseconds, Base64URL.encode(SecureRandom.bytes(12))])

@@ -213,6 +213,7 @@ final class WebPushRoutes: Sendable {
         case .rateLimited(let milliseconds): throw .tooManyRequests(retryAfter: Int((milliseconds + 999) / 1000))
         case .quotaExceeded: throw .quotaExceeded
         case .undeliverable: throw .deliveryFailed
+        case .inactive: throw .notFound  // `app` mode only; Web Push never runs it
         }
     }
 

@@ -96,6 +96,10 @@ public struct IngressConfiguration: Sendable {
     public var registrationRateLimit: RateLimit
     public var deviceRateLimit: RateLimit
     public var pushRateLimit: RateLimit
+    /// The App API's per-app window, shared by all its endpoints (`RATE_LIMIT_APP_API`).
+    public var appAPIRateLimit: RateLimit
+    /// How long `POST /api/v1/app/push/send` waits for the workers' outcomes (`APP_API_SEND_DEADLINE_MS`).
+    public var appAPISendDeadlineMilliseconds: Int
     public var stashLimit: Int
     public var stashLifetimeSeconds: Int
     public var maximumPushTTLSeconds: Int
@@ -116,6 +120,10 @@ public struct IngressConfiguration: Sendable {
         deviceRateLimit = try environment.rateLimit(
             "RATE_LIMIT_DEVICE", default: RateLimit(limit: 120, windowSeconds: 60))
         pushRateLimit = try environment.rateLimit("RATE_LIMIT_PUSH", default: RateLimit(limit: 120, windowSeconds: 60))
+        appAPIRateLimit = try environment.rateLimit(
+            "RATE_LIMIT_APP_API", default: RateLimit(limit: 600, windowSeconds: 60))
+        appAPISendDeadlineMilliseconds = try environment.integer(
+            "APP_API_SEND_DEADLINE_MS", default: 10_000, range: 1...120_000)
         stashLimit = try environment.integer("STASH_MAX_MESSAGES", default: 5, range: 1...100)
         stashLifetimeSeconds = try environment.integer("STASH_TTL_SECONDS", default: 1800, range: 1...86_400)
         maximumPushTTLSeconds = try environment.integer(

@@ -29,6 +29,8 @@ public enum HotPathScript {
         case checked
         /// No usable credential, or the workers' circuit flag is up.
         case undeliverable
+        /// `app` mode: the subscription is not activated.
+        case inactive
         /// A cache entry is missing: `subscription` (id), `app` (id) or `account` (id).
         case cacheMiss(kind: String, id: String)
     }
@@ -51,6 +53,8 @@ public enum HotPathScript {
         public var expiration: Int64
         public var collapseID: String?
         public var acceptedAt: Int64
+        /// App API sends: `app` mode, and the worker answers on this reply list.
+        public var replyKey: String?
 
         public init(
             subscriptionID: String, checkOnly: Bool, rateLimit: Int, rateWindowMilliseconds: Int64, stashLimit: Int,
@@ -71,6 +75,20 @@ public enum HotPathScript {
             self.collapseID = collapseID
             self.acceptedAt = acceptedAt
         }
+
+        /// An App API send (mode `app`): no rate window, no stash, a reply list.
+        public static func appAPI(
+            subscriptionID: String, quotaMonth: String, messageID: String, ciphertext: [UInt8], priority: Int,
+            expiration: Int64, acceptedAt: Int64, replyKey: String
+        ) -> Request {
+            var request = Request(
+                subscriptionID: subscriptionID, checkOnly: false, rateLimit: 0, rateWindowMilliseconds: 0,
+                stashLimit: 0, stashLifetimeMilliseconds: 0, quotaMonth: quotaMonth, messageID: messageID,
+                ciphertext: ciphertext, priority: priority, expiration: expiration, collapseID: nil,
+                acceptedAt: acceptedAt)
+            request.replyKey = replyKey
+            return request
+        }
     }
 
     /// Quota keys outlive their month by a few days (the worker may still release).
@@ -83,11 +101,12 @@ public enum HotPathScript {
             script,
             keys: [keys.subscription(id), keys.tombstone(id), keys.pushRate(id), keys.stash(id), keys.stream],
             arguments: [
-                keys.prefix, request.checkOnly ? "check" : "push", request.rateLimit, request.rateWindowMilliseconds,
+                keys.prefix, request.replyKey != nil ? "app" : (request.checkOnly ? "check" : "push"),
+                request.rateLimit, request.rateWindowMilliseconds,
                 request.messageID, request.stashLimit, request.stashLifetimeMilliseconds, request.quotaMonth,
                 quotaKeyLifetimeSeconds, request.ciphertext, request.priority, request.expiration,
                 request.collapseID ?? "", request.acceptedAt, id,
-            ])
+            ] + (request.replyKey.map { [$0 as any RedisValueConvertible] } ?? []))
     }
 
     /// `command(_:keys:)` already written in RESP, byte for byte the same, without the
@@ -140,6 +159,12 @@ public enum HotPathScript {
         }
     }
 
+    /// The reason a code-7 (`undeliverable`) reply carries, if any.
+    public static func undeliverableReason(from reply: RedisReply) -> String? {
+        guard let items = reply.array, items.first?.int == 7, items.count > 1 else { return nil }
+        return items[1].string
+    }
+
     /// Reads the script's reply.
     public static func decision(from reply: RedisReply) throws(RedisError) -> Decision {
         guard let items = reply.array, let code = items.first?.int else {
@@ -158,6 +183,7 @@ public enum HotPathScript {
         case 6: return .checked
         case 7: return .undeliverable
         case 8: return .stashed
+        case 9: return .inactive
         case 10:
             guard let kind = text(1), let id = text(2) else { break }
             return .cacheMiss(kind: kind, id: id)
@@ -170,7 +196,10 @@ public enum HotPathScript {
     // ARGV: 1 key prefix, 2 mode (push|check), 3 rate limit, 4 window ms, 5 message id,
     //       6 stash limit, 7 stash lifetime ms, 8 quota month, 9 quota key lifetime s,
     //       10 ciphertext, 11 priority, 12 expiration, 13 collapse id, 14 accepted-at ms,
-    //       15 subscription id
+    //       15 subscription id, 16 (mode `app` only) the reply list key
+    // Mode `app` (App API sends): no per-subscription rate window, a pending
+    // subscription answers 9 (inactive) instead of being stashed, and the entry
+    // carries `reply`. Code 7 carries the reason (`credential_missing`, …).
     static let source = """
         local prefix = ARGV[1]
         if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
@@ -185,15 +214,19 @@ public enum HotPathScript {
         if app[2] ~= '1' or limit == 0 then return {3} end
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        local window = tonumber(ARGV[4])
-        redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
-        if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) then
-          local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-          return {4, tonumber(oldest[2]) + window - now}
+        local appMode = ARGV[2] == 'app'
+        if not appMode then
+          local window = tonumber(ARGV[4])
+          redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
+          if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) then
+            local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+            return {4, tonumber(oldest[2]) + window - now}
+          end
+          redis.call('ZADD', KEYS[3], now, ARGV[5])
+          redis.call('PEXPIRE', KEYS[3], window)
         end
-        redis.call('ZADD', KEYS[3], now, ARGV[5])
-        redis.call('PEXPIRE', KEYS[3], window)
         local active = sub[5] == 'active'
+        if appMode and not active then return {9} end
         local quotaKey = prefix .. 'quota:' .. app[1] .. ':' .. ARGV[8]
         if active and limit > 0 then
           if tonumber(redis.call('GET', quotaKey) or '0') >= limit then return {5} end
@@ -208,8 +241,11 @@ public enum HotPathScript {
         local environment = 'production'
         if sub[4] == '1' then environment = 'sandbox' end
         local credential = app[3] or ''
-        if credential == '' or app[4] ~= 'active' then return {7} end
-        if redis.call('EXISTS', prefix .. 'circuit:' .. credential .. ':' .. environment) == 1 then return {7} end
+        if credential == '' then return {7, 'credential_missing'} end
+        if app[4] ~= 'active' then return {7, 'credential_rejected'} end
+        if redis.call('EXISTS', prefix .. 'circuit:' .. credential .. ':' .. environment) == 1 then
+          return {7, 'provider_error'}
+        end
         local fields = {'v', '1', 'mid', ARGV[5], 'sub', ARGV[15], 'app', sub[1], 'acct', app[1], 'cred', credential,
           'topic', sub[2], 'token', sub[3], 'sandbox', sub[4], 'title', sub[6] or '', 'body', sub[7] or '',
           'ct', ARGV[10], 'prio', ARGV[11], 'exp', ARGV[12]}
@@ -221,6 +257,10 @@ public enum HotPathScript {
         fields[#fields + 1] = ARGV[14]
         fields[#fields + 1] = 'qk'
         fields[#fields + 1] = quotaKey
+        if appMode and ARGV[16] and ARGV[16] ~= '' then
+          fields[#fields + 1] = 'reply'
+          fields[#fields + 1] = ARGV[16]
+        end
         local entry = redis.call('XADD', KEYS[5], '*', unpack(fields))
         if redis.call('INCR', quotaKey) == 1 then redis.call('EXPIRE', quotaKey, ARGV[9]) end
         return {0, entry}

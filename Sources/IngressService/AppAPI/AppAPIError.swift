@@ -1,0 +1,30 @@
+import Shared
+
+/// An App API failure: its HTTP status and `{"error": "<message>"}` naming the problem.
+struct AppAPIError: Error, Sendable, Equatable {
+    let status: Int
+    let message: String
+    /// Seconds for `Retry-After` (429).
+    var retryAfter: Int? = nil
+
+    static let missingKey = AppAPIError(status: 401, message: "missing App API key (Authorization: Bearer <key>)")
+    static let unknownKey = AppAPIError(status: 401, message: "unknown or revoked App API key")
+    static let missingScope = AppAPIError(status: 403, message: "the App API key lacks the push:send scope")
+    static let subscriptionNotFound = AppAPIError(status: 404, message: "subscription not found")
+    static let wrongSecret = AppAPIError(status: 403, message: "the subscription secret does not match")
+    static let userNotAuthorized = AppAPIError(status: 403, message: "the user has not authorized this app")
+    static let storage = AppAPIError(status: 503, message: "storage error")
+    static func invalid(_ detail: String) -> AppAPIError {
+        AppAPIError(status: 400, message: "invalid request: " + detail)
+    }
+    static func tooManyRequests(retryAfter: Int) -> AppAPIError {
+        AppAPIError(status: 429, message: "too many requests", retryAfter: max(retryAfter, 1))
+    }
+
+    var response: HTTPResponse {
+        var headers = HTTPHeaders()
+        if let retryAfter { headers.add("Retry-After", String(retryAfter)) }
+        if status == 401 { headers.add("WWW-Authenticate", "Bearer") }
+        return .json(status, "{\"error\": " + JSONString.quote(message) + "}", headers: headers)
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import Shared
+
+/// The App API under `/api/v1/app/push`: authenticate the key, count the app's
+/// request in its shared window, then bind, unbind, list devices or send.
+struct AppAPIRoutes: Sendable {
+    let authenticator: AppAPIAuthenticator
+    let repository: AppAPIRepository
+    let limiter: SlidingWindowLimiter
+    let sender: AppAPISender
+    /// Storage failures (never keys, payloads or tokens).
+    let failureLog: ThrottledLog
+
+    /// Every App API route: errors become `{"error": …}` answers.
+    func respond(_ route: Route, _ request: HTTPRequest) async -> HTTPResponse {
+        do {
+            let app = try await authenticator.appID(for: request)
+            do {
+                try await limiter.admit(.appAPI, client: app)
+            } catch let error as PushAPIError where error.retryAfter != nil {
+                throw AppAPIError.tooManyRequests(retryAfter: error.retryAfter ?? 1)
+            }
+            switch route {
+            case .appBind: return try await bind(request, app: app)
+            case .appUnbind(let id): return try await unbind(id, app: app)
+            case .appDevices(let user): return try await devices(user, app: app)
+            case .appSend: return try await sender.send(SendBatch(json: request.body), app: app)
+            default: return AppAPIError(status: 404, message: "not found").response
+            }
+        } catch let error as AppAPIError {
+            return error.response
+        } catch {
+            failureLog.warning("app API request failed: storage error", error: error)
+            return AppAPIError.storage.response
+        }
+    }
+
+    /// `POST /subscriptions/bind` `{subscriptionId, secret, userId}` → 204.
+    func bind(_ request: HTTPRequest, app: String) async throws -> HTTPResponse {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
+            let id = object["subscriptionId"] as? String, let secret = object["secret"] as? String,
+            let user = object["userId"] as? String, !id.isEmpty, !secret.isEmpty, !user.isEmpty
+        else { throw AppAPIError.invalid("subscriptionId, secret and userId are required strings") }
+        let presented = SHA256.hash(secret)
+        guard SubscriptionID.isWellFormed(id), let owner = try await repository.ownership(id), owner.appID == app else {
+            _ = ConstantTime.equals(presented, presented)
+            throw AppAPIError.subscriptionNotFound
+        }
+        guard ConstantTime.equals(presented, owner.secretHash) else { throw AppAPIError.wrongSecret }
+        guard try await repository.hasAuthorized(user: user, app: app) else { throw AppAPIError.userNotAuthorized }
+        guard try await repository.bind(id, app: app, user: user) else { throw AppAPIError.subscriptionNotFound }
+        return HTTPResponse(status: 204)
+    }
+
+    /// `DELETE /subscriptions/{id}/bind` → 204; the subscription stays, anonymous.
+    func unbind(_ id: String, app: String) async throws -> HTTPResponse {
+        guard SubscriptionID.isWellFormed(id), try await repository.unbind(id, app: app) else {
+            throw AppAPIError.subscriptionNotFound
+        }
+        return HTTPResponse(status: 204)
+    }
+
+    /// `GET /users/{userId}/devices` → `{devices: [...]}`, active devices in this app.
+    func devices(_ user: String, app: String) async throws -> HTTPResponse {
+        let user = user.removingPercentEncoding ?? user
+        let devices = try await repository.devicesJSON(user: user, app: app)
+        return .json(200, "{\"devices\":[" + devices.joined(separator: ",") + "]}")
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import Shared
+
+/// `POST /send`: decides what it can at the ingress (not_found, invalid, inactive,
+/// skipped, quota_exceeded), enqueues the rest through the hot-path script in `app`
+/// mode (the same stream entry as Web Push, plus `reply`), then waits on the
+/// request's reply list for the workers' outcomes until the deadline (`queued` after).
+struct AppAPISender: Sendable {
+    let repository: AppAPIRepository
+    let redis: RedisClient
+    let keys: RedisKeys
+    let cache: HotPathCache
+    let replies: ReplyCollector
+    let maximumTTLSeconds: Int
+    let deadline: Duration
+
+    func send(_ batch: SendBatch, app: String) async throws -> HTTPResponse {
+        let start = ContinuousClock.now
+        let ids = Array(Set(batch.messages.map(\.subscriptionID).filter(SubscriptionID.isWellFormed)))
+        let targets = ids.isEmpty ? [:] : try await repository.sendTargets(ids, app: app)
+        let replyKey = keys.reply(Base64URL.encode(SecureRandom.bytes(16)))
+        let month = RedisKeys.quotaMonth()
+        var outcomes: [SendOutcome] = []
+        var waiting: [String: Int] = [:]  // message id → index in outcomes
+        for message in batch.messages {
+            let id = message.subscriptionID
+            guard let target = targets[id], target.appID == app else {
+                outcomes.append(SendOutcome(id, "not_found"))
+                continue
+            }
+            guard let ciphertext = message.ciphertext else {
+                outcomes.append(SendOutcome(id, "invalid", reason: "payload must be base64url of at most 8 KB"))
+                continue
+            }
+            guard target.active else {
+                outcomes.append(SendOutcome(id, "inactive"))
+                continue
+            }
+            guard !target.skipped else {
+                outcomes.append(SendOutcome(id, "skipped"))
+                continue
+            }
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let messageID = Base64URL.encode(SecureRandom.bytes(16))
+            let request = HotPathScript.Request.appAPI(
+                subscriptionID: id, quotaMonth: month, messageID: messageID, ciphertext: ciphertext,
+                priority: message.priority, expiration: now / 1000 + Int64(maximumTTLSeconds), acceptedAt: now,
+                replyKey: replyKey)
+            let outcome = try await enqueue(request)
+            if outcome.status == "queued" { waiting[messageID] = outcomes.count }
+            outcomes.append(SendOutcome(id, outcome.status, reason: outcome.reason))
+        }
+        if !waiting.isEmpty {
+            let answered = try await replies.collect(
+                from: replyKey, expecting: Set(waiting.keys), deadline: start + deadline)
+            for (messageID, reply) in answered {
+                guard let index = waiting[messageID] else { continue }
+                outcomes[index].status = reply.status
+                outcomes[index].reason = reply.reason
+            }
+        }
+        return .json(200, "{\"results\":[" + outcomes.map(\.json).joined(separator: ",") + "]}")
+    }
+
+    /// Runs the script (filling the cache on a miss); the status before the workers answer.
+    private func enqueue(_ request: HotPathScript.Request) async throws -> (status: String, reason: String) {
+        for _ in 0..<4 {
+            let reply = try await redis.send(HotPathScript.command(request, keys: keys))
+            switch try HotPathScript.decision(from: reply) {
+            case .queued: return ("queued", "")
+            case .notFound: return ("not_found", "")
+            case .gone: return ("gone", "")
+            case .inactive, .stashed: return ("inactive", "")
+            case .quotaExceeded: return ("quota_exceeded", "")
+            case .disabled: return ("failed", "push_disabled")
+            case .undeliverable:
+                return ("failed", HotPathScript.undeliverableReason(from: reply) ?? "provider_error")
+            case .cacheMiss(let kind, let id):
+                try await cache.fill(kind: kind, id: id, subscriptionID: request.subscriptionID)
+            case .rateLimited, .checked:
+                return ("failed", "provider_error")
+            }
+        }
+        return ("failed", "provider_error")
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Shared
+
+/// The parsed body of `POST /send`: 1–100 messages `{subscriptionId, payload, urgency}`.
+struct SendBatch: Sendable {
+    static let maximumMessages = 100
+    static let maximumPayloadBytes = 8 * 1024
+
+    struct Message: Sendable {
+        let subscriptionID: String
+        /// The decoded ciphertext; nil when `payload` is not base64url or over 8 KB.
+        let ciphertext: [UInt8]?
+        /// `apns-priority`: 5 for `low` / `very-low`, else 10.
+        let priority: Int
+    }
+
+    let messages: [Message]
+
+    init(json body: [UInt8]) throws(AppAPIError) {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let list = object["messages"] as? [Any]
+        else { throw AppAPIError.invalid("body must be {\"messages\": [...]}") }
+        guard (1...Self.maximumMessages).contains(list.count) else {
+            throw AppAPIError.invalid("messages must hold 1 to \(Self.maximumMessages) entries")
+        }
+        var messages: [Message] = []
+        for item in list {
+            guard let fields = item as? [String: Any], let id = fields["subscriptionId"] as? String, !id.isEmpty else {
+                throw AppAPIError.invalid("each message needs a subscriptionId")
+            }
+            var ciphertext: [UInt8]? = nil
+            if let payload = fields["payload"] as? String, let bytes = Base64URL.decode(payload), !bytes.isEmpty,
+                bytes.count <= Self.maximumPayloadBytes
+            {
+                ciphertext = bytes
+            }
+            let urgency = (fields["urgency"] as? String)?.lowercased() ?? "high"
+            messages.append(
+                Message(
+                    subscriptionID: id, ciphertext: ciphertext,
+                    priority: urgency == "low" || urgency == "very-low" ? 5 : 10))
+        }
+        self.messages = messages
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import IngressService
+
+/// `POST /send`: ingress-decided and worker-decided outcomes, in request order.
+@Suite struct AppAPISendTests {
+    @Test func zeroOrMoreThanAHundredMessagesAre400() async throws {
+        try await DeliveryStack.with { stack in
+            let key = try await stack.apiKey()
+            let empty = try await stack.api("POST", "/send", key: key, json: #"{"messages":[]}"#)
+            #expect(empty.status == 400)
+            #expect(empty.text.contains("1 to 100"))
+            let item = #"{"subscriptionId":"AAAAAAAAAAAAAAAAAAAAAA","payload":"AAAA"}"#
+            let many = Array(repeating: item, count: 101).joined(separator: ",")
+            #expect(try await stack.api("POST", "/send", key: key, json: #"{"messages":[\#(many)]}"#).status == 400)
+            #expect(try await stack.api("POST", "/send", key: key, json: "not json").status == 400)
+            let hundred = Array(repeating: item, count: 100).joined(separator: ",")
+            #expect(try await stack.api("POST", "/send", key: key, json: #"{"messages":[\#(hundred)]}"#).status == 200)
+        }
+    }
+
+    /// Every status in one batch, in request order. Enqueued before the worker
+    /// starts, so the quota's last units go to exactly the messages before the
+    /// quota_exceeded one.
+    @Test func aMixedBatchAnswersEveryStatusInOrder() async throws {
+        try await DeliveryStack.with { stack in
+            let key = try await stack.apiKey()
+            let circuitDevice = try await stack.device(sandbox: true)
+            _ = try await stack.redis.send(
+                "SET", stack.keys.circuit(credential: stack.credentialID, environment: "sandbox"), "1", "EX", "60")
+            let sent = try await stack.device()
+            let uninstalled = try await stack.device()
+            try await stack.controlRequest("POST", "/devices/\(uninstalled.token)/uninstall")
+            let overQuota = try await stack.device()
+            let pending = try await stack.device(activate: false)
+            let other = try await Fixture.create(stack.postgres)
+            let foreign = try await stack.device(topic: other.topic)
+            let unsubscribed = try await stack.user()
+            let muted = try await stack.device()
+            #expect(try await stack.bind(muted.id, secret: muted.secret, user: unsubscribed, key: key).status == 204)
+            try await stack.postgres.execute(
+                "INSERT INTO app_unsubscribes (user_id, app_id) VALUES (\(unsubscribed), \(stack.fixture.appID))")
+            let bad = try await stack.device()
+            // Two units left this month.
+            _ = try await stack.redis.send(
+                "SET", stack.keys.quota(account: stack.fixture.accountID, month: RedisKeys.quotaMonth()), 49_998)
+
+            let payload = DeliveryStack.payload
+            async let results = stack.send(
+                [
+                    (circuitDevice.id, payload), (sent.id, payload), (uninstalled.id, payload),
+                    (overQuota.id, payload), (pending.id, payload), (foreign.id, payload),
+                    ("AAAAAAAAAAAAAAAAAAAAAA", payload), (muted.id, payload), (bad.id, "not base64url!"),
+                ], key: key)
+            try await eventually("both enqueued") { try await stack.streamLength() == 2 }
+            try await stack.startWorker()
+            let answered = try await results
+            #expect(
+                answered.map { $0["subscriptionId"] ?? "" } == [
+                    circuitDevice.id, sent.id, uninstalled.id, overQuota.id, pending.id, foreign.id,
+                    "AAAAAAAAAAAAAAAAAAAAAA", muted.id, bad.id,
+                ])
+            #expect(
+                statuses(answered) == [
+                    "failed", "sent", "gone", "quota_exceeded", "inactive", "not_found", "not_found", "skipped",
+                    "invalid",
+                ])
+            #expect(answered[0]["reason"] == "provider_error")
+            #expect(answered[1]["reason"] == "")
+            #expect(stack.recordings(token: sent.token).count == 1)
+            #expect(stack.recordings(token: overQuota.token).isEmpty)
+        }
+    }
+
+    @Test func withoutAnOutcomeBeforeTheDeadlineTheStatusIsQueued() async throws {
+        try await DeliveryStack.with(ingress: ["APP_API_SEND_DEADLINE_MS": "300"]) { stack in
+            let key = try await stack.apiKey()
+            let device = try await stack.device()
+            let start = ContinuousClock.now
+            let answered = try await stack.send([(device.id, DeliveryStack.payload)], key: key)
+            #expect(statuses(answered) == ["queued"])
+            #expect(ContinuousClock.now - start < .seconds(3))
+            #expect(try await stack.streamLength() == 1)
+        }
+    }
+
+    @Test func quotaReachedInTheMiddleOfABatchLeavesTheRestQuotaExceeded() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let key = try await stack.apiKey()
+            var devices: [(id: String, secret: String, token: String)] = []
+            for _ in 0..<5 { devices.append(try await stack.device()) }
+            _ = try await stack.redis.send(
+                "SET", stack.keys.quota(account: stack.fixture.accountID, month: RedisKeys.quotaMonth()), 49_998)
+            let answered = try await stack.send(devices.map { ($0.id, DeliveryStack.payload) }, key: key)
+            #expect(statuses(answered) == ["sent", "sent", "quota_exceeded", "quota_exceeded", "quota_exceeded"])
+            #expect(try await stack.quota() == 50_000)
+        }
+    }
+
+    @Test func unbindThenSendDeliversAnonymouslyAndUnsubscribedUsersAreSkipped() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let key = try await stack.apiKey()
+            let user = try await stack.user()
+            let bound = try await stack.device()
+            let anonymous = try await stack.device()
+            #expect(try await stack.bind(bound.id, secret: bound.secret, user: user, key: key).status == 204)
+            try await stack.postgres.execute(
+                "INSERT INTO app_unsubscribes (user_id, app_id) VALUES (\(user), \(stack.fixture.appID))")
+            let first = try await stack.send(
+                [(bound.id, DeliveryStack.payload), (anonymous.id, DeliveryStack.payload)], key: key)
+            #expect(statuses(first) == ["skipped", "sent"])
+            #expect(stack.recordings(token: bound.token).isEmpty)
+            #expect(stack.recordings(token: anonymous.token).count == 1)
+
+            #expect(try await stack.api("DELETE", "/subscriptions/\(bound.id)/bind", key: key).status == 204)
+            let second = try await stack.send([(bound.id, DeliveryStack.payload)], key: key)
+            #expect(statuses(second) == ["sent"])
+            #expect(stack.recordings(token: bound.token).count == 1)
+        }
+    }
+
+    @Test func bannedAndDisabledUsersAreSkipped() async throws {
+        try await DeliveryStack.with { stack in
+            let key = try await stack.apiKey()
+            let banned = try await stack.user()
+            let disabled = try await stack.user()
+            let one = try await stack.device()
+            let two = try await stack.device()
+            #expect(try await stack.bind(one.id, secret: one.secret, user: banned, key: key).status == 204)
+            #expect(try await stack.bind(two.id, secret: two.secret, user: disabled, key: key).status == 204)
+            try await stack.postgres.execute("INSERT INTO user_bans (user_id) VALUES (\(banned))")
+            try await stack.postgres.execute(
+                "INSERT INTO app_user_disables (user_id, app_id) VALUES (\(disabled), \(stack.fixture.appID))")
+            let answered = try await stack.send(
+                [(one.id, DeliveryStack.payload), (two.id, DeliveryStack.payload)], key: key)
+            #expect(statuses(answered) == ["skipped", "skipped"])
+        }
+    }
+
+    @Test func anUninstalledDeviceIsGoneAndThenAbsentFromTheDeviceList() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let key = try await stack.apiKey()
+            let user = try await stack.user()
+            let device = try await stack.device()
+            let kept = try await stack.device()
+            #expect(try await stack.bind(device.id, secret: device.secret, user: user, key: key).status == 204)
+            #expect(try await stack.bind(kept.id, secret: kept.secret, user: user, key: key).status == 204)
+            #expect(try await stack.devices(user, key: key).count == 2)
+            try await stack.controlRequest("POST", "/devices/\(device.token)/uninstall")
+            let answered = try await stack.send(
+                [(device.id, DeliveryStack.payload), (kept.id, DeliveryStack.payload)], key: key)
+            #expect(statuses(answered) == ["gone", "sent"])
+            let listed = try await stack.devices(user, key: key)
+            #expect(listed.map { $0["id"] as? String } == [kept.id])
+            // The worker records last_push_at in batches.
+            try await eventually("lastPushAt set") {
+                try await stack.devices(user, key: key).first?["lastPushAt"] is String
+            }
+            let again = try await stack.send([(device.id, DeliveryStack.payload)], key: key)
+            #expect(statuses(again) == ["not_found"] || statuses(again) == ["gone"])
+        }
+    }
+}
