@@ -33,4 +33,16 @@ struct FIFOQueue<Element> {
         head = 0
         return elements
     }
+
+    /// Removes and returns, in order, the elements matching `predicate`; the rest keep their order.
+    mutating func removeAll(where predicate: (Element) -> Bool) -> [Element] {
+        var removed: [Element] = []
+        var kept: [Element?] = []
+        for case let element? in storage[head...] {
+            if predicate(element) { removed.append(element) } else { kept.append(element) }
+        }
+        storage = kept
+        head = 0
+        return removed
+    }
 }
