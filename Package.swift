@@ -114,6 +114,12 @@ let package = Package(
             dependencies: ["IngressService", "DispatchWorker", "APNsSimulator", "Shared", "TestSupport"],
             swiftSettings: swiftSettings
         ),
+        // Real parties end to end: pywebpush as the sender, http_ece as the app; reuses DispatchWorkerTests/Harness (symlink).
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["DispatchWorker", "IngressService", "APNsSimulator", "Shared", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "AdminAPITests",
             dependencies: ["IngressService", "Shared", "TestSupport"],
