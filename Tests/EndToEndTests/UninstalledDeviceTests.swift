@@ -21,7 +21,12 @@ import Testing
             try await eventually("the subscription deleted") { try await !stack.subscriptionExists(app.id) }
             let next = try await Parties.send(Parties.jmap("StateChange"), to: app.endpoint, keys: app.keys)
             #expect(next.status == 410)
+            let error = try JSONSerialization.jsonObject(with: Data(next.text.utf8)) as? [String: String]
+            #expect(error == ["error": "1003 Subscription not found"])
+            // It stays gone for a sender that retries anyway; Apple was asked once and never delivered.
+            #expect(try await Parties.send(Parties.jmap("StateChange"), to: app.endpoint, keys: app.keys).status == 410)
             #expect(stack.recordings(token: app.token).isEmpty)
+            try await eventually("the daily count") { try await stack.dailyCounts().gone == 1 }
         }
     }
 }
