@@ -17,7 +17,7 @@ import Testing
             let user = try await stack.user()
             var privateKeys: [String: (privateKey: String, auth: String, token: String)] = [:]
             for _ in 0..<2 {
-                let generated = try PythonBackend.run(["keys"])
+                let generated = try await PythonBackend.run(["keys"])
                 let keys = try #require(
                     try JSONSerialization.jsonObject(with: Data(generated.utf8)) as? [String: String])
                 let p256dh = try #require(keys["p256dh"])
@@ -34,7 +34,7 @@ import Testing
             for device in devices {
                 let id = try #require(device["id"] as? String)
                 let keys = try #require(device["keys"] as? [String: String])
-                let ciphertext = try PythonBackend.run(
+                let ciphertext = try await PythonBackend.run(
                     ["encrypt", try #require(keys["p256dh"]), try #require(keys["auth"]), "hello \(id)"])
                 messages.append((id, ciphertext))
             }
@@ -47,7 +47,7 @@ import Testing
                 let payload = try #require(
                     try JSONSerialization.jsonObject(with: Data(recorded.payload)) as? [String: Any])
                 let ciphertext = try #require(payload["c"] as? String)
-                let plaintext = try PythonBackend.run(["decrypt", device.privateKey, device.auth, ciphertext])
+                let plaintext = try await PythonBackend.run(["decrypt", device.privateKey, device.auth, ciphertext])
                 #expect(plaintext == "hello \(id)")
             }
         }

@@ -5,11 +5,6 @@ import TestSupport
 /// `http_ece`): make device keys, encrypt for a listed device as a backend would,
 /// decrypt what the device received. `PUSHGATE_PYTHON` names the interpreter.
 enum PythonBackend {
-    static var python: String {
-        ProcessInfo.processInfo.environment["PUSHGATE_PYTHON"]
-            ?? TestEnvironment.repositoryRoot.appendingPathComponent(".venv/bin/python3").path
-    }
-
     static let script = """
         import base64, json, os, sys
         from cryptography.hazmat.primitives.asymmetric import ec
@@ -34,18 +29,7 @@ enum PythonBackend {
                                    version='aes128gcm').decode())
         """
 
-    static func run(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-c", script] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw RawHTTPClient.Failure(description: "python \(arguments.first ?? "") failed")
-        }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    static func run(_ arguments: [String]) async throws -> String {
+        try await PythonScript.run(script, arguments)
     }
 }

@@ -67,32 +67,8 @@ enum Parties {
         let text: String
     }
 
-    /// Runs the script on a thread of its own: a sender blocking a thread of Swift's
-    /// cooperative pool could starve the in-process ingress it is talking to.
     static func run(_ arguments: [String]) async throws -> String {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try runBlocking(arguments) }) }
-            thread.start()
-        }
-    }
-
-    private static func runBlocking(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = TestEnvironment.python
-        process.arguments = ["-c", script] + arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        let errorData = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw RawHTTPClient.Failure(
-                description: "python \(arguments.first ?? "") failed: \(String(decoding: errorData, as: UTF8.self))")
-        }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        try await PythonScript.run(script, arguments)
     }
 
     static func object(_ text: String) throws -> [String: Any] {
