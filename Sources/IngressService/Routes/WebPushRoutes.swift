@@ -71,19 +71,12 @@ final class WebPushRoutes: Sendable {
     }
 
     func deliver(_ request: HTTPRequest, id: String) async -> HTTPResponse {
-        do {
-            switch try prepare(request, id: id) {
-            case .oversized(let headers): return await oversized(id: id, headers: headers)
-            case .admit(let admission):
-                return try answer(try await decide(admission.command, id: id), admission)
-            }
-        } catch {
-            return reject(error)
+        await withCheckedContinuation { continuation in
+            deliver(request, id: id) { continuation.resume(returning: $0) }
         }
     }
 
-    /// `deliver(_:id:) async`, answering through `respond` without a task on the
-    /// happy path: the script's reply is turned into the response on the Redis
+    /// Delivers, answering through `respond` without a task on the happy path: the script's reply is turned into the response on the Redis
     /// multiplexer's thread. A cache miss (Postgres needed) continues in a task.
     func deliver(_ request: HTTPRequest, id: String, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         let admission: Admission
