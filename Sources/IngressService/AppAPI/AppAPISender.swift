@@ -46,13 +46,23 @@ struct AppAPISender: Sendable {
                 subscriptionID: id, quotaMonth: month, messageID: messageID, ciphertext: ciphertext,
                 priority: message.priority, expiration: now / 1000 + Int64(maximumTTLSeconds), acceptedAt: now,
                 replyKey: replyKey)
-            let outcome = try await enqueue(request)
+            let outcome: (status: String, reason: String)
+            do {
+                outcome = try await enqueue(request)
+            } catch where !waiting.isEmpty {
+                // Earlier messages are already queued: a 5xx now would hide them (and a
+                // retry would send them twice), so this one alone reports the failure.
+                outcome = ("failed", "storage_error")
+            }
             if outcome.status == "queued" { waiting[messageID] = outcomes.count }
             outcomes.append(SendOutcome(id, outcome.status, reason: outcome.reason))
         }
         if !waiting.isEmpty {
-            let answered = try await replies.collect(
-                from: replyKey, expecting: Set(waiting.keys), deadline: start + deadline)
+            // If the reply list cannot be read, the queued messages stay `queued`:
+            // accepted, outcome unknown — never an error that hides them.
+            let answered =
+                (try? await replies.collect(from: replyKey, expecting: Set(waiting.keys), deadline: start + deadline))
+                ?? [:]
             for (messageID, reply) in answered {
                 guard let index = waiting[messageID] else { continue }
                 outcomes[index].status = reply.status
