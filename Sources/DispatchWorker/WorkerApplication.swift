@@ -112,10 +112,10 @@ func buildWorker(
         logger: logger)
     let metrics = WorkerMetrics()
     let limiter = InFlightLimiter(limit: configuration.maxInFlight)
-    let acknowledger = Acknowledger(
-        redis: redis, limiter: limiter, replyLifetimeSeconds: configuration.replyLifetimeSeconds,
-        logger: logger.child("ack"))
     let counts = DailyCounts(postgres: postgres, logger: logger.child("counts"))
+    let acknowledger = Acknowledger(
+        redis: redis, limiter: limiter, counts: counts, metrics: metrics,
+        replyLifetimeSeconds: configuration.replyLifetimeSeconds, logger: logger.child("ack"))
     let circuit = CircuitBreaker(
         redis: redis, threshold: configuration.circuitThreshold, lifetimeSeconds: configuration.circuitLifetimeSeconds,
         logger: logger.child("circuit"), onRaise: { [metrics] in metrics.circuitRaised.increment() })

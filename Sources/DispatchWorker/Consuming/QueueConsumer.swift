@@ -5,7 +5,8 @@ import Synchronization
 /// Reads one queue stream as a member of the `workers` consumer group:
 ///
 /// * the reader takes in-flight permits, `XREADGROUP`s up to a batch of new
-///   entries (blocking up to a second) and starts one task per entry;
+///   entries (blocking up to half a second), read straight out of the reply, and
+///   hands them to the `EntryProcessor`;
 /// * the claimer, every half visibility timeout, `XAUTOCLAIM`s entries that stayed
 ///   unacknowledged longer than the visibility timeout (their worker died or hangs),
 ///   with their delivery counts, so entries handed out too often are dead-lettered;
@@ -81,16 +82,17 @@ final class QueueConsumer: Sendable {
                 return
             }
             do {
-                let reply = try await redis.send(
+                let read = StreamReadVisitor(deliveryCount: 1)
+                try await redis.send(
                     RedisCommand(
                         "XREADGROUP", "GROUP", context.group, consumer, "COUNT", granted, "BLOCK",
                         Self.blockMilliseconds,
                         "STREAMS", context.stream, ">"),
-                    timeout: .milliseconds(Self.blockMilliseconds + 5000))
+                    timeout: .milliseconds(Self.blockMilliseconds + 5000), visitor: read)
+                let entries = read.entries
                 failures = 0
-                let entries = StreamEntry.list(reply.array?.first?.array?.last, deliveryCount: 1)
                 limiter.release(granted - entries.count)
-                start(entries)
+                processor.start(entries, context: context)
             } catch {
                 limiter.release(granted)
                 failures += 1
@@ -128,7 +130,7 @@ final class QueueConsumer: Sendable {
                     let entries = (parts.count > 1 ? parts[1].array ?? [] : []).compactMap { item -> StreamEntry? in
                         guard let fields = item.array, fields.count >= 3, let id = fields[0].string else { return nil }
                         return StreamEntry(
-                            id: id, fields: fields[1].array?.compactMap(\.bytes) ?? [],
+                            id: id, fields: EntryFields(fields[1].array?.compactMap(\.bytes) ?? []),
                             deliveryCount: Int(fields[2].int ?? 1))
                     }
                     limiter.release(granted - entries.count)
@@ -136,7 +138,7 @@ final class QueueConsumer: Sendable {
                         metrics.claimed.increment(by: Double(entries.count))
                         logger.info("claimed entries left unacknowledged", metadata: ["entries": "\(entries.count)"])
                     }
-                    start(entries)
+                    processor.start(entries, context: context)
                 } catch {
                     limiter.release(granted)
                     if (error as? RedisError)?.serverPrefix == "NOGROUP" { try? await ensureGroup() }
@@ -188,13 +190,6 @@ final class QueueConsumer: Sendable {
             } catch {
                 logger.warning("cannot move due retries", metadata: ["error": "\(error)"])
             }
-        }
-    }
-
-    private func start(_ entries: [StreamEntry]) {
-        for entry in entries {
-            let (processor, context) = (processor, context)
-            Task { await processor.process(entry, context: context) }
         }
     }
 

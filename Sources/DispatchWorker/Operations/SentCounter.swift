@@ -4,7 +4,7 @@ import Synchronization
 final class SentCounter: Sendable {
     private let value = Atomic<Int>(0)
 
-    func add() { value.add(1, ordering: .relaxed) }
+    func add(_ count: Int = 1) { value.add(count, ordering: .relaxed) }
 
     /// The count so far, reset to zero.
     func take() -> Int { value.exchange(0, ordering: .relaxed) }

@@ -1,12 +1,16 @@
 import Shared
 
 /// The worker's Prometheus metrics (`/metrics`). Aggregates only: nothing here (or
-/// in the logs, at the default level) records an individual send.
-struct WorkerMetrics: Sendable {
+/// in the logs, at the default level) records an individual send. A class: every
+/// message's task holds it, and a struct of this many references would be
+/// retained and released field by field each time.
+final class WorkerMetrics: Sendable {
     let registry: MetricsRegistry
     /// Final outcomes by `outcome` (sent, gone, failed, expired) and `reason`.
     let sends: Counter
     let apnsLatency: Histogram
+    /// `apnsLatency`'s one series, resolved once (the per-send update takes one lock).
+    let apnsLatencySeries: Histogram.Series
     /// Seconds since the oldest entry still on a stream was added (entries are
     /// deleted once acknowledged). The HPA in deploy/kubernetes/worker.yaml scales on it.
     let queueLag: Gauge
@@ -19,8 +23,8 @@ struct WorkerMetrics: Sendable {
     let deadLetters: Counter
     let claimed: Counter
     let circuitRaised: Counter
-    /// Sent messages not yet added to `sends` (the one per-message update is an atomic
-    /// add; `flush()` moves it into the labelled counter before each rendering).
+    /// Sent messages not yet added to `sends` (added per acknowledged batch with one
+    /// atomic add; `flush()` moves it into the labelled counter before each rendering).
     let sentSinceFlush = SentCounter()
 
     init(registry: MetricsRegistry = MetricsRegistry()) {
@@ -31,6 +35,7 @@ struct WorkerMetrics: Sendable {
         apnsLatency = registry.histogram(
             "pushgate_worker_apns_request_duration_seconds",
             help: "From handing a request to the APNs client to its answer.")
+        apnsLatencySeries = apnsLatency.series()
         queueLag = registry.gauge(
             "pushgate_queue_lag_seconds", help: "Age of the oldest unacknowledged entry on the stream.",
             labels: ["stream"])

@@ -1,13 +1,15 @@
 /// What is written to Redis when a message's outcome is final: the entry is
 /// acknowledged and deleted, and, as the outcome requires, its quota reservation
-/// released and its reply list answered, all in one `MULTI`.
+/// released and its reply list answered, all in one `MULTI`; once that is written
+/// the outcome is added to the daily counts.
 struct Acknowledgement: Sendable {
-    let context: StreamContext
-    let entryID: String
-    /// `DECR` this quota key (failed, expired, gone: never counted against the quota).
-    let releaseQuotaKey: String?
-    /// `RPUSH` this JSON to this list.
-    let reply: (key: String, json: String)?
+    let delivery: Delivery
+    /// The daily count the outcome adds to.
+    let tally: DailyCounts.Kind
+    /// `DECR` the message's quota key (failed, expired, gone: never counted against the quota).
+    let releaseQuota: Bool
+    /// `RPUSH`ed to the message's reply list (which it has when this is set).
+    let replyJSON: String?
 }
 
 /// The JSON a reply list receives (see `QueueMessage`).

@@ -3,9 +3,10 @@ import Synchronization
 
 /// Acknowledges finished messages in batches: whatever accumulated while the
 /// previous write was under way goes out as one pipelined `MULTI … EXEC` per
-/// stream (`XACK`, `XDEL`, `DECRBY` per quota key, `RPUSH` + `EXPIRE` per reply
-/// list), and each message's in-flight permit is given back once its write
-/// succeeded. A failed write is tried again; the entries stay pending meanwhile
+/// stream (one `XACK` and one `XDEL` naming every entry, `DECRBY` per quota key,
+/// `RPUSH` + `EXPIRE` per reply list), and once it succeeded the outcomes are
+/// added to the daily counts and metrics and each message's in-flight permit is
+/// given back. A failed write is tried again; the entries stay pending meanwhile
 /// (and are claimable by another worker should this one die).
 final class Acknowledger: Sendable {
     private struct State {
@@ -16,14 +17,21 @@ final class Acknowledger: Sendable {
 
     private let redis: RedisClient
     private let limiter: InFlightLimiter
+    private let counts: DailyCounts
+    private let metrics: WorkerMetrics
     private let replyLifetimeSeconds: Int
     private let logger: Logger
     private let state = Mutex(State())
     private let loop = Mutex<Task<Void, Never>?>(nil)
 
-    init(redis: RedisClient, limiter: InFlightLimiter, replyLifetimeSeconds: Int, logger: Logger) {
+    init(
+        redis: RedisClient, limiter: InFlightLimiter, counts: DailyCounts, metrics: WorkerMetrics,
+        replyLifetimeSeconds: Int, logger: Logger
+    ) {
         self.redis = redis
         self.limiter = limiter
+        self.counts = counts
+        self.metrics = metrics
         self.replyLifetimeSeconds = replyLifetimeSeconds
         self.logger = logger
     }
@@ -76,49 +84,77 @@ final class Acknowledger: Sendable {
     }
 
     private func write(_ batch: [Acknowledgement]) async {
-        var byStream: [String: [Acknowledgement]] = [:]
-        for item in batch { byStream[item.context.stream, default: []].append(item) }
-        for items in byStream.values {
-            var failures = 0
-            while true {
-                do {
-                    try await write(stream: items)
-                    break
-                } catch {
-                    failures += 1
-                    if failures == 1 || failures % 100 == 0 {
-                        logger.warning(
-                            "cannot acknowledge; retrying",
-                            metadata: ["entries": "\(items.count)", "error": "\(type(of: error))"])
-                    }
-                    if failures >= 50 && state.withLock({ $0.stopping }) {
-                        // Shutting down without Redis: leave them pending for another worker.
-                        break
-                    }
-                    try? await Task.sleep(for: .milliseconds(100))
-                }
-            }
-            limiter.release(items.count)
+        // Almost always one stream; more only with several WORKER_STREAMS.
+        let first = batch[0].delivery.context.stream
+        if batch.allSatisfy({ $0.delivery.context.stream == first }) {
+            await write(stream: batch)
+            return
         }
+        var byStream: [String: [Acknowledgement]] = [:]
+        for item in batch { byStream[item.delivery.context.stream, default: []].append(item) }
+        for items in byStream.values { await write(stream: items) }
     }
 
-    private func write(stream items: [Acknowledgement]) async throws {
-        let context = items[0].context
-        let ids = items.map(\.entryID)
-        var commands = [RedisCommand("MULTI")]
-        commands.append(RedisCommand("XACK", arguments: [context.stream, context.group] + ids))
-        commands.append(RedisCommand("XDEL", arguments: [context.stream] + ids))
-        var releases: [String: Int] = [:]
-        for item in items { if let key = item.releaseQuotaKey { releases[key, default: 0] += 1 } }
-        for (key, count) in releases { commands.append(RedisCommand("DECRBY", key, count)) }
-        var replies: [String: [String]] = [:]
-        for item in items { if let reply = item.reply { replies[reply.key, default: []].append(reply.json) } }
-        for (key, values) in replies {
-            commands.append(RedisCommand("RPUSH", arguments: [key] + values))
-            commands.append(RedisCommand("EXPIRE", key, replyLifetimeSeconds))
+    private func write(stream items: [Acknowledgement]) async {
+        var failures = 0
+        while true {
+            do {
+                try await send(items)
+                counts.record(items)
+                metrics.sentSinceFlush.add(items.count { $0.tally == .sent })
+                break
+            } catch {
+                failures += 1
+                if failures == 1 || failures % 100 == 0 {
+                    logger.warning(
+                        "cannot acknowledge; retrying",
+                        metadata: ["entries": "\(items.count)", "error": "\(type(of: error))"])
+                }
+                if failures >= 50 && state.withLock({ $0.stopping }) {
+                    // Shutting down without Redis: leave them pending for another worker.
+                    break
+                }
+                try? await Task.sleep(for: .milliseconds(100))
+            }
         }
-        commands.append(RedisCommand("EXEC"))
-        let answers = try await redis.pipeline(commands)
+        limiter.release(items.count)
+    }
+
+    private static let multi = EncodedRedisCommand(RedisCommand("MULTI"))
+    private static let exec = EncodedRedisCommand(RedisCommand("EXEC"))
+
+    /// One `MULTI … EXEC` for entries of one stream, written straight in RESP.
+    private func send(_ items: [Acknowledgement]) async throws {
+        let context = items[0].delivery.context
+        let idBytes = items.reduce(0) { $0 + $1.delivery.entry.id.utf8.count + 24 }
+        var commands = [Self.multi]
+        commands.append(
+            EncodedRedisCommand(argumentCount: 3 + items.count, capacity: 64 + idBytes) { command in
+                command.append("XACK")
+                command.append(context.stream)
+                command.append(context.group)
+                for item in items { command.append(item.delivery.entry.id) }
+            })
+        commands.append(
+            EncodedRedisCommand(argumentCount: 2 + items.count, capacity: 64 + idBytes) { command in
+                command.append("XDEL")
+                command.append(context.stream)
+                for item in items { command.append(item.delivery.entry.id) }
+            })
+        var releases: [String: Int] = [:]
+        var replies: [String: [String]] = [:]
+        for item in items {
+            let message = item.delivery.message
+            if item.releaseQuota { releases[message.quotaKey, default: 0] += 1 }
+            if let json = item.replyJSON, let key = message.replyKey { replies[key, default: []].append(json) }
+        }
+        for (key, count) in releases { commands.append(EncodedRedisCommand(RedisCommand("DECRBY", key, count))) }
+        for (key, values) in replies {
+            commands.append(EncodedRedisCommand(RedisCommand("RPUSH", arguments: [key] + values)))
+            commands.append(EncodedRedisCommand(RedisCommand("EXPIRE", key, replyLifetimeSeconds)))
+        }
+        commands.append(Self.exec)
+        let answers = try await redis.pipeline(encoded: commands)
         guard let exec = answers.last else { throw RedisError(code: .unexpectedReply, message: "no EXEC reply") }
         _ = try exec.throwingError()
     }

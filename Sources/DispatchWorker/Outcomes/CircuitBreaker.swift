@@ -21,6 +21,9 @@ final class CircuitBreaker: Sendable {
     private let logger: Logger
     private let onRaise: @Sendable () -> Void
     private let circuits = Mutex<[String: Circuit]>([:])
+    /// Whether `circuits` holds anything: the check every successful send makes,
+    /// without taking the lock (one credential's failures are rare).
+    private let tracking = Atomic<Bool>(false)
 
     init(
         redis: RedisClient, threshold: Int, lifetimeSeconds: Int, logger: Logger,
@@ -40,6 +43,7 @@ final class CircuitBreaker: Sendable {
         let (write, first) = circuits.withLock { circuits -> (Bool, Bool) in
             var circuit = circuits[name] ?? Circuit()
             circuit.failures += 1
+            tracking.store(true, ordering: .relaxed)
             defer { circuits[name] = circuit }
             guard circuit.failures >= threshold else { return (false, false) }
             // Renew at a third of the lifetime.
@@ -62,11 +66,12 @@ final class CircuitBreaker: Sendable {
 
     /// A send for `credential`/`environment` got an answer from APNs.
     func success(credential: String, environment: String, keys: RedisKeys) async {
-        guard !circuits.withLock({ $0.isEmpty }) else { return }
+        guard tracking.load(ordering: .relaxed) else { return }
         let name = keys.circuit(credential: credential, environment: environment)
         let wasRaised = circuits.withLock { circuits -> Bool in
             guard let circuit = circuits[name] else { return false }
             circuits[name] = nil
+            if circuits.isEmpty { tracking.store(false, ordering: .relaxed) }
             return circuit.raised
         }
         guard wasRaised else { return }

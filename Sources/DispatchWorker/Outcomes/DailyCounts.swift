@@ -18,6 +18,12 @@ final class DailyCounts: Sendable {
         var sent = 0
         var failed = 0
         var gone = 0
+
+        mutating func add(_ other: Tally) {
+            sent += other.sent
+            failed += other.failed
+            gone += other.gone
+        }
     }
 
     enum Kind: Sendable { case sent, failed, gone }
@@ -64,6 +70,38 @@ final class DailyCounts: Sendable {
             case .gone: state.tallies[key, default: Tally()].gone += 1
             }
             state.events += 1
+        }
+    }
+
+    /// Counts a batch of acknowledged outcomes under one lock; consecutive outcomes
+    /// of one account and app (the usual case) share one tally update.
+    func record(_ batch: [Acknowledgement], at date: Date = Date()) {
+        guard !batch.isEmpty else { return }
+        let dayNumber = Int((date.timeIntervalSince1970 / 86_400).rounded(.down))
+        state.withLock { state in
+            if state.cachedDay.number != dayNumber { state.cachedDay = (dayNumber, Self.day(of: date)) }
+            var run: (account: String, app: String, tally: Tally)?
+            func flushRun() {
+                guard let run else { return }
+                let key = Key(account: run.account, app: run.app, day: state.cachedDay.text)
+                state.tallies[key, default: Tally()].add(run.tally)
+            }
+            for item in batch {
+                let message = item.delivery.message
+                if run == nil || run!.account != message.accountID || run!.app != message.appID {
+                    flushRun()
+                    run = (message.accountID, message.appID, Tally())
+                }
+                switch item.tally {
+                case .sent:
+                    run!.tally.sent += 1
+                    state.lastPush[message.subscriptionID] = date
+                case .failed: run!.tally.failed += 1
+                case .gone: run!.tally.gone += 1
+                }
+            }
+            flushRun()
+            state.events += batch.count
         }
     }
 
@@ -144,11 +182,7 @@ final class DailyCounts: Sendable {
             logger.warning(
                 "cannot write daily counts; keeping them for the next batch", metadata: ["error": "\(type(of: error))"])
             state.withLock { state in
-                for (key, tally) in tallies {
-                    state.tallies[key, default: Tally()].sent += tally.sent
-                    state.tallies[key, default: Tally()].failed += tally.failed
-                    state.tallies[key, default: Tally()].gone += tally.gone
-                }
+                for (key, tally) in tallies { state.tallies[key, default: Tally()].add(tally) }
                 for (id, date) in lastPush where (state.lastPush[id] ?? .distantPast) < date {
                     state.lastPush[id] = date
                 }

@@ -3,9 +3,9 @@ import Shared
 
 /// Writes a message's outcome back and then lets its entry go:
 ///
-/// | outcome | Postgres | Redis (one `MULTI` with the acknowledgement, unless noted) |
+/// | outcome | Postgres (batched, counted once acknowledged) | Redis (one `MULTI` with the acknowledgement, unless noted) |
 /// |---|---|---|
-/// | sent | daily `sent` +1, `last_push_at` (batched) | reply `sent`; the quota stays reserved |
+/// | sent | daily `sent` +1, `last_push_at` | reply `sent`; the quota stays reserved |
 /// | gone | subscription deleted (unless updated after Apple's verdict), daily `gone` +1 | tombstone + cache/stash dropped (before), quota released, reply `gone` |
 /// | credential rejected | credential flagged (before), daily `failed` +1 | app caches dropped (before), quota released, reply `failed` |
 /// | failed, expired | daily `failed` +1 | quota released, reply `failed` |
@@ -14,7 +14,7 @@ import Shared
 ///
 /// When a Postgres or Redis write fails, the entry is not acknowledged: it stays
 /// pending and another worker claims it after the visibility timeout.
-struct OutcomeRecorder: Sendable {
+final class OutcomeRecorder: Sendable {
     let redis: RedisClient
     let acknowledger: Acknowledger
     let limiter: InFlightLimiter
@@ -29,6 +29,28 @@ struct OutcomeRecorder: Sendable {
     let logger: Logger
     let tombstoneLifetimeSeconds: Int
     let replyLifetimeSeconds: Int
+    init(
+        redis: RedisClient, acknowledger: Acknowledger, limiter: InFlightLimiter, counts: DailyCounts,
+        circuit: CircuitBreaker, credentials: CredentialCache, remover: SubscriptionRemover,
+        rejecter: CredentialRejecter, retryPolicy: RetryPolicy, metrics: WorkerMetrics, operatorLog: OperatorLog,
+        logger: Logger, tombstoneLifetimeSeconds: Int, replyLifetimeSeconds: Int
+    ) {
+        self.redis = redis
+        self.acknowledger = acknowledger
+        self.limiter = limiter
+        self.counts = counts
+        self.circuit = circuit
+        self.credentials = credentials
+        self.remover = remover
+        self.rejecter = rejecter
+        self.retryPolicy = retryPolicy
+        self.metrics = metrics
+        self.operatorLog = operatorLog
+        self.logger = logger
+        self.tombstoneLifetimeSeconds = tombstoneLifetimeSeconds
+        self.replyLifetimeSeconds = replyLifetimeSeconds
+    }
+
     /// How long a TTL-0 ("now or never") message may wait in the queue and in retries.
     static let nowOrNeverMilliseconds: Int64 = 30_000
 
@@ -37,14 +59,13 @@ struct OutcomeRecorder: Sendable {
         message.expiration > 0 ? message.expiration * 1000 : message.acceptedAt + nowOrNeverMilliseconds
     }
 
-    func record(_ outcome: DeliveryOutcome, message: QueueMessage, entry: StreamEntry, context: StreamContext) async {
+    func record(_ outcome: DeliveryOutcome, _ delivery: Delivery) async {
+        let (message, entry, context) = (delivery.message, delivery.entry, delivery.context)
         switch outcome {
         case .sent:
             await circuit.success(
                 credential: message.credentialID, environment: message.environment, keys: context.keys)
-            counts.record(.sent, message: message)
-            metrics.sentSinceFlush.add()
-            finish(entry, context, message: message, status: "sent", reason: "", releaseQuota: false)
+            finish(delivery, status: "sent", reason: "", tally: .sent, releaseQuota: false)
 
         case .gone(let timestamp, let reason):
             await circuit.success(
@@ -54,15 +75,11 @@ struct OutcomeRecorder: Sendable {
             do {
                 switch try await remover.remove(message, unregisteredAt: timestamp, invalidation: invalidation) {
                 case .removed:
-                    counts.record(.gone, message: message)
                     metrics.sends.increment(by: 1, "gone", reason)
-                    finish(entry, context, message: message, status: "gone", reason: "", releaseQuota: true)
+                    finish(delivery, status: "gone", reason: "", tally: .gone, releaseQuota: true)
                 case .kept:
-                    counts.record(.failed, message: message)
                     metrics.sends.increment(by: 1, "failed", reason + "_kept")
-                    finish(
-                        entry, context, message: message, status: "failed", reason: "provider_error", releaseQuota: true
-                    )
+                    finish(delivery, status: "failed", reason: "provider_error", tally: .failed, releaseQuota: true)
                 }
             } catch {
                 leavePending(entry, "cannot delete a gone subscription", error)
@@ -84,10 +101,8 @@ struct OutcomeRecorder: Sendable {
                 leavePending(entry, "cannot flag a rejected credential", error)
                 return
             }
-            counts.record(.failed, message: message)
             metrics.sends.increment(by: 1, "failed", "credential_rejected")
-            finish(
-                entry, context, message: message, status: "failed", reason: "credential_rejected", releaseQuota: true)
+            finish(delivery, status: "failed", reason: "credential_rejected", tally: .failed, releaseQuota: true)
 
         case .failed(let reason, let detail):
             if detail == "DeviceTokenNotForTopic" || detail == "TopicDisallowed" || reason == .credentialMissing {
@@ -99,9 +114,8 @@ struct OutcomeRecorder: Sendable {
                         "credential": message.credentialID,
                     ])
             }
-            counts.record(.failed, message: message)
             metrics.sends.increment(by: 1, reason == .expired ? "expired" : "failed", detail)
-            finish(entry, context, message: message, status: "failed", reason: reason.rawValue, releaseQuota: true)
+            finish(delivery, status: "failed", reason: reason.rawValue, tally: .failed, releaseQuota: true)
 
         case .retry(let cause, let countsAgainstCircuit):
             if countsAgainstCircuit {
@@ -116,7 +130,7 @@ struct OutcomeRecorder: Sendable {
                 await scheduleRetry(
                     message, attempts: attempts, delay: delay, cause: cause, entry: entry, context: context)
             case .giveUp:
-                await record(.failed(.providerError, detail: cause), message: message, entry: entry, context: context)
+                await record(.failed(.providerError, detail: cause), delivery)
             }
 
         case .abandoned:
@@ -146,7 +160,7 @@ struct OutcomeRecorder: Sendable {
         }
         do {
             let arguments: [any RedisValueConvertible] =
-                [context.group, entry.id, reason, release, reply, json, replyLifetimeSeconds] + entry.fields
+                [context.group, entry.id, reason, release, reply, json, replyLifetimeSeconds] + entry.fields.list
             let moved = try await redis.run(QueueScripts.deadLetter, keys: keys, arguments: arguments)
             if moved.int == 1 {
                 metrics.deadLetters.increment(by: 1, metricReason)
@@ -168,9 +182,9 @@ struct OutcomeRecorder: Sendable {
         fields.reserveCapacity(entry.fields.count + 2)
         var index = 0
         while index + 1 < entry.fields.count {
-            if entry.fields[index] != Array(QueueMessage.Field.attempts.utf8) {
-                fields.append(entry.fields[index])
-                fields.append(entry.fields[index + 1])
+            if !entry.fields[index].elementsEqual(QueueMessage.Field.attempts.utf8) {
+                fields.append(Array(entry.fields[index]))
+                fields.append(Array(entry.fields[index + 1]))
             }
             index += 2
         }
@@ -188,16 +202,16 @@ struct OutcomeRecorder: Sendable {
         limiter.release()
     }
 
+    /// Hands the entry to the acknowledger; it is counted (`tally`) once acknowledged.
     private func finish(
-        _ entry: StreamEntry, _ context: StreamContext, message: QueueMessage, status: String, reason: String,
-        releaseQuota: Bool
+        _ delivery: Delivery, status: String, reason: String, tally: DailyCounts.Kind, releaseQuota: Bool
     ) {
+        let message = delivery.message
         acknowledger.enqueue(
             Acknowledgement(
-                context: context, entryID: entry.id, releaseQuotaKey: releaseQuota ? message.quotaKey : nil,
-                reply: message.replyKey.map {
-                    ($0, ReplyJSON.make(messageID: message.messageID, status: status, reason: reason))
-                }))
+                delivery: delivery, tally: tally, releaseQuota: releaseQuota,
+                replyJSON: message.replyKey == nil
+                    ? nil : ReplyJSON.make(messageID: message.messageID, status: status, reason: reason)))
     }
 
     private func leavePending(_ entry: StreamEntry, _ what: String, _ error: any Error) {

@@ -2,7 +2,7 @@ import Shared
 
 /// Sends one message through the APNs client with its app's credential and says
 /// what happened. Nothing is logged per successful send.
-struct MessageSender: Sendable {
+final class MessageSender: Sendable {
     let apns: APNsClient
     let credentials: CredentialCache
     let metrics: WorkerMetrics
@@ -31,7 +31,7 @@ struct MessageSender: Sendable {
         let start = ContinuousClock.now
         do {
             let response = try await apns.send(notification, credential: credential, environment: environment)
-            metrics.apnsLatency.observe(since: start)
+            metrics.apnsLatencySeries.observe(since: start)
             return DeliveryOutcome.classify(response)
         } catch let error as APNsClientError {
             return DeliveryOutcome.classify(error)

@@ -67,6 +67,12 @@ public final class RedisClient: Sendable {
         try await withConnection { try await $0.send(command, timeout: timeout) }
     }
 
+    /// Sends one command (not a script) whose reply goes to `visitor` as it is parsed
+    /// (see `RedisConnection.send(_:timeout:visitor:)`).
+    public func send(_ command: RedisCommand, timeout: Duration? = nil, visitor: any RedisReplyVisitor) async throws {
+        try await withConnection { try await $0.send(command, timeout: timeout, visitor: visitor) }
+    }
+
     /// `send(RedisCommand(name, arguments…))`.
     public func send(_ name: String, _ arguments: any RedisValueConvertible...) async throws -> RedisReply {
         try await send(RedisCommand(name, arguments: arguments))
@@ -81,6 +87,11 @@ public final class RedisClient: Sendable {
     /// error replies are `.error` values (see `RedisConnection.pipeline`).
     public func pipeline(_ commands: [RedisCommand]) async throws -> [RedisReply] {
         try await withConnection { try await $0.pipeline(commands) }
+    }
+
+    /// `pipeline(_:)` for commands already written in RESP (no scripts).
+    public func pipeline(encoded commands: [EncodedRedisCommand]) async throws -> [RedisReply] {
+        try await withConnection { try await $0.pipeline(encoded: commands) }
     }
 
     /// Runs a Lua script by SHA, loading it transparently when the server does not

@@ -164,6 +164,18 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         try await send(RedisCommand(name, arguments: arguments))
     }
 
+    /// Sends one command (not a script) and hands its reply to `visitor` element by
+    /// element as hiredis parses it, on the connection's queue: no reply tree is
+    /// built. An error reply is thrown as `RedisError` (the visitor sees nothing of it).
+    public func send(_ command: RedisCommand, timeout: Duration? = nil, visitor: any RedisReplyVisitor) async throws {
+        precondition(command.script == nil, "scripts go through send(_:) (NOSCRIPT handling)")
+        try await onQueue { connection throws(RedisError) in
+            if let timeout { try connection.setTimeout(timeout) }
+            try connection.roundTrip(command.argv, name: command.name, visitor: visitor)
+            if timeout != nil { try connection.setTimeout(connection.options.commandTimeout) }
+        }
+    }
+
     /// Runs a script by SHA (see `pipeline` for how NOSCRIPT is handled).
     public func run(
         _ script: RedisScript, keys: [any RedisValueConvertible] = [], arguments: [any RedisValueConvertible] = []
@@ -188,6 +200,14 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
             try connection.setTimeout(connection.options.commandTimeout)
             return replies
         }
+    }
+
+    /// `pipeline(_:)` for commands already written in RESP (no scripts): their bytes
+    /// go to hiredis as they are, with no argv to build per argument.
+    public func pipeline(encoded commands: [EncodedRedisCommand]) async throws -> [RedisReply] {
+        precondition(commands.allSatisfy { $0.script == nil }, "scripts go through pipeline(_:) (NOSCRIPT handling)")
+        if commands.isEmpty { return [] }
+        return try await onQueue { connection throws(RedisError) in try connection.roundTrip(encoded: commands) }
     }
 
     // MARK: On the queue
@@ -274,6 +294,59 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
             replies.append(RedisReply(hiredis: reply, command: names[index]))
         }
         return replies
+    }
+
+    /// `roundTrip` of commands already in RESP. Runs on `queue`.
+    private func roundTrip(encoded commands: [EncodedRedisCommand]) throws(RedisError) -> [RedisReply] {
+        guard !closed.load(ordering: .acquiring), let context else {
+            throw RedisError(code: .closed, message: "the connection to \(endpoint) is closed")
+        }
+        guard !broken.load(ordering: .acquiring), context.pointee.err == 0 else {
+            throw RedisError(code: .connection, message: "the connection to \(endpoint) is broken")
+        }
+        for command in commands {
+            let status = command.bytes.withUnsafeBufferPointer { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { redisAppendFormattedCommand(context, $0.baseAddress, $0.count) }
+            }
+            if status != REDIS_OK { throw failure(context, command: command.name) }
+        }
+        var replies: [RedisReply] = []
+        replies.reserveCapacity(commands.count)
+        for command in commands {
+            var raw: UnsafeMutableRawPointer?
+            guard redisGetReply(context, &raw) == REDIS_OK, let raw else { throw failure(context, command: command.name) }
+            defer { freeReplyObject(raw) }
+            replies.append(RedisReply(hiredis: raw.assumingMemoryBound(to: redisReply.self), command: command.name))
+        }
+        return replies
+    }
+
+    /// One command whose reply goes to `visitor` (hiredis's reader calls it instead
+    /// of building reply objects, for this read only). Runs on `queue`.
+    private func roundTrip(_ argv: [[UInt8]], name: String, visitor: any RedisReplyVisitor) throws(RedisError) {
+        guard !closed.load(ordering: .acquiring), let context, let reader = context.pointee.reader else {
+            throw RedisError(code: .closed, message: "the connection to \(endpoint) is closed", command: name)
+        }
+        guard !broken.load(ordering: .acquiring), context.pointee.err == 0 else {
+            throw RedisError(code: .connection, message: "the connection to \(endpoint) is broken", command: name)
+        }
+        let status = Self.withArgv(argv) { count, pointers, lengths in
+            redisAppendCommandArgv(context, count, pointers, lengths)
+        }
+        if status != REDIS_OK { throw failure(context, command: name) }
+        let session = RedisVisitingReader.Session(visitor: visitor)
+        let (savedFunctions, savedPrivdata) = (reader.pointee.fn, reader.pointee.privdata)
+        reader.pointee.fn = RedisVisitingReader.functions
+        reader.pointee.privdata = Unmanaged.passUnretained(session).toOpaque()
+        var raw: UnsafeMutableRawPointer?
+        let read = withExtendedLifetime(session) { redisGetReply(context, &raw) }
+        // `raw` is a placeholder: nothing to free. After a failure the connection is
+        // broken for good and keeps the visiting functions, so freeing the reader
+        // never hands a half-read placeholder to `freeReplyObject`.
+        guard read == REDIS_OK, raw != nil else { throw failure(context, command: name) }
+        reader.pointee.fn = savedFunctions
+        reader.pointee.privdata = savedPrivdata
+        if let error = session.error { throw RedisError(serverReply: error, command: name) }
     }
 
     /// Marks the connection broken and describes hiredis's error. Runs on `queue`.

@@ -1,0 +1,62 @@
+import Shared
+
+/// Collects the entries of an `XREADGROUP … STREAMS <one stream> >` reply as
+/// hiredis parses it, `[[stream, [[id, [field, value…]], …]]]` (null when the
+/// block timed out), straight into `StreamEntry` values: no reply tree, and two
+/// buffers per entry for its fields. An entry whose fields are not an array
+/// (deleted while pending) is skipped.
+final class StreamReadVisitor: RedisReplyVisitor, @unchecked Sendable {
+    // @unchecked: used by one read at a time (on the connection's queue), then read
+    // by the caller after that read returned.
+    private(set) var entries: [StreamEntry] = []
+    private let deliveryCount: Int
+    private var id: String?
+    private var fields = EntryFields()
+    private var fieldsExpected = 0
+    private var fieldsSeen = 0
+
+    init(deliveryCount: Int) {
+        self.deliveryCount = deliveryCount
+    }
+
+    // Depths: 0 the reply, 1 the stream, 2 its name and entry list, 3 an entry,
+    // 4 its id and field list, 5 a field or value.
+    func visitArray(depth: Int, index: Int, count: Int) {
+        switch depth {
+        case 2 where index == 1: entries.reserveCapacity(count)
+        case 3: id = nil
+        case 4 where index == 1:
+            fields = EntryFields()
+            fields.reserve(items: count, bytes: 768)
+            (fieldsExpected, fieldsSeen) = (count, 0)
+            if count == 0 { finishEntry() }
+        default: break
+        }
+    }
+
+    func visitBulk(depth: Int, index: Int, bytes: UnsafeRawBufferPointer) {
+        switch depth {
+        case 4 where index == 0: id = String(decoding: bytes, as: UTF8.self)
+        case 5:
+            fields.append(bytes)
+            fieldVisited()
+        default: break
+        }
+    }
+
+    // Stream fields are always bulk strings; anything else is passed over.
+    func visitInteger(depth: Int, index: Int, value: Int64) { if depth == 5 { fieldVisited() } }
+    func visitNull(depth: Int, index: Int) { if depth == 5 { fieldVisited() } }
+    func visitStatus(depth: Int, index: Int, text: UnsafeRawBufferPointer) { if depth == 5 { fieldVisited() } }
+
+    private func fieldVisited() {
+        fieldsSeen += 1
+        if fieldsSeen == fieldsExpected { finishEntry() }
+    }
+
+    private func finishEntry() {
+        guard let id else { return }
+        entries.append(StreamEntry(id: id, fields: fields, deliveryCount: deliveryCount))
+        self.id = nil
+    }
+}
