@@ -64,14 +64,16 @@ enum APNsRequestValidator {
     static let maximumPayloadBytes = 4096
     static let maximumVoIPPayloadBytes = 5120
 
-    /// `now` is seconds since 1970 (token age and update period).
+    /// `now` is seconds since 1970 (token age and update period); `newID` makes the
+    /// `apns-id` of a request that brings no valid one.
     static func validate(
-        headers: [HTTP2Header], body: [UInt8], rules: SimulatorRules, tokens: inout ProviderTokenCache, now: Int64
+        headers: [HTTP2Header], body: [UInt8], rules: SimulatorRules, tokens: inout ProviderTokenCache, now: Int64,
+        newID: () -> String = { UUID().uuidString }
     ) -> Verdict {
         var fields = Fields()
         var duplicate = false
         for header in headers { duplicate = fields.take(header) || duplicate }
-        let apnsID = fields.apnsID.flatMap { isCanonicalUUID($0) ? $0 : nil } ?? UUID().uuidString
+        let apnsID = fields.apnsID.flatMap { isCanonicalUUID($0) ? $0 : nil } ?? newID()
 
         func reject(_ rejection: APNsRejection, authenticated: Bool = false) -> Verdict {
             Verdict(apnsID: apnsID, outcome: .failure(rejection), authenticated: authenticated)

@@ -17,6 +17,8 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
     private let logger: Logger
     private let onClose: (SimulatorConnection) -> Void
     private var tokens = ProviderTokenCache()
+    private var rules = SimulatorState.RulesSnapshot()
+    private var ids = APNsIDGenerator()
     private(set) var raisedStreamLimit = false
     /// The most streams open at once on this connection so far (reported to the state when it grows).
     private var peakOpenStreams = 0
@@ -66,17 +68,17 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
             peakOpenStreams = connection.openStreams
             state.notePeakOpenStreams(peakOpenStreams)
         }
-        let context = state.beginRequest()
+        let context = state.beginRequest(rules: &rules)
         let verdict: APNsRequestValidator.Verdict
         if let fault = context.fault {
             let requested = headers["apns-id"].flatMap { APNsRequestValidator.isCanonicalUUID($0) ? $0 : nil }
-            verdict = .init(apnsID: requested ?? UUID().uuidString, outcome: .failure(fault), authenticated: false)
+            verdict = .init(apnsID: requested ?? ids.next(), outcome: .failure(fault), authenticated: false)
         } else {
             let verifications = tokens.verifications
             let previous = tokens.current?.token
             verdict = APNsRequestValidator.validate(
                 headers: headers, body: body, rules: context.rules, tokens: &tokens,
-                now: Int64(Date().timeIntervalSince1970))
+                now: Int64(Date().timeIntervalSince1970), newID: { ids.next() })
             if tokens.verifications != verifications {
                 let installed = tokens.current?.token
                 state.noteTokenVerification(

@@ -3,9 +3,10 @@ import Shared
 import Synchronization
 
 /// The simulator's shared mutable state, behind one `Mutex`: the rules in force,
-/// injected faults, recordings and counters. Connections touch it twice per
-/// request (`beginRequest`, `finishRequest`), short critical sections with no
-/// I/O; everything per-connection lives on the connection's loop instead.
+/// injected faults, recordings and counters. A request takes the lock once, to
+/// count (and record) its answer: `beginRequest` reads atomics mirroring whether
+/// faults are queued, the latency and the rules' version, and copies the rules
+/// only after they changed. Everything per-connection lives on the connection's loop.
 final class SimulatorState: Sendable {
     /// What a request needs to be judged, taken at its start.
     struct RequestContext: Sendable {
@@ -52,8 +53,18 @@ final class SimulatorState: Sendable {
         var counters = Counters()
     }
 
+    /// A connection's copy of the rules and the version it was taken at.
+    struct RulesSnapshot {
+        fileprivate(set) var version: UInt64 = .max
+        fileprivate(set) var rules: SimulatorRules?
+    }
+
     let configuration: SimulatorConfiguration
     private let storage: Mutex<Storage>
+    // Mirrors of `storage`, written under its lock, read without it per request.
+    private let faultsQueued = Atomic<Bool>(false)
+    private let latency = Atomic<Int>(0)
+    private let rulesVersion = Atomic<UInt64>(0)
 
     init(configuration: SimulatorConfiguration) {
         self.configuration = configuration
@@ -62,17 +73,28 @@ final class SimulatorState: Sendable {
 
     // MARK: Hot path
 
-    func beginRequest() -> RequestContext {
-        storage.withLock { storage in
-            var fault: APNsRejection?
-            if !storage.faults.isEmpty {
-                fault = storage.faults[0].rejection
+    /// What the next request is judged by; `snapshot` is the connection's copy of
+    /// the rules, refreshed here when they changed.
+    func beginRequest(rules snapshot: inout RulesSnapshot) -> RequestContext {
+        var fault: APNsRejection?
+        if faultsQueued.load(ordering: .acquiring) {
+            fault = storage.withLock { storage in
+                guard !storage.faults.isEmpty else { return nil }
+                let fault = storage.faults[0].rejection
                 storage.faults[0].remaining -= 1
                 if storage.faults[0].remaining <= 0 { storage.faults.removeFirst() }
                 storage.counters.faultsInjected += 1
+                faultsQueued.store(!storage.faults.isEmpty, ordering: .releasing)
+                return fault
             }
-            return RequestContext(fault: fault, rules: storage.rules, latencyMilliseconds: storage.latencyMilliseconds)
         }
+        let version = rulesVersion.load(ordering: .acquiring)
+        if snapshot.version != version || snapshot.rules == nil {
+            snapshot.rules = storage.withLock { $0.rules }
+            snapshot.version = version
+        }
+        return RequestContext(
+            fault: fault, rules: snapshot.rules!, latencyMilliseconds: latency.load(ordering: .acquiring))
     }
 
     /// Counts a rejection.
@@ -171,15 +193,31 @@ final class SimulatorState: Sendable {
     /// The next `count` requests (on any connection) answer `rejection`, after
     /// faults already queued.
     func injectFault(_ rejection: APNsRejection, count: Int) {
-        storage.withLock { $0.faults.append(Fault(rejection: rejection, remaining: count)) }
+        storage.withLock {
+            $0.faults.append(Fault(rejection: rejection, remaining: count))
+            faultsQueued.store(true, ordering: .releasing)
+        }
     }
 
-    func clearFaults() { storage.withLock { $0.faults = [] } }
+    func clearFaults() {
+        storage.withLock {
+            $0.faults = []
+            faultsQueued.store(false, ordering: .releasing)
+        }
+    }
 
-    func setLatency(milliseconds: Int) { storage.withLock { $0.latencyMilliseconds = milliseconds } }
+    func setLatency(milliseconds: Int) {
+        storage.withLock {
+            $0.latencyMilliseconds = milliseconds
+            latency.store(milliseconds, ordering: .releasing)
+        }
+    }
 
     func updateRules<Result>(_ change: (inout SimulatorRules) -> Result) -> Result {
-        storage.withLock { change(&$0.rules) }
+        storage.withLock {
+            defer { rulesVersion.add(1, ordering: .releasing) }
+            return change(&$0.rules)
+        }
     }
 
     /// Back to the configuration file: rules, faults, latency, recordings and
@@ -195,6 +233,9 @@ final class SimulatorState: Sendable {
             fresh.nextConnectionID = storage.nextConnectionID
             fresh.nextSequence = storage.nextSequence
             storage = fresh
+            faultsQueued.store(false, ordering: .releasing)
+            latency.store(0, ordering: .releasing)
+            rulesVersion.add(1, ordering: .releasing)
         }
     }
 }
