@@ -311,3 +311,21 @@ import Testing
         #expect(send(at: now + 3601) == APNsRejection(403, "ExpiredProviderToken"))
     }
 }
+
+@Suite struct APNsIDGeneratorTests {
+    @Test func idsAreDistinctCanonicalVersion4UUIDsInUpperCase() {
+        var generator = APNsIDGenerator()
+        var seen = Set<String>()
+        for _ in 0..<1000 {
+            let id = generator.next()
+            #expect(APNsRequestValidator.isCanonicalUUID(id))
+            #expect(id == id.uppercased())
+            #expect(UUID(uuidString: id) != nil)
+            let utf8 = Array(id.utf8)
+            #expect(utf8[14] == UInt8(ascii: "4"))
+            #expect([UInt8(ascii: "8"), UInt8(ascii: "9"), UInt8(ascii: "A"), UInt8(ascii: "B")].contains(utf8[19]))
+            seen.insert(id)
+        }
+        #expect(seen.count == 1000)
+    }
+}

@@ -143,3 +143,43 @@ import Testing
         #expect(DailyCounts.timestamp(Date(timeIntervalSince1970: 1_700_000_000.0421)) == "1700000000.042")
     }
 }
+
+@Suite struct EntryDecodingTests {
+    static let message = QueueMessage(
+        messageID: "m1", subscriptionID: "subscription-id-22char", appID: "app", accountID: "acct",
+        credentialID: "cred", topic: "com.example.app", deviceToken: String(repeating: "ab", count: 32),
+        sandbox: true, alertTitle: "New", alertBody: "Message", ciphertext: [0, 255, 13, 10, 0], priority: 10,
+        expiration: 1_700_000_000, collapseID: "inbox", acceptedAt: 1_700_000_000_123,
+        quotaKey: "pushgate:{0}:quota:acct:202511", replyKey: "pushgate:{0}:reply:r", attempts: 3)
+
+    @Test func theOneBufferDecoderReadsWhatTheListDecoderReads() throws {
+        var variants = [Self.message]
+        var plain = Self.message
+        (plain.collapseID, plain.replyKey, plain.attempts, plain.sandbox, plain.expiration) = (nil, nil, 0, false, 0)
+        variants.append(plain)
+        for message in variants {
+            let fields = EntryFields(message.fields)
+            #expect(fields.list == message.fields)
+            #expect(QueueMessage(entry: fields) == (try QueueMessage(fields: message.fields)))
+        }
+        // Unknown fields are ignored and the last of a repeated field wins, as in init(fields:).
+        let extended = Self.message.fields + [Array("future".utf8), [1], Array("prio".utf8), Array("5".utf8)]
+        #expect(QueueMessage(entry: EntryFields(extended))?.priority == 5)
+        #expect(QueueMessage(entry: EntryFields(extended)) == (try QueueMessage(fields: extended)))
+    }
+
+    @Test func whatTheListDecoderMightRefuseIsLeftToIt() throws {
+        let fields = Self.message.fields
+        let withoutQuota = Array(fields.dropLast(6)) + Array(fields.suffix(4))  // drops qk
+        #expect(QueueMessage(entry: EntryFields(withoutQuota)) == nil)
+        #expect(throws: QueueMessageError.self) { try QueueMessage(fields: withoutQuota) }
+        var otherVersion = fields
+        otherVersion[1] = Array("2".utf8)
+        #expect(QueueMessage(entry: EntryFields(otherVersion)) == nil)
+        var notANumber = fields
+        let prio = try #require(notANumber.firstIndex(of: Array("prio".utf8)))
+        notANumber[prio + 1] = Array("ten".utf8)
+        #expect(QueueMessage(entry: EntryFields(notANumber)) == nil)
+        #expect(throws: QueueMessageError.self) { try QueueMessage(fields: notANumber) }
+    }
+}

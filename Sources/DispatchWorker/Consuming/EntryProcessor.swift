@@ -57,7 +57,7 @@ final class EntryProcessor: Sendable {
     }
 
     private func send(_ delivery: Delivery) async {
-        let outcome = await sender.send(delivery.message)
+        let outcome = await sender.send(delivery)
         await recorder.record(outcome, delivery)
     }
 }

@@ -143,10 +143,12 @@ final class Acknowledger: Sendable {
             })
         var releases: [String: Int] = [:]
         var replies: [String: [String]] = [:]
+        // Fields read one by one: copying the whole message would retain each of its strings.
         for item in items {
-            let message = item.delivery.message
-            if item.releaseQuota { releases[message.quotaKey, default: 0] += 1 }
-            if let json = item.replyJSON, let key = message.replyKey { replies[key, default: []].append(json) }
+            if item.releaseQuota { releases[item.delivery.message.quotaKey, default: 0] += 1 }
+            if let json = item.replyJSON, let key = item.delivery.message.replyKey {
+                replies[key, default: []].append(json)
+            }
         }
         for (key, count) in releases { commands.append(EncodedRedisCommand(RedisCommand("DECRBY", key, count))) }
         for (key, values) in replies {

@@ -64,9 +64,13 @@ final class CircuitBreaker: Sendable {
         Task { _ = try? await redis.send("SET", name, "1", "EX", lifetime) }
     }
 
+    /// Whether any credential/environment has failures counted; when not, a
+    /// success has nothing to clear and callers may skip `success`.
+    var isTracking: Bool { tracking.load(ordering: .relaxed) }
+
     /// A send for `credential`/`environment` got an answer from APNs.
     func success(credential: String, environment: String, keys: RedisKeys) async {
-        guard tracking.load(ordering: .relaxed) else { return }
+        guard isTracking else { return }
         let name = keys.circuit(credential: credential, environment: environment)
         let wasRaised = circuits.withLock { circuits -> Bool in
             guard let circuit = circuits[name] else { return false }

@@ -87,15 +87,15 @@ final class DailyCounts: Sendable {
                 state.tallies[key, default: Tally()].add(run.tally)
             }
             for item in batch {
-                let message = item.delivery.message
-                if run == nil || run!.account != message.accountID || run!.app != message.appID {
+                let delivery = item.delivery
+                if run == nil || run!.account != delivery.message.accountID || run!.app != delivery.message.appID {
                     flushRun()
-                    run = (message.accountID, message.appID, Tally())
+                    run = (delivery.message.accountID, delivery.message.appID, Tally())
                 }
                 switch item.tally {
                 case .sent:
                     run!.tally.sent += 1
-                    state.lastPush[message.subscriptionID] = date
+                    state.lastPush[delivery.message.subscriptionID] = date
                 case .failed: run!.tally.failed += 1
                 case .gone: run!.tally.gone += 1
                 }

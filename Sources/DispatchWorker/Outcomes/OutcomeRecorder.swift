@@ -60,12 +60,20 @@ final class OutcomeRecorder: Sendable {
     }
 
     func record(_ outcome: DeliveryOutcome, _ delivery: Delivery) async {
+        if case .sent = outcome {
+            // The common case, kept to field reads of the shared delivery.
+            if circuit.isTracking {
+                await circuit.success(
+                    credential: delivery.message.credentialID, environment: delivery.message.environment,
+                    keys: delivery.context.keys)
+            }
+            finish(delivery, status: "sent", reason: "", tally: .sent, releaseQuota: false)
+            return
+        }
         let (message, entry, context) = (delivery.message, delivery.entry, delivery.context)
         switch outcome {
         case .sent:
-            await circuit.success(
-                credential: message.credentialID, environment: message.environment, keys: context.keys)
-            finish(delivery, status: "sent", reason: "", tally: .sent, releaseQuota: false)
+            break
 
         case .gone(let timestamp, let reason):
             await circuit.success(
@@ -206,12 +214,11 @@ final class OutcomeRecorder: Sendable {
     private func finish(
         _ delivery: Delivery, status: String, reason: String, tally: DailyCounts.Kind, releaseQuota: Bool
     ) {
-        let message = delivery.message
         acknowledger.enqueue(
             Acknowledgement(
                 delivery: delivery, tally: tally, releaseQuota: releaseQuota,
-                replyJSON: message.replyKey == nil
-                    ? nil : ReplyJSON.make(messageID: message.messageID, status: status, reason: reason)))
+                replyJSON: delivery.message.replyKey == nil
+                    ? nil : ReplyJSON.make(messageID: delivery.message.messageID, status: status, reason: reason)))
     }
 
     private func leavePending(_ entry: StreamEntry, _ what: String, _ error: any Error) {

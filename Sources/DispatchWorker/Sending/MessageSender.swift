@@ -18,16 +18,17 @@ final class MessageSender: Sendable {
         sandbox = configuration.apnsSandbox
     }
 
-    func send(_ message: QueueMessage) async -> DeliveryOutcome {
+    /// Reads the message's fields through the shared `delivery` rather than copying it.
+    func send(_ delivery: Delivery) async -> DeliveryOutcome {
         let credential: APNsCredential
-        switch await credentials.lookup(message.credentialID) {
+        switch await credentials.lookup(delivery.message.credentialID) {
         case .usable(let usable): credential = usable
         case .missing: return .failed(.credentialMissing, detail: "credential_missing")
         case .rejected: return .failed(.credentialRejected, detail: "credential_rejected")
         case .unavailable: return .retry(cause: "database", countsAgainstCircuit: false)
         }
-        let notification = NotificationBuilder.notification(for: message)
-        let environment = message.sandbox ? sandbox : production
+        let notification = NotificationBuilder.notification(for: delivery.message)
+        let environment = delivery.message.sandbox ? sandbox : production
         let start = ContinuousClock.now
         do {
             let response = try await apns.send(notification, credential: credential, environment: environment)
