@@ -32,19 +32,15 @@ struct ProviderTokenCache: Sendable {
     mutating func authenticate(authorization: String?, rules: SimulatorRules, now: Int64) -> Result<
         Verified, APNsRejection
     > {
+        // The usual request repeats the connection's token: compared in place, no copy made.
+        if let authorization, let current, Self.hasBearerScheme(authorization),
+            authorization.utf8.count > 7, authorization.utf8.dropFirst(7).elementsEqual(current.token.utf8)
+        {
+            return authenticateCurrent(rules: rules, now: now)
+        }
         guard let token = Self.bearerToken(authorization) else {
             return .failure(
                 authorization.map { Self.hasBearerScheme($0) } == false ? .invalidProviderToken : .missingProviderToken)
-        }
-        if let current, current.token == token {
-            if current.keyGeneration != rules.keyGeneration {
-                // Keys changed since: verify again, keeping the installation time.
-                switch verify(token, rules: rules, installedAt: current.installedAt) {
-                case .failure(let rejection): return .failure(rejection)
-                case .success(let verified): self.current = verified
-                }
-            }
-            return checkAge(self.current!, rules: rules, now: now)
         }
         let verified: Verified
         switch verify(token, rules: rules, installedAt: now) {
@@ -64,6 +60,19 @@ struct ProviderTokenCache: Sendable {
         }
         current = verified
         return .success(verified)
+    }
+
+    /// The request carries the connection's current token.
+    private mutating func authenticateCurrent(rules: SimulatorRules, now: Int64) -> Result<Verified, APNsRejection> {
+        guard let current else { return .failure(.invalidProviderToken) }
+        if current.keyGeneration != rules.keyGeneration {
+            // Keys changed since: verify again, keeping the installation time.
+            switch verify(current.token, rules: rules, installedAt: current.installedAt) {
+            case .failure(let rejection): return .failure(rejection)
+            case .success(let verified): self.current = verified
+            }
+        }
+        return checkAge(self.current!, rules: rules, now: now)
     }
 
     private mutating func verify(_ token: String, rules: SimulatorRules, installedAt: Int64) -> Result<

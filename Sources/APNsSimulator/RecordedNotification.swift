@@ -2,7 +2,8 @@ import Shared
 
 /// An accepted notification as the simulator keeps it for tests: every request
 /// header but `authorization` (pseudo-headers included), in arrival order, and
-/// the payload bytes exactly as sent.
+/// the payload bytes exactly as sent. The request's header list is kept as it
+/// came (no copy per request); `authorization` is left out when it is read.
 struct RecordedNotification: Sendable {
     /// 1, 2, 3… in order of acceptance, never reused until a reset.
     let sequence: Int
@@ -14,8 +15,12 @@ struct RecordedNotification: Sendable {
     let teamID: String
     let keyID: String
     let connectionID: Int
-    let headers: [HTTP2Header]
+    /// As received, `authorization` included: read `headers`.
+    let requestHeaders: [HTTP2Header]
     let payload: [UInt8]
+
+    /// Every header but `authorization`, in arrival order.
+    var headers: [HTTP2Header] { requestHeaders.filter { $0.name != "authorization" } }
 
     /// `{"sequence":…,"apnsId":…,"deviceToken":…,"topic":…,"teamId":…,"keyId":…,
     /// "connection":…,"receivedAt":…,"headers":{name:value…},"payload":{…}}`;

@@ -110,7 +110,6 @@ final class SimulatorState: Sendable {
     ) {
         let limit = configuration.maxRecordedNotifications
         let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
-        let kept = limit > 0 ? headers.filter { $0.name != "authorization" } : []
         storage.withLock { storage in
             storage.counters.accepted += 1
             guard limit > 0 else { return }
@@ -118,7 +117,7 @@ final class SimulatorState: Sendable {
                 sequence: storage.nextSequence, receivedAt: receivedAt, apnsID: apnsID,
                 deviceToken: accepted.deviceToken,
                 topic: accepted.topic, teamID: accepted.teamID, keyID: accepted.keyID, connectionID: connectionID,
-                headers: kept, payload: payload)
+                requestHeaders: headers, payload: payload)
             storage.nextSequence += 1
             if storage.recordings.count < limit {
                 storage.recordings.append(record)
