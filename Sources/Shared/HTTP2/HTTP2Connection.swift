@@ -267,7 +267,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
         insideSession = true
         repeat {
             flushRequested = false
-            while tls.isOpen {
+            while true {
                 var data: UnsafePointer<UInt8>?
                 let length = nghttp2_session_mem_send(session, &data)
                 if length < 0 {
@@ -277,9 +277,11 @@ public final class HTTP2Connection: TLSStreamDelegate {
                     return
                 }
                 guard length > 0, let data else { break }
-                // The bytes are valid until the next mem_send; the stream copies them.
-                tls.write(UnsafeRawBufferPointer(start: data, count: length))
+                // One frame at a time, valid until the next mem_send: the stream copies
+                // it, and every frame of this flush leaves in one TLS write.
+                tls.enqueue(UnsafeRawBufferPointer(start: data, count: length))
             }
+            tls.flushWrites()
         } while flushRequested && tls.isOpen
         insideSession = false
         if tls.isOpen && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {

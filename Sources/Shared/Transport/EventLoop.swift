@@ -184,12 +184,8 @@ public final class EventLoop: Sendable {
     /// Loop thread only.
     public func deferToEndOfIteration(_ work: @escaping () -> Void) {
         assertInEventLoop()
+        // No wake-up needed: loop-thread code runs inside an iteration, whose end runs this.
         loopState.deferred.append(work)
-        if loopState.deferred.count == 1 {
-            // Make sure the loop does not sleep before running it.
-            var one: UInt64 = 1
-            _ = write(wakeFD, &one, 8)
-        }
     }
 
     private func runDeferred() {
