@@ -84,7 +84,21 @@ public final class HTTP2Connection: TLSStreamDelegate {
         var outgoing: [UInt8] = []
         var outgoingOffset = 0
         var finished = false
+
+        /// Ready for another stream, keeping its arrays' memory where nobody else holds them.
+        func reset() {
+            headers.removeAll(keepingCapacity: true)
+            body.removeAll(keepingCapacity: true)
+            outgoing = []
+            outgoingOffset = 0
+            finished = false
+        }
     }
+
+    /// States of closed streams, reused for new ones (a stream is short, and there are many).
+    private var spareStates: [StreamState] = []
+
+    fileprivate func makeStreamState() -> StreamState { spareStates.popLast() ?? StreamState() }
 
     /// `settings` are our SETTINGS (e.g. the server's MAX_CONCURRENT_STREAMS).
     public init(role: Role, settings: [(id: Int32, value: UInt32)] = []) throws(HTTP2Error) {
@@ -136,7 +150,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
     /// Sends a request; returns its stream id. Client side only.
     public func sendRequest(_ fields: HTTP2HeaderFields, body: [UInt8]) throws(HTTP2Error) -> Int32 {
         guard let session, !isClosed, !isGoingAway else { throw HTTP2Error("connection is closing") }
-        let state = StreamState()
+        let state = makeStreamState()
         state.outgoing = body
         // nghttp2 copies the provider and the fields; the body stays in `state` until sent.
         let streamID = withDataProvider(hasBody: !body.isEmpty) { provider in
@@ -339,7 +353,12 @@ public final class HTTP2Connection: TLSStreamDelegate {
 
     fileprivate func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let state = streams.removeValue(forKey: streamID) else { return }
-        if !state.finished {
+        let finished = state.finished
+        if spareStates.count < 256 {
+            state.reset()
+            spareStates.append(state)
+        }
+        if !finished {
             delegate?.connection(
                 self, streamWasReset: streamID, errorCode: errorCode == 0 ? NGHTTP2_CANCEL.rawValue : errorCode)
         }
@@ -364,7 +383,7 @@ private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, user
         if http2.role == .server, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
             http2.streams[frame.pointee.hd.stream_id] == nil
         {
-            http2.streams[frame.pointee.hd.stream_id] = HTTP2Connection.StreamState()
+            http2.streams[frame.pointee.hd.stream_id] = http2.makeStreamState()
         }
     }
     return 0
