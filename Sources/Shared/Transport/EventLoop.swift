@@ -155,17 +155,18 @@ public final class EventLoop: Sendable {
             var work: [@Sendable () -> Void] = []
             swap(&work, &loopState.spareWork)
             submitted.withLock { swap(&$0, &work) }
-            work.forEach { $0() }
+            for item in work { item() }
             work.removeAll(keepingCapacity: true)
             swap(&work, &loopState.spareWork)
             runDeferred()
         }
         // Run what was submitted before shutdown, so no continuation is left hanging.
-        submitted.withLock { list in
+        let remaining = submitted.withLock { list in
             let taken = list
             list.removeAll()
             return taken
-        }.forEach { $0() }
+        }
+        for item in remaining { item() }
         close(epollFD)
         close(wakeFD)
         finished.signal()
@@ -194,7 +195,7 @@ public final class EventLoop: Sendable {
             var work: [() -> Void] = []
             swap(&work, &loopState.spareDeferred)
             swap(&work, &loopState.deferred)
-            work.forEach { $0() }
+            for item in work { item() }
             work.removeAll(keepingCapacity: true)
             swap(&work, &loopState.spareDeferred)
         }
