@@ -110,9 +110,12 @@ public final class APNsClient: Sendable {
     private func perform(_ notification: APNsNotification, token: String, key: APNsPoolKey) async throws -> APNsResponse
     {
         let deadline = ContinuousClock.now + configuration.requestTimeout
+        // Written here, not on the loop: the loop serves every caller, and strings
+        // shared by many notifications are not retained by every request.
+        let fields = notification.requestFields(authority: key.environment.authority, providerToken: token)
         return try await withUnsafeThrowingContinuation { continuation in
             let request = APNsPendingRequest(
-                notification: notification, providerToken: token, poolKey: key, deadline: deadline,
+                fields: fields, payload: notification.payload, poolKey: key, deadline: deadline,
                 continuation: continuation)
             let handedOver = inbox.withLock { inbox in
                 guard inbox.accepting else { return false }

@@ -28,10 +28,6 @@ final class APNsConnection: HTTP2ConnectionDelegate {
     private let http2: HTTP2Connection
     private let configuration: APNsClient.Configuration
     private let loop: EventLoop
-    /// `:authority` of every request.
-    private let authority: String
-    /// Reused for the header fields of each request.
-    private var fields = HTTP2HeaderFields()
     private var inFlight: [Int32: APNsPendingRequest] = [:]
     private var settingsKnown = false
     private var lastActivity = ContinuousClock.now
@@ -48,7 +44,6 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         self.pool = pool
         self.configuration = configuration
         self.loop = loop
-        self.authority = environment.authority
         http2 = try HTTP2Connection(role: .client)
         http2.delegate = self
         http2.keptHeaderNames = APNsResponse.headerNames
@@ -73,9 +68,7 @@ final class APNsConnection: HTTP2ConnectionDelegate {
     func start(_ request: APNsPendingRequest) -> Bool {
         guard freeStreams > 0 else { return false }
         do {
-            fields.removeAll()
-            request.appendHeaders(to: &fields, authority: authority)
-            let streamID = try http2.sendRequest(fields, body: request.notification.payload)
+            let streamID = try http2.sendRequest(request.fields, body: request.payload)
             // Writing it failed (e.g. the server closed right after a GOAWAY we had not read yet,
             // which the failed write then delivered): the request did not go out whole, and
             // nghttp2 has dropped its stream, so it may go to another connection.

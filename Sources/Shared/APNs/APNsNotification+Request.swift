@@ -4,17 +4,26 @@ extension APNsNotification {
     /// The HTTP/2 request headers for this notification, sent to `authority` with
     /// `providerToken` as the bearer. Throws `invalidRequest` (naming the field,
     /// never its value) for a device token that is not hex or header values that
-    /// could not be sent as they are. The client writes the same fields with
-    /// `appendRequestHeaders`, once `send` has validated the notification.
+    /// could not be sent as they are. The client sends the same `requestFields`,
+    /// once `send` has validated the notification.
     func requestHeaders(authority: String, providerToken: String) throws(APNsClientError) -> [HTTP2Header] {
         try validate()
-        var fields = HTTP2HeaderFields()
-        appendRequestHeaders(to: &fields, authority: authority, providerToken: providerToken)
-        return fields.headers
+        return requestFields(authority: authority, providerToken: providerToken).headers
     }
 
-    /// Adds the request's header fields to `fields`; the notification must have passed `validate()`.
-    func appendRequestHeaders(to fields: inout HTTP2HeaderFields, authority: String, providerToken: String) {
+    /// The request's header fields, in one buffer of the right size; the notification
+    /// must have passed `validate()`.
+    func requestFields(authority: String, providerToken: String) -> HTTP2HeaderFields {
+        // Fixed parts (method, scheme, path and bearer prefixes, priority, expiration, apns-id) fit in 96 bytes.
+        let variable =
+            authority.utf8.count + deviceToken.utf8.count + providerToken.utf8.count + topic.utf8.count
+            + pushType.rawValue.utf8.count + (collapseID?.utf8.count ?? 0)
+        var fields = HTTP2HeaderFields(reservingCapacity: 11, bytes: variable + 96)
+        appendRequestHeaders(to: &fields, authority: authority, providerToken: providerToken)
+        return fields
+    }
+
+    private func appendRequestHeaders(to fields: inout HTTP2HeaderFields, authority: String, providerToken: String) {
         fields.append(":method", "POST")
         fields.append(":scheme", "https")
         fields.append(":authority", authority)

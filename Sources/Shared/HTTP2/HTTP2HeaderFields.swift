@@ -15,6 +15,12 @@ public struct HTTP2HeaderFields {
 
     public init() {}
 
+    /// Empty, with room for `count` fields of `bytes` bytes in all.
+    public init(reservingCapacity count: Int, bytes: Int) {
+        fields.reserveCapacity(count)
+        self.bytes.reserveCapacity(bytes)
+    }
+
     public init(_ headers: [HTTP2Header]) {
         for header in headers { append(header) }
     }
