@@ -1,25 +1,17 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import APNsSimulator
 
 /// The in-process CA, checked with the openssl command-line tool.
 @Suite struct CertificateAuthorityTests {
-    func openssl(_ arguments: [String], in directory: URL) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    func openssl(_ arguments: [String], in directory: URL) async throws -> (Int32, String) {
+        let result = try await ChildProcess.run("/usr/bin/openssl", arguments, in: directory)
+        return (result.status, result.standardOutput + result.standardError)
     }
 
-    @Test func theServerCertificateVerifiesForLocalhostAnd127001AsAServer() throws {
+    @Test func theServerCertificateVerifiesForLocalhostAnd127001AsAServer() async throws {
         let authority = try CertificateAuthority.make()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-ca-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -29,17 +21,17 @@ import Testing
 
         let verify = ["verify", "-x509_strict", "-CAfile", "ca.pem", "-purpose", "sslserver"]
         #expect(
-            try openssl(verify + ["-verify_hostname", "localhost", "server.pem"], in: directory) == (
+            try await openssl(verify + ["-verify_hostname", "localhost", "server.pem"], in: directory) == (
                 0, "server.pem: OK\n"
             ))
-        #expect(try openssl(verify + ["-verify_ip", "127.0.0.1", "server.pem"], in: directory).0 == 0)
-        #expect(try openssl(verify + ["-verify_hostname", "example.com", "server.pem"], in: directory).0 != 0)
+        #expect(try await openssl(verify + ["-verify_ip", "127.0.0.1", "server.pem"], in: directory).0 == 0)
+        #expect(try await openssl(verify + ["-verify_hostname", "example.com", "server.pem"], in: directory).0 != 0)
 
-        let (_, text) = try openssl(["x509", "-in", "server.pem", "-noout", "-text"], in: directory)
+        let (_, text) = try await openssl(["x509", "-in", "server.pem", "-noout", "-text"], in: directory)
         #expect(text.contains("DNS:localhost, IP Address:127.0.0.1"))
         #expect(text.contains("TLS Web Server Authentication"))
         #expect(text.contains("ASN1 OID: prime256v1"))
-        let (_, ca) = try openssl(["x509", "-in", "ca.pem", "-noout", "-text"], in: directory)
+        let (_, ca) = try await openssl(["x509", "-in", "ca.pem", "-noout", "-text"], in: directory)
         #expect(ca.contains("CA:TRUE"))
         #expect(ca.contains("ASN1 OID: prime256v1"))
     }

@@ -31,18 +31,11 @@ import Testing
         }
     }
 
-    static func pgDump() throws -> [UInt8] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/pg_dump")
-        process.arguments = ["--data-only", "--no-owner", TestEnvironment.databaseURL]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        try #require(process.terminationStatus == 0, "pg_dump failed")
-        return Array(data)
+    static func pgDump() async throws -> [UInt8] {
+        let dump = try await ChildProcess.run(
+            "/usr/bin/pg_dump", ["--data-only", "--no-owner", TestEnvironment.databaseURL])
+        try #require(dump.status == 0, "pg_dump failed: \(dump.standardError)")
+        return dump.output
     }
 
     /// Every value under the stack's own Redis namespace, by key.
@@ -105,7 +98,7 @@ import Testing
             #expect(payloads.contains { Self.contains($0, change.ciphertext) })
             #expect(payloads.contains { Self.contains($0, legacy.ciphertext) })
 
-            let dump = try Self.pgDump()
+            let dump = try await Self.pgDump()
             #expect(Self.contains(dump, Array(app.id.utf8)))
             for (index, ciphertext) in sent.enumerated() {
                 #expect(!Self.contains(dump, ciphertext), "ciphertext \(index) found in pg_dump")

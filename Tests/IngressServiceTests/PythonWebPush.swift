@@ -4,11 +4,6 @@ import TestSupport
 /// Real RFC 8291 bodies from Python's `http_ece` (as pywebpush uses it), for a
 /// fresh receiver key pair.
 enum PythonWebPush {
-    static var python: String {
-        ProcessInfo.processInfo.environment["PUSHGATE_PYTHON"]
-            ?? TestEnvironment.repositoryRoot.appendingPathComponent(".venv/bin/python3").path
-    }
-
     static func encrypt(_ text: String) async throws -> [UInt8] {
         let script = """
             import base64, os, sys, http_ece
@@ -19,22 +14,16 @@ enum PythonWebPush {
                                     auth_secret=os.urandom(16), version="aes128gcm")
             sys.stdout.write(base64.urlsafe_b64encode(body).decode())
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-c", script, text]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0, let bytes = Data(base64Encoded: Self.standardBase64(data)) else {
-            throw RawHTTPClient.Failure(description: "python http_ece failed")
+        let encoded = try await PythonScript.run(script, [text])
+        guard let bytes = Data(base64Encoded: Self.standardBase64(encoded)) else {
+            throw RawHTTPClient.Failure(description: "python http_ece printed no base64url")
         }
         return Array(bytes)
     }
 
-    private static func standardBase64(_ data: Data) -> String {
-        String(decoding: data, as: UTF8.self).replacingOccurrences(of: "-", with: "+")
-            .replacingOccurrences(of: "_", with: "/")
+    /// Foundation decodes standard base64 only, padded.
+    private static func standardBase64(_ text: String) -> String {
+        let standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        return standard + String(repeating: "=", count: (4 - standard.count % 4) % 4)
     }
 }

@@ -99,11 +99,11 @@ import Testing
         #expect(try P256PrivateKey(pemRepresentation: first.pemRepresentation).publicKey == first.publicKey)
     }
 
-    @Test func opensslCLIReadsGeneratedPKCS8AndDerivesTheSameSPKI() throws {
+    @Test func opensslCLIReadsGeneratedPKCS8AndDerivesTheSameSPKI() async throws {
         let key = try P256PrivateKey.generate()
         let directory = try TemporaryDirectory()
         let privatePath = try directory.write("private.pem", key.pemRepresentation)
-        let result = try run("/usr/bin/openssl", ["pkey", "-in", privatePath, "-pubout"])
+        let result = try await ChildProcess.run("/usr/bin/openssl", ["pkey", "-in", privatePath, "-pubout"])
         #expect(result.status == 0, "openssl: \(result.standardError)")
         #expect(try result.standardOutput == key.publicKey.pemRepresentation)
     }
@@ -130,10 +130,10 @@ import Testing
         #expect(errorCode { try P256PublicKey(pemRepresentation: Self.p8) } == .invalidKeyEncoding)
     }
 
-    @Test func encryptedPKCS8IsRejectedWithoutPromptingForAPassword() throws {
+    @Test func encryptedPKCS8IsRejectedWithoutPromptingForAPassword() async throws {
         let directory = try TemporaryDirectory()
         let plainPath = try directory.write("plain.pem", Self.p8)
-        let result = try run(
+        let result = try await ChildProcess.run(
             "/usr/bin/openssl", ["pkcs8", "-topk8", "-in", plainPath, "-passout", "pass:secret", "-v2", "aes-256-cbc"])
         #expect(result.status == 0, "openssl: \(result.standardError)")
         #expect(result.standardOutput.hasPrefix("-----BEGIN ENCRYPTED PRIVATE KEY-----"))
@@ -342,7 +342,7 @@ import Testing
 
     // MARK: Independent implementations
 
-    @Test func pythonCryptographyVerifiesOurTokenAndRejectsATamperedClaim() throws {
+    @Test func pythonCryptographyVerifiesOurTokenAndRejectsATamperedClaim() async throws {
         let key = try P256PrivateKey.generate()
         let token = try ES256JWT.sign(
             keyID: "ABC123DEFG", teamID: "DEF123GHIJ", issuedAt: Date(timeIntervalSince1970: 1_700_000_000), key: key)
@@ -355,20 +355,20 @@ import Testing
         let tokenPath = try directory.write("token.jwt", token)
         let tamperedPath = try directory.write("tampered.jwt", tampered)
 
-        let valid = try runPython(Self.pythonVerifier, [publicPath, tokenPath])
+        let valid = try await PythonScript.runCollecting(Self.pythonVerifier, [publicPath, tokenPath])
         #expect(valid.status == 0, "python: \(valid.standardError)")
         #expect(
             valid.standardOutput
                 == #"valid {"alg": "ES256", "kid": "ABC123DEFG"} {"iat": 1700000000, "iss": "DEF123GHIJ"}"# + "\n")
 
-        let rejected = try runPython(Self.pythonVerifier, [publicPath, tamperedPath])
+        let rejected = try await PythonScript.runCollecting(Self.pythonVerifier, [publicPath, tamperedPath])
         #expect(rejected.status == 0, "python: \(rejected.standardError)")
         #expect(rejected.standardOutput == "invalid\n")
     }
 
-    @Test func tokenAndPKCS8KeyMadeByPythonCryptographyVerifyHere() throws {
+    @Test func tokenAndPKCS8KeyMadeByPythonCryptographyVerifyHere() async throws {
         let directory = try TemporaryDirectory()
-        let result = try runPython(Self.pythonSigner, [directory.url.path])
+        let result = try await PythonScript.runCollecting(Self.pythonSigner, [directory.url.path])
         #expect(result.status == 0, "python: \(result.standardError)")
         let lines = result.standardOutput.split(separator: "\n").map(String.init)
         try #require(lines.count == 2)
@@ -426,45 +426,6 @@ import Testing
 }
 
 // MARK: Helpers
-
-private struct ProcessResult {
-    var status: Int32
-    var standardOutput: String
-    var standardError: String
-}
-
-private func run(_ executable: String, _ arguments: [String]) throws -> ProcessResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let output = Pipe()
-    let error = Pipe()
-    process.standardOutput = output
-    process.standardError = error
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let outputData = output.fileHandleForReading.readDataToEndOfFile()
-    let errorData = error.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return ProcessResult(
-        status: process.terminationStatus,
-        standardOutput: String(decoding: outputData, as: UTF8.self),
-        standardError: String(decoding: errorData, as: UTF8.self))
-}
-
-/// Python with `cryptography`: `PUSHGATE_PYTHON`, else the repository's
-/// `.venv/bin/python3` (made by `scripts/setup`), else `python3` on PATH.
-/// A Python without `cryptography` fails the test; it is never skipped.
-private func runPython(_ script: String, _ arguments: [String]) throws -> ProcessResult {
-    if let configured = ProcessInfo.processInfo.environment["PUSHGATE_PYTHON"], !configured.isEmpty {
-        return try run(configured, ["-c", script] + arguments)
-    }
-    let venv = TestEnvironment.repositoryRoot.appendingPathComponent(".venv/bin/python3").path
-    if FileManager.default.isExecutableFile(atPath: venv) {
-        return try run(venv, ["-c", script] + arguments)
-    }
-    return try run("/usr/bin/env", ["python3", "-c", script] + arguments)
-}
 
 /// A fresh directory under the system temporary directory, removed on deinit.
 private final class TemporaryDirectory {

@@ -2,11 +2,13 @@
 // 200 to every POST (nghttpd in `scripts/bench apns`). Not a test.
 //
 //   apns-bench --url https://localhost:PORT --ca-file CA.pem [--count N] [--connections C]
-//              [--streams S] [--warmup W] [--device-token HEX] [--topic T] [--apns-id]
+//              [--streams S] [--warmup W] [--device-token HEX] [--topic T] [--apns-id] [--rate R]
 //
 // Sends W notifications to open the connections, then N more with C × S sends in
-// flight (C connections, up to S streams each), and prints one JSON line:
-// {"count","failures","seconds","perSecond","p50Ms","p99Ms","cpuSeconds","connections","streams"}.
+// flight (C connections, up to S streams each) — or, with --rate, N more started at
+// R per second (latency at a fixed rate) — and prints one JSON line:
+// {"count","failures","seconds","perSecond","p50Ms","p99Ms","cpuSeconds","connections","streams",
+//  "rate","peakRSSMiB"}.
 // CPU seconds are the whole process's (user + system) during the timed part.
 // Exit status 1 if any send failed or got an answer other than 200.
 import Foundation
@@ -23,6 +25,8 @@ struct Options {
     var deviceToken = String(repeating: "a1", count: 32)
     var topic = "com.example.bench"
     var withAPNsID = false
+    /// Notifications started per second in the timed part; 0 = as fast as the streams allow.
+    var rate = 0
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -47,6 +51,7 @@ struct Options {
             case "--device-token": deviceToken = value(argument)
             case "--topic": topic = value(argument)
             case "--apns-id": withAPNsID = true
+            case "--rate": rate = number(argument)
             default: Self.fail("unknown argument \(argument)")
             }
         }
@@ -64,6 +69,13 @@ func cpuSeconds() -> Double {
     getrusage(RUSAGE_SELF.rawValue, &usage)
     func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
     return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// The process's peak resident set size, in MiB.
+func peakRSSMiB() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_maxrss) / 1024  // kilobytes on Linux
 }
 
 func milliseconds(_ duration: Duration) -> Double {
@@ -119,6 +131,39 @@ func run(
     }
 }
 
+/// Starts `count` sends at `rate` per second, each on its own task, whatever the
+/// answers' pace; returns each send's latency in milliseconds and how many failed.
+func runPaced(
+    count: Int, rate: Int, client: APNsClient, credential: APNsCredential, environment: APNsEnvironment,
+    options: Options
+) async -> (latencies: [Double], failures: Int) {
+    let payload = Array(#"{"aps":{"alert":{"title":"Bench","body":"A notification"},"mutable-content":1}}"#.utf8)
+    let clock = ContinuousClock()
+    let start = clock.now
+    let interval = Duration.seconds(1) / max(rate, 1)
+    return await withTaskGroup(of: (Double, Bool).self) { group in
+        for index in 0..<count {
+            try? await clock.sleep(until: start + interval * index)
+            group.addTask {
+                let notification = APNsNotification(
+                    deviceToken: options.deviceToken, topic: options.topic, expiration: .immediately,
+                    apnsID: options.withAPNsID ? UUID() : nil, payload: payload)
+                let sent = clock.now
+                let response = try? await client.send(notification, credential: credential, environment: environment)
+                return (milliseconds(clock.now - sent), response?.status == 200)
+            }
+        }
+        var latencies: [Double] = []
+        latencies.reserveCapacity(count)
+        var failures = 0
+        for await (latency, succeeded) in group {
+            latencies.append(latency)
+            if !succeeded { failures += 1 }
+        }
+        return (latencies, failures)
+    }
+}
+
 let options = Options(arguments: CommandLine.arguments)
 guard let environment = APNsEnvironment(name: "bench", baseURL: options.url) else {
     Options.fail("--url must be https://host[:port]")
@@ -137,9 +182,14 @@ let warm = await run(
     options: options)
 let cpuBefore = cpuSeconds()
 let started = ContinuousClock.now
-let timed = await run(
-    count: options.count, senders: senders, client: client, credential: credential, environment: environment,
-    options: options)
+let timed =
+    options.rate > 0
+    ? await runPaced(
+        count: options.count, rate: options.rate, client: client, credential: credential,
+        environment: environment, options: options)
+    : await run(
+        count: options.count, senders: senders, client: client, credential: credential,
+        environment: environment, options: options)
 let seconds = milliseconds(ContinuousClock.now - started) / 1e3
 let cpu = cpuSeconds() - cpuBefore
 await client.shutdown(deadline: .seconds(2))
@@ -155,6 +205,7 @@ print(
         + "\"perSecond\":\(Int(Double(options.count) / max(seconds, 1e-9))),"
         + "\"p50Ms\":\(rounded(percentile(0.5))),\"p99Ms\":\(rounded(percentile(0.99))),"
         + "\"cpuSeconds\":\(rounded(cpu)),\"connections\":\(options.connections),\"streams\":\(options.streams),"
+        + "\"rate\":\(options.rate),\"peakRSSMiB\":\(rounded(peakRSSMiB(), 10)),"
         + "\"metrics\":{\"connectionsOpened\":\(client.metrics.connectionsOpened),"
         + "\"retriedAfterRefusal\":\(client.metrics.retriedAfterRefusal),\"overloaded\":\(client.metrics.overloaded)}}")
 exit(failures == 0 ? 0 : 1)

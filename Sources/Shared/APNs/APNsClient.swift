@@ -19,9 +19,8 @@ public final class APNsClient: Sendable {
     private let counters = APNsClientCounters()
     /// The pools; touched only on `loop`.
     private let state: LoopConfined<APNsClientState>
-    /// Open until `shutdown`: guards every hand-over to the loop, so none can be
-    /// submitted after the loop stops (which would leave a caller waiting forever).
-    private let accepting = Mutex<Bool>(true)
+    /// Requests on their way to the loop, and whether more are taken.
+    private let inbox = Mutex(APNsClientInbox())
 
     /// `loop` is the event loop to run on; by default the client starts (and on
     /// `shutdown` stops) its own. Throws `untrustedServer` when the CA file cannot be read.
@@ -73,9 +72,9 @@ public final class APNsClient: Sendable {
     /// `shutdown`, sends GOAWAY and closes every connection, then stops the loop
     /// if the client started it. A second call returns at once.
     public func shutdown(deadline: Duration = .seconds(10)) async {
-        let first = accepting.withLock { open in
-            defer { open = false }
-            return open
+        let first = inbox.withLock { inbox in
+            defer { inbox.accepting = false }
+            return inbox.accepting
         }
         guard first else { return }
         let (state, loop) = (state, loop)
@@ -95,7 +94,7 @@ public final class APNsClient: Sendable {
 
     private static let shutdownError = APNsClientError(.shutdown, "the APNs client is shutting down")
 
-    private var isAccepting: Bool { accepting.withLock { $0 } }
+    private var isAccepting: Bool { inbox.withLock { $0.accepting } }
 
     private func providerToken(_ fetch: () async throws -> String) async throws(APNsClientError) -> String {
         do {
@@ -110,25 +109,34 @@ public final class APNsClient: Sendable {
     /// One request on the loop; resumed exactly once by the pending request.
     private func perform(_ notification: APNsNotification, token: String, key: APNsPoolKey) async throws -> APNsResponse
     {
-        let headers = try notification.requestHeaders(authority: key.environment.authority, providerToken: token)
-        let body = notification.payload
         let deadline = ContinuousClock.now + configuration.requestTimeout
-        let state = state
-        return try await withCheckedThrowingContinuation {
-            (continuation: CheckedContinuation<APNsResponse, any Error>) in
-            let handedOver = accepting.withLock { open in
-                guard open else { return false }
-                loop.execute {
-                    let request = APNsPendingRequest(headers: headers, body: body, deadline: deadline) {
-                        continuation.resume(with: $0)
-                    }
-                    state.value.pool(for: key).submit(request)
+        // Written here, not on the loop: the loop serves every caller, and strings
+        // shared by many notifications are not retained by every request.
+        let fields = notification.requestFields(authority: key.environment.authority, providerToken: token)
+        return try await withUnsafeThrowingContinuation { continuation in
+            let request = APNsPendingRequest(
+                fields: fields, payload: notification.payload, poolKey: key, deadline: deadline,
+                continuation: continuation)
+            let handedOver = inbox.withLock { inbox in
+                guard inbox.accepting else { return false }
+                inbox.requests.append(request)
+                // Only the first request of a batch asks the loop to take them, and does
+                // so under the lock, so no hand-over can follow the loop's shutdown.
+                if inbox.requests.count == 1 {
+                    loop.execute { [self] in state.value.takeRequests(from: self.inbox) }
                 }
                 return true
             }
-            if !handedOver { continuation.resume(throwing: Self.shutdownError) }
+            if !handedOver { request.fail(Self.shutdownError) }
         }
     }
+}
+
+/// Requests handed from `send` to the loop: one lock and one append per request,
+/// one loop wake-up per batch. `accepting` turns false at shutdown.
+struct APNsClientInbox {
+    var accepting = true
+    var requests: [APNsPendingRequest] = []
 }
 
 /// The client's loop-confined part: its pools, the periodic tick, shutdown.
@@ -151,6 +159,22 @@ final class APNsClientState {
         self.loop = loop
         self.logger = logger
         self.counters = counters
+    }
+
+    /// Spare storage swapped with the inbox's, so neither allocates per batch.
+    private var batch: [APNsPendingRequest] = []
+
+    /// Submits every request waiting in `inbox` to its pool.
+    func takeRequests(from inbox: borrowing Mutex<APNsClientInbox>) {
+        inbox.withLock { swap(&$0.requests, &batch) }
+        var last: APNsConnectionPool?
+        for request in batch {
+            // A batch mostly goes to one pool: skip hashing its key again.
+            let pool = last.flatMap { $0.key == request.poolKey ? $0 : nil } ?? pool(for: request.poolKey)
+            pool.submit(request)
+            last = pool
+        }
+        batch.removeAll(keepingCapacity: true)
     }
 
     func pool(for key: APNsPoolKey) -> APNsConnectionPool {

@@ -22,7 +22,9 @@ final class APNsConnection: HTTP2ConnectionDelegate {
     /// Whether any answer ever arrived: a connection that never answered counts
     /// as a failed attempt for the pool's backoff.
     private(set) var hasAnswered = false
-    private weak var pool: APNsConnectionPool?
+    /// `unowned`, not `weak` (which would make every retain of the pool a slow one):
+    /// the pool owns its connections, and nothing else keeps one alive.
+    private unowned let pool: APNsConnectionPool
     private let http2: HTTP2Connection
     private let configuration: APNsClient.Configuration
     private let loop: EventLoop
@@ -44,6 +46,7 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         self.loop = loop
         http2 = try HTTP2Connection(role: .client)
         http2.delegate = self
+        http2.keptHeaderNames = APNsResponse.headerNames
         let tls = try TLSStream(
             connectingTo: environment.host, port: environment.port, context: context, requireALPN: "h2",
             timeout: configuration.connectTimeout, loop: loop, delegate: http2)
@@ -65,7 +68,7 @@ final class APNsConnection: HTTP2ConnectionDelegate {
     func start(_ request: APNsPendingRequest) -> Bool {
         guard freeStreams > 0 else { return false }
         do {
-            let streamID = try http2.sendRequest(headers: request.headers, body: request.body)
+            let streamID = try http2.sendRequest(request.fields, body: request.payload)
             // Writing it failed (e.g. the server closed right after a GOAWAY we had not read yet,
             // which the failed write then delivered): the request did not go out whole, and
             // nghttp2 has dropped its stream, so it may go to another connection.
@@ -90,11 +93,11 @@ final class APNsConnection: HTTP2ConnectionDelegate {
             http2.resetStream(streamID, errorCode: NGHTTP2_CANCEL.rawValue)
             request.fail(APNsClientError(.timeout, "no answer from APNs within the request timeout"))
         }
-        if !expired.isEmpty { pool?.connectionHasCapacity(self) }
+        if !expired.isEmpty { pool.connectionHasCapacity(self) }
         guard state == .ready || state == .draining else { return }
         if let pingSentAt {
             if now - pingSentAt > configuration.pingTimeout {
-                pool?.connectionMissedPing(self)
+                pool.connectionMissedPing(self)
                 close(APNsClientError(.connection, "no PING acknowledgement within \(configuration.pingTimeout)"))
             }
         } else if now - lastActivity
@@ -136,7 +139,7 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         guard state == .connecting else { return }
         state = .ready
         lastActivity = .now
-        pool?.connectionBecameReady(self)
+        pool.connectionBecameReady(self)
     }
 
     func connection(
@@ -152,7 +155,7 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         } else {
             request.fail(APNsClientError(.protocolError, "an answer without a valid :status"))
         }
-        pool?.connectionAnswered(self)
+        pool.connectionAnswered(self)
         closeIfDrained()
     }
 
@@ -160,7 +163,7 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         guard let request = inFlight.removeValue(forKey: streamID) else { return }
         if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
             // Not processed by the server (RFC 9113 §8.7): safe to send again.
-            pool?.retry(request, after: .refusedStream)
+            pool.retry(request, after: .refusedStream)
         } else if connection.isClosed {
             request.fail(
                 APNsClientError(
@@ -169,7 +172,7 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         } else {
             request.fail(APNsClientError(.connection, "APNs reset the stream (HTTP/2 error \(errorCode))"))
         }
-        pool?.connectionHasCapacity(self)
+        pool.connectionHasCapacity(self)
         closeIfDrained()
     }
 
@@ -178,15 +181,15 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         // Streams above `lastStreamID` were not processed: they go to another connection.
         let unprocessed = inFlight.keys.filter { $0 > lastStreamID }.sorted()
         for streamID in unprocessed {
-            if let request = inFlight.removeValue(forKey: streamID) { pool?.retry(request, after: .goAway) }
+            if let request = inFlight.removeValue(forKey: streamID) { pool.retry(request, after: .goAway) }
         }
-        pool?.connectionIsDraining(self, errorCode: errorCode)
+        pool.connectionIsDraining(self, errorCode: errorCode)
         closeIfDrained()
     }
 
     func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int) {
         settingsKnown = true
-        pool?.connectionHasCapacity(self)
+        pool.connectionHasCapacity(self)
     }
 
     func connection(_ connection: HTTP2Connection, didReceivePingAck: Void) {
@@ -203,6 +206,6 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         for request in remaining.values {
             request.fail(APNsClientError(.connection, "the connection closed with the request in flight"))
         }
-        pool?.connectionDidClose(self, error: closeReason ?? error, duringConnect: wasConnecting)
+        pool.connectionDidClose(self, error: closeReason ?? error, duringConnect: wasConnecting)
     }
 }

@@ -146,11 +146,13 @@ final class APNsConnectionPool {
         return best
     }
 
-    /// Runs `pump` soon, outside the nghttp2 callback that asked for it.
+    /// Runs `pump` at the end of this loop iteration, outside the nghttp2 callback
+    /// that asked for it, once for all the answers and resets read meanwhile.
     private func schedulePump() {
         guard !pumpScheduled else { return }
         pumpScheduled = true
-        loop.schedule(after: .zero) { [weak self] in self?.pump() }
+        // A strong capture (for the rest of this iteration) keeps the pool free of weak references.
+        loop.deferToEndOfIteration { [self] in pump() }
     }
 
     /// Moves queued requests onto free streams, then opens connections if some still wait.
@@ -177,9 +179,10 @@ final class APNsConnectionPool {
         let now = ContinuousClock.now
         guard now >= nextAttempt else {
             if reconnectTimer == nil {
-                reconnectTimer = loop.schedule(after: now.duration(to: nextAttempt)) { [weak self] in
-                    self?.reconnectTimer = nil
-                    self?.pump()
+                // Pools live as long as their client; shutdown cancels the timer.
+                reconnectTimer = loop.schedule(after: now.duration(to: nextAttempt)) { [self] in
+                    reconnectTimer = nil
+                    pump()
                 }
             }
             return

@@ -8,11 +8,14 @@ public struct APNsEnvironment: Hashable, Sendable, CustomStringConvertible {
     public let name: String
     public let host: String
     public let port: Int
+    /// `:authority`: the host, with the port unless it is 443.
+    let authority: String
 
     public init(name: String, host: String, port: Int = 443) {
         self.name = name
         self.host = host
         self.port = port
+        self.authority = port == 443 ? host : "\(host):\(port)"
     }
 
     /// From a base URL such as `https://api.push.apple.com` or `https://localhost:2197`.
@@ -26,9 +29,6 @@ public struct APNsEnvironment: Hashable, Sendable, CustomStringConvertible {
     public static let production = APNsEnvironment(name: "production", host: "api.push.apple.com")
     /// Apple's development (sandbox) service.
     public static let sandbox = APNsEnvironment(name: "sandbox", host: "api.sandbox.push.apple.com")
-
-    /// `:authority`: the host, with the port unless it is 443.
-    var authority: String { port == 443 ? host : "\(host):\(port)" }
 
     public var description: String { "\(name) (\(authority))" }
 }

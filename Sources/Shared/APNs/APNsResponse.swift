@@ -15,15 +15,53 @@ public struct APNsResponse: Sendable, Equatable, CustomStringConvertible {
         self.reason = reason
     }
 
+    /// The header fields a response is read from.
+    static let headerNames: [StaticString] = [":status", "apns-id"]
+
     /// A response from HTTP/2 headers and body; nil without a valid `:status`.
     init?(headers: [HTTP2Header], body: [UInt8]) {
         guard let statusText = headers[":status"], let status = Int(statusText) else { return nil }
         self.status = status
-        self.apnsID = headers["apns-id"].flatMap(UUID.init(uuidString:))
+        self.apnsID = headers["apns-id"].flatMap(Self.uuid)
         self.reason = status == 200 ? nil : APNsReason(body: body)
     }
 
     public var isSuccess: Bool { status == 200 }
+
+    /// The UUID written as `text` (8-4-4-4-12 hex digits, either case), as
+    /// `UUID(uuidString:)` reads it but without its `sscanf`: every answer has one.
+    static func uuid(_ text: String) -> UUID? {
+        var text = text
+        return text.withUTF8 { chars -> UUID? in
+            guard chars.count == 36 else { return nil }
+            var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            let parsed = withUnsafeMutableBytes(of: &bytes) { out -> Bool in
+                var position = 0
+                for index in 0..<16 {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        guard chars[position] == UInt8(ascii: "-") else { return false }
+                        position += 1
+                    }
+                    guard let high = hexValue(chars[position]), let low = hexValue(chars[position + 1]) else {
+                        return false
+                    }
+                    out[index] = high << 4 | low
+                    position += 2
+                }
+                return true
+            }
+            return parsed ? UUID(uuid: bytes) : nil
+        }
+    }
+
+    private static func hexValue(_ char: UInt8) -> UInt8? {
+        switch char {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): char - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): char - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): char - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
 
     /// For `Unregistered`, when APNs last confirmed the token was no longer valid.
     public var unregisteredTimestamp: Date? {

@@ -64,6 +64,9 @@ public final class HTTP2Connection: TLSStreamDelegate {
     public private(set) var isClosed = false
     /// Set once either side sent or received GOAWAY: no new streams.
     public private(set) var isGoingAway = false
+    /// The only received header fields passed on (names lower-case); nil passes all.
+    /// A client that reads a few fields of each response skips building the rest.
+    public var keptHeaderNames: [StaticString]?
 
     fileprivate var session: OpaquePointer?
     fileprivate var streams: [Int32: StreamState] = [:]
@@ -81,7 +84,21 @@ public final class HTTP2Connection: TLSStreamDelegate {
         var outgoing: [UInt8] = []
         var outgoingOffset = 0
         var finished = false
+
+        /// Ready for another stream, keeping its arrays' memory where nobody else holds them.
+        func reset() {
+            headers.removeAll(keepingCapacity: true)
+            body.removeAll(keepingCapacity: true)
+            outgoing = []
+            outgoingOffset = 0
+            finished = false
+        }
     }
+
+    /// States of closed streams, reused for new ones (a stream is short, and there are many).
+    private var spareStates: [StreamState] = []
+
+    fileprivate func makeStreamState() -> StreamState { spareStates.popLast() ?? StreamState() }
 
     /// `settings` are our SETTINGS (e.g. the server's MAX_CONCURRENT_STREAMS).
     public init(role: Role, settings: [(id: Int32, value: UInt32)] = []) throws(HTTP2Error) {
@@ -127,12 +144,17 @@ public final class HTTP2Connection: TLSStreamDelegate {
 
     /// Sends a request; returns its stream id. Client side only.
     public func sendRequest(headers: [HTTP2Header], body: [UInt8]) throws(HTTP2Error) -> Int32 {
+        try sendRequest(HTTP2HeaderFields(headers), body: body)
+    }
+
+    /// Sends a request; returns its stream id. Client side only.
+    public func sendRequest(_ fields: HTTP2HeaderFields, body: [UInt8]) throws(HTTP2Error) -> Int32 {
         guard let session, !isClosed, !isGoingAway else { throw HTTP2Error("connection is closing") }
-        let state = StreamState()
+        let state = makeStreamState()
         state.outgoing = body
-        // nghttp2 copies the provider; the body itself stays in `state` until sent.
+        // nghttp2 copies the provider and the fields; the body stays in `state` until sent.
         let streamID = withDataProvider(hasBody: !body.isEmpty) { provider in
-            withNameValues(headers) { nva in
+            fields.withNameValues { nva in
                 nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, provider, nil)
             }
         }
@@ -147,8 +169,9 @@ public final class HTTP2Connection: TLSStreamDelegate {
         guard let session, let state = streams[streamID] else { return }
         state.outgoing = body
         state.outgoingOffset = 0
+        let fields = HTTP2HeaderFields(headers)
         let status = withDataProvider(hasBody: !body.isEmpty) { provider in
-            withNameValues(headers) { nva in
+            fields.withNameValues { nva in
                 nghttp2_submit_response(session, streamID, nva.baseAddress, nva.count, provider)
             }
         }
@@ -267,7 +290,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
         insideSession = true
         repeat {
             flushRequested = false
-            while tls.isOpen {
+            while true {
                 var data: UnsafePointer<UInt8>?
                 let length = nghttp2_session_mem_send(session, &data)
                 if length < 0 {
@@ -277,9 +300,11 @@ public final class HTTP2Connection: TLSStreamDelegate {
                     return
                 }
                 guard length > 0, let data else { break }
-                // The bytes are valid until the next mem_send; the stream copies them.
-                tls.write(UnsafeRawBufferPointer(start: data, count: length))
+                // One frame at a time, valid until the next mem_send: the stream copies
+                // it, and every frame of this flush leaves in one TLS write.
+                tls.enqueue(UnsafeRawBufferPointer(start: data, count: length))
             }
+            tls.flushWrites()
         } while flushRequested && tls.isOpen
         insideSession = false
         if tls.isOpen && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
@@ -328,7 +353,12 @@ public final class HTTP2Connection: TLSStreamDelegate {
 
     fileprivate func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let state = streams.removeValue(forKey: streamID) else { return }
-        if !state.finished {
+        let finished = state.finished
+        if spareStates.count < 256 {
+            state.reset()
+            spareStates.append(state)
+        }
+        if !finished {
             delegate?.connection(
                 self, streamWasReset: streamID, errorCode: errorCode == 0 ? NGHTTP2_CANCEL.rawValue : errorCode)
         }
@@ -337,52 +367,67 @@ public final class HTTP2Connection: TLSStreamDelegate {
 
 // MARK: - nghttp2 callbacks (user_data is the unretained HTTP2Connection, which owns the session)
 
-private func connection(_ userData: UnsafeMutableRawPointer?) -> HTTP2Connection {
-    Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+/// Runs `body` with the connection behind `userData`, without retaining it: nghttp2
+/// calls back only from inside a method of the connection (receiving, sending or
+/// submitting), which keeps it alive for the call.
+private func withConnection<Result>(
+    _ userData: UnsafeMutableRawPointer?, _ body: (HTTP2Connection) -> Result
+) -> Result {
+    Unmanaged<HTTP2Connection>.fromOpaque(userData!)._withUnsafeGuaranteedRef(body)
 }
 
 private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
     guard let frame else { return 0 }
-    let http2 = connection(userData)
-    // A server learns of a new request stream here; a client's streams exist already.
-    if http2.role == .server, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
-        http2.streams[frame.pointee.hd.stream_id] == nil
-    {
-        http2.streams[frame.pointee.hd.stream_id] = HTTP2Connection.StreamState()
+    withConnection(userData) { http2 in
+        // A server learns of a new request stream here; a client's streams exist already.
+        if http2.role == .server, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+            http2.streams[frame.pointee.hd.stream_id] == nil
+        {
+            http2.streams[frame.pointee.hd.stream_id] = http2.makeStreamState()
+        }
     }
     return 0
 }
 
 private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
     guard let frame, let name, let value else { return 0 }
-    guard let state = connection(userData).streams[frame.pointee.hd.stream_id] else { return 0 }
-    state.headers.append(
-        HTTP2Header(
-            String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self),
-            String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)))
+    withConnection(userData) { http2 in
+        if let kept = http2.keptHeaderNames,
+            !kept.contains(where: { $0.utf8CodeUnitCount == nameLength && memcmp($0.utf8Start, name, nameLength) == 0 })
+        {
+            return
+        }
+        guard let state = http2.streams[frame.pointee.hd.stream_id] else { return }
+        state.headers.append(
+            HTTP2Header(
+                String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self),
+                String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)))
+    }
     return 0
 }
 
 private let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
-    guard let data, let state = connection(userData).streams[streamID] else { return 0 }
-    state.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
+    guard let data else { return 0 }
+    withConnection(userData) { http2 in
+        http2.streams[streamID]?.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
+    }
     return 0
 }
 
 private let onFrameReceived: nghttp2_on_frame_recv_callback = { _, frame, userData in
     guard let frame else { return 0 }
-    connection(userData).frameReceived(frame)
+    withConnection(userData) { $0.frameReceived(frame) }
     return 0
 }
 
 private let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, errorCode, userData in
-    connection(userData).streamClosed(streamID, errorCode: errorCode)
+    withConnection(userData) { $0.streamClosed(streamID, errorCode: errorCode) }
     return 0
 }
 
 /// Copies the next piece of a stream's outgoing body.
 private let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
-    guard let buffer, let flags, let state = connection(userData).streams[streamID] else {
+    guard let buffer, let flags, let state = withConnection(userData, { $0.streams[streamID] }) else {
         return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
     }
     let count = min(length, state.outgoing.count - state.outgoingOffset)
@@ -394,29 +439,4 @@ private let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer,
         flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
     }
     return count
-}
-
-/// Calls `body` with nghttp2 name/value pairs pointing into `headers`' bytes.
-private func withNameValues<Result>(
-    _ headers: [HTTP2Header], _ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> Result
-) -> Result {
-    // One contiguous buffer keeps every name and value alive for the call.
-    var storage: [UInt8] = []
-    var ranges: [(Range<Int>, Range<Int>)] = []
-    for header in headers {
-        let nameStart = storage.count
-        storage.append(contentsOf: header.name.utf8)
-        let valueStart = storage.count
-        storage.append(contentsOf: header.value.utf8)
-        ranges.append((nameStart..<valueStart, valueStart..<storage.count))
-    }
-    storage.append(0)  // never empty, so baseAddress is non-nil
-    return storage.withUnsafeMutableBufferPointer { bytes in
-        var nva = ranges.map { name, value in
-            nghttp2_nv(
-                name: bytes.baseAddress! + name.lowerBound, value: bytes.baseAddress! + value.lowerBound,
-                namelen: name.count, valuelen: value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
-        }
-        return nva.withUnsafeMutableBufferPointer { body($0) }
-    }
 }

@@ -151,27 +151,29 @@ public final class EventLoop: Sendable {
                 if event.events & EPOLLOUT.rawValue != 0 { loopState.handlers[fd]?.writable() }
             }
             runDueTimers()
-            let work = submitted.withLock { list -> [@Sendable () -> Void] in
-                let taken = list
-                list.removeAll(keepingCapacity: true)
-                return taken
-            }
-            work.forEach { $0() }
+            // Two lists swapped back and forth, so taking the submitted work allocates nothing.
+            var work: [@Sendable () -> Void] = []
+            swap(&work, &loopState.spareWork)
+            submitted.withLock { swap(&$0, &work) }
+            for item in work { item() }
+            work.removeAll(keepingCapacity: true)
+            swap(&work, &loopState.spareWork)
             runDeferred()
         }
         // Run what was submitted before shutdown, so no continuation is left hanging.
-        submitted.withLock { list in
+        let remaining = submitted.withLock { list in
             let taken = list
             list.removeAll()
             return taken
-        }.forEach { $0() }
+        }
+        for item in remaining { item() }
         close(epollFD)
         close(wakeFD)
         finished.signal()
     }
 
     private func nextTimeoutMilliseconds() -> Int32 {
-        guard let next = loopState.timers.values.map(\.deadline).min() else { return -1 }
+        guard let next = loopState.timers.values.lazy.map(\.deadline).min() else { return -1 }
         let remaining = ContinuousClock.now.duration(to: next)
         if remaining <= .zero { return 0 }
         let (seconds, attoseconds) = remaining.components
@@ -184,25 +186,26 @@ public final class EventLoop: Sendable {
     /// Loop thread only.
     public func deferToEndOfIteration(_ work: @escaping () -> Void) {
         assertInEventLoop()
+        // No wake-up needed: loop-thread code runs inside an iteration, whose end runs this.
         loopState.deferred.append(work)
-        if loopState.deferred.count == 1 {
-            // Make sure the loop does not sleep before running it.
-            var one: UInt64 = 1
-            _ = write(wakeFD, &one, 8)
-        }
     }
 
     private func runDeferred() {
         while !loopState.deferred.isEmpty {
-            let work = loopState.deferred
-            loopState.deferred.removeAll(keepingCapacity: true)
-            work.forEach { $0() }
+            var work: [() -> Void] = []
+            swap(&work, &loopState.spareDeferred)
+            swap(&work, &loopState.deferred)
+            for item in work { item() }
+            work.removeAll(keepingCapacity: true)
+            swap(&work, &loopState.spareDeferred)
         }
     }
 
     private func runDueTimers() {
         guard !loopState.timers.isEmpty else { return }
         let now = ContinuousClock.now
+        // Most iterations have nothing due: find that out without building lists.
+        guard loopState.timers.values.contains(where: { $0.deadline <= now }) else { return }
         let due = loopState.timers.filter { $0.value.deadline <= now }.sorted { $0.value.deadline < $1.value.deadline }
         for (id, timer) in due {
             loopState.timers[id] = nil
@@ -218,4 +221,7 @@ private final class LoopState: @unchecked Sendable {
     var timers: [EventLoop.TimerID: (deadline: ContinuousClock.Instant, work: () -> Void)] = [:]
     var nextTimer: UInt64 = 0
     var deferred: [() -> Void] = []
+    /// Emptied lists kept for reuse (see `run` and `runDeferred`).
+    var spareWork: [@Sendable () -> Void] = []
+    var spareDeferred: [() -> Void] = []
 }

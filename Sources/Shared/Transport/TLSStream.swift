@@ -54,6 +54,7 @@ public final class TLSStream: EventLoopSelectable {
         self.delegate = delegate
         self.state = .resolving
         pg_shim_ssl_set_nonblocking_modes(ssl)
+        SSL_set_read_ahead(ssl, 1)  // whole socket reads, not a header then a body per record
         // SNI, and the certificate must name this host.
         _ = pg_shim_ssl_set_sni(ssl, host)
         _ = SSL_set1_host(ssl, host)
@@ -84,6 +85,7 @@ public final class TLSStream: EventLoopSelectable {
         Self.configureSocket(fd)
         SSL_set_fd(ssl, fd)
         pg_shim_ssl_set_nonblocking_modes(ssl)
+        SSL_set_read_ahead(ssl, 1)
         SSL_set_accept_state(ssl)
         // The handshake starts on the first readable event, never here: on another
         // core the client can answer our first flight while this call is still
@@ -138,9 +140,22 @@ public final class TLSStream: EventLoopSelectable {
 
     /// Queues `bytes` and writes as much as the socket takes now.
     public func write(_ bytes: UnsafeRawBufferPointer) {
+        enqueue(bytes)
+        flushWrites()
+    }
+
+    /// Queues `bytes` without writing them yet: many small pieces (HTTP/2 frames)
+    /// queued before one `flushWrites()` share TLS records and system calls.
+    public func enqueue(_ bytes: UnsafeRawBufferPointer) {
         guard state != .closed else { return }
         outbound.append(contentsOf: bytes)
-        if state == .open { flush() }
+    }
+
+    /// Writes what is queued, as much as the socket takes now; nothing to do
+    /// (and no `streamDidDrain`) when nothing is queued.
+    public func flushWrites() {
+        guard state == .open, outboundOffset < outbound.count else { return }
+        flush()
     }
 
     public func write(_ bytes: [UInt8]) { bytes.withUnsafeBytes { write($0) } }
