@@ -306,7 +306,9 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         }
         for command in commands {
             let status = command.bytes.withUnsafeBufferPointer { bytes in
-                bytes.withMemoryRebound(to: CChar.self) { redisAppendFormattedCommand(context, $0.baseAddress, $0.count) }
+                bytes.withMemoryRebound(to: CChar.self) {
+                    redisAppendFormattedCommand(context, $0.baseAddress, $0.count)
+                }
             }
             if status != REDIS_OK { throw failure(context, command: command.name) }
         }
@@ -314,7 +316,9 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         replies.reserveCapacity(commands.count)
         for command in commands {
             var raw: UnsafeMutableRawPointer?
-            guard redisGetReply(context, &raw) == REDIS_OK, let raw else { throw failure(context, command: command.name) }
+            guard redisGetReply(context, &raw) == REDIS_OK, let raw else {
+                throw failure(context, command: command.name)
+            }
             defer { freeReplyObject(raw) }
             replies.append(RedisReply(hiredis: raw.assumingMemoryBound(to: redisReply.self), command: command.name))
         }
