@@ -193,13 +193,23 @@ public enum HotPathScript {
     }
 
     // KEYS: 1 subscription cache, 2 tombstone, 3 rate window, 4 stash, 5 stream
-    // ARGV: 1 key prefix, 2 mode (push|check), 3 rate limit, 4 window ms, 5 message id,
+    // ARGV: 1 key prefix, 2 mode (push|check|app), 3 rate limit, 4 window ms, 5 message id,
     //       6 stash limit, 7 stash lifetime ms, 8 quota month, 9 quota key lifetime s,
     //       10 ciphertext, 11 priority, 12 expiration, 13 collapse id, 14 accepted-at ms,
     //       15 subscription id, 16 (mode `app` only) the reply list key
     // Mode `app` (App API sends): no per-subscription rate window, a pending
     // subscription answers 9 (inactive) instead of being stashed, and the entry
     // carries `reply`. Code 7 carries the reason (`credential_missing`, …).
+    //
+    // Every `redis.call` costs Redis a command lookup and a reply round trip through
+    // Lua, and every write one more AOF record, so the usual push makes as few as
+    // the decision needs: the quota is reserved by one INCR and checked on its
+    // result (given back by DECR in the rare over-quota case: a reservation never
+    // stands above the limit, and the key is back to what it was); a refusal that
+    // comes after the quota in the answer order (no credential, circuit flag) is
+    // known before anything is reserved, so it only reads the quota. The entry's
+    // fields are passed straight to XADD (no table to build and unpack), in the same
+    // order as always (`QueueMessage`).
     static let source = """
         local prefix = ARGV[1]
         if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
@@ -212,10 +222,10 @@ public enum HotPathScript {
         if not limit then return {10, 'account', app[1]} end
         limit = tonumber(limit)
         if app[2] ~= '1' or limit == 0 then return {3} end
+        local mode = ARGV[2]
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        local appMode = ARGV[2] == 'app'
-        if not appMode then
+        if mode ~= 'app' then
           local window = tonumber(ARGV[4])
           redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
           if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) then
@@ -225,44 +235,61 @@ public enum HotPathScript {
           redis.call('ZADD', KEYS[3], now, ARGV[5])
           redis.call('PEXPIRE', KEYS[3], window)
         end
-        local active = sub[5] == 'active'
-        if appMode and not active then return {9} end
-        local quotaKey = prefix .. 'quota:' .. app[1] .. ':' .. ARGV[8]
-        if active and limit > 0 then
-          if tonumber(redis.call('GET', quotaKey) or '0') >= limit then return {5} end
-        end
-        if ARGV[2] == 'check' then return {6} end
-        if not active then
+        if sub[5] ~= 'active' then
+          if mode == 'app' then return {9} end
+          if mode == 'check' then return {6} end
           redis.call('RPUSH', KEYS[4], now .. ':' .. ARGV[10])
           redis.call('LTRIM', KEYS[4], -tonumber(ARGV[6]), -1)
           redis.call('PEXPIRE', KEYS[4], ARGV[7])
           return {8}
         end
-        local environment = 'production'
-        if sub[4] == '1' then environment = 'sandbox' end
+        local quotaKey = prefix .. 'quota:' .. app[1] .. ':' .. ARGV[8]
         local credential = app[3] or ''
-        if credential == '' then return {7, 'credential_missing'} end
-        if app[4] ~= 'active' then return {7, 'credential_rejected'} end
-        if redis.call('EXISTS', prefix .. 'circuit:' .. credential .. ':' .. environment) == 1 then
-          return {7, 'provider_error'}
+        local refusal
+        if mode == 'check' then
+          refusal = false
+        elseif credential == '' then
+          refusal = 'credential_missing'
+        elseif app[4] ~= 'active' then
+          refusal = 'credential_rejected'
+        else
+          local environment = sub[4] == '1' and 'sandbox' or 'production'
+          if redis.call('EXISTS', prefix .. 'circuit:' .. credential .. ':' .. environment) == 1 then
+            refusal = 'provider_error'
+          end
         end
-        local fields = {'v', '1', 'mid', ARGV[5], 'sub', ARGV[15], 'app', sub[1], 'acct', app[1], 'cred', credential,
-          'topic', sub[2], 'token', sub[3], 'sandbox', sub[4], 'title', sub[6] or '', 'body', sub[7] or '',
-          'ct', ARGV[10], 'prio', ARGV[11], 'exp', ARGV[12]}
-        if ARGV[13] ~= '' then
-          fields[#fields + 1] = 'collapse'
-          fields[#fields + 1] = ARGV[13]
+        if mode == 'check' or refusal then
+          if limit > 0 and tonumber(redis.call('GET', quotaKey) or '0') >= limit then return {5} end
+          if refusal then return {7, refusal} end
+          return {6}
         end
-        fields[#fields + 1] = 'at'
-        fields[#fields + 1] = ARGV[14]
-        fields[#fields + 1] = 'qk'
-        fields[#fields + 1] = quotaKey
-        if appMode and ARGV[16] and ARGV[16] ~= '' then
-          fields[#fields + 1] = 'reply'
-          fields[#fields + 1] = ARGV[16]
+        local reserved = redis.call('INCR', quotaKey)
+        if limit > 0 and reserved > limit then
+          redis.call('DECR', quotaKey)
+          return {5}
         end
-        local entry = redis.call('XADD', KEYS[5], '*', unpack(fields))
-        if redis.call('INCR', quotaKey) == 1 then redis.call('EXPIRE', quotaKey, ARGV[9]) end
+        local function enqueue(...)
+          return redis.pcall('XADD', KEYS[5], '*', 'v', '1', 'mid', ARGV[5], 'sub', ARGV[15], 'app', sub[1],
+            'acct', app[1], 'cred', credential, 'topic', sub[2], 'token', sub[3], 'sandbox', sub[4],
+            'title', sub[6] or '', 'body', sub[7] or '', 'ct', ARGV[10], 'prio', ARGV[11], 'exp', ARGV[12], ...)
+        end
+        local collapse = ARGV[13]
+        local reply = mode == 'app' and ARGV[16] ~= nil and ARGV[16] ~= '' and ARGV[16]
+        local entry
+        if collapse ~= '' and reply then
+          entry = enqueue('collapse', collapse, 'at', ARGV[14], 'qk', quotaKey, 'reply', reply)
+        elseif collapse ~= '' then
+          entry = enqueue('collapse', collapse, 'at', ARGV[14], 'qk', quotaKey)
+        elseif reply then
+          entry = enqueue('at', ARGV[14], 'qk', quotaKey, 'reply', reply)
+        else
+          entry = enqueue('at', ARGV[14], 'qk', quotaKey)
+        end
+        if type(entry) == 'table' then
+          if reserved == 1 then redis.call('DEL', quotaKey) else redis.call('DECR', quotaKey) end
+          return entry
+        end
+        if reserved == 1 then redis.call('EXPIRE', quotaKey, ARGV[9]) end
         return {0, entry}
         """
 }
