@@ -30,6 +30,7 @@ final class WebPushRoutes: Sendable {
     /// `PUBLIC_BASE_URL` + `/api/push/m/`: the message resources named in `Location`.
     let messageBase: String
     let failureLog: ThrottledLog
+    let messageIDs = MessageIDGenerator()
 
     init(
         hotPath: RedisMultiplexer, keys: RedisKeys, scriptEncoder: HotPathScript.Encoder, cache: HotPathCache,
@@ -119,7 +120,7 @@ final class WebPushRoutes: Sendable {
         if message.count > Self.maximumMessageSize { return .oversized(headers) }
         try AES128GCMMessage.validate(message)
         guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
-        let messageID = Base64URL.encode(SecureRandom.bytes(16))
+        let messageID = messageIDs.next()
         let command = scriptCommand(
             id: id, checkOnly: false, messageID: messageID, ciphertext: message, headers: headers, now: Date())
         return .admit(Admission(id: id, messageID: messageID, headers: headers, command: command))
@@ -152,7 +153,7 @@ final class WebPushRoutes: Sendable {
     private func oversized(id: String, headers: WebPushHeaders) async -> HTTPResponse {
         do {
             guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
-            let messageID = Base64URL.encode(SecureRandom.bytes(16))
+            let messageID = messageIDs.next()
             let command = scriptCommand(
                 id: id, checkOnly: true, messageID: messageID, ciphertext: [], headers: headers, now: Date())
             _ = try await decide(command, id: id)
