@@ -207,9 +207,11 @@ public enum HotPathScript {
     // result (given back by DECR in the rare over-quota case: a reservation never
     // stands above the limit, and the key is back to what it was); a refusal that
     // comes after the quota in the answer order (no credential, circuit flag) is
-    // known before anything is reserved, so it only reads the quota. The entry's
-    // fields are passed straight to XADD (no table to build and unpack), in the same
-    // order as always (`QueueMessage`).
+    // known before anything is reserved, so it only reads the quota. The rate
+    // window's expiry is refreshed (to twice the window) only when less than one
+    // window is left: every entry still outlives its window, and most pushes read
+    // PTTL instead of writing a PEXPIRE. The entry's fields are passed straight to
+    // XADD (no table to build and unpack), in the same order as always (`QueueMessage`).
     static let source = """
         local prefix = ARGV[1]
         if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
@@ -233,7 +235,7 @@ public enum HotPathScript {
             return {4, tonumber(oldest[2]) + window - now}
           end
           redis.call('ZADD', KEYS[3], now, ARGV[5])
-          redis.call('PEXPIRE', KEYS[3], window)
+          if redis.call('PTTL', KEYS[3]) < window then redis.call('PEXPIRE', KEYS[3], 2 * window) end
         end
         if sub[5] ~= 'active' then
           if mode == 'app' then return {9} end
