@@ -12,9 +12,13 @@ import Synchronization
 /// blocking reads (`BLPOP`, `XREAD … BLOCK`), which would change or stall the
 /// connection every caller shares. Use `RedisClient` for those.
 ///
+/// Items of a `BatchHead` (a script run over a list) submitted together go further:
+/// they leave as one command, and each caller gets its own element of the reply.
+///
 /// Contract:
 /// * Replies come back to their own caller; an error reply of one command is
-///   thrown to that caller only (`RedisError.Code.server`).
+///   thrown to that caller only (`RedisError.Code.server`); so is an error element
+///   of a batch item.
 /// * Scripts (`RedisCommand.script`) are loaded when the connection first needs
 ///   them and reloaded after NOSCRIPT (see `RedisPipelineConnection`).
 /// * When the connection is lost or times out, exactly the commands written or
@@ -41,9 +45,23 @@ public final class RedisMultiplexer: Sendable {
 
     typealias Request = RedisPipelineConnection.Request
 
+    /// A caller's command, or an item that may share a command with others (`BatchHead`).
+    enum Submission: Sendable {
+        case request(Request)
+        case item(BatchItem, completion: @Sendable (Result<RedisReply, RedisError>) -> Void)
+
+        func fail(_ error: RedisError) {
+            switch self {
+            case .request(let request): request.fail(error)
+            case .item(let item, let completion):
+                Request(command: item.command, completion: completion).fail(error)
+            }
+        }
+    }
+
     /// Submissions not yet taken by the loop, and whether a drain is already on its way.
     private struct Inbox {
-        var requests: [Request] = []
+        var submissions: [Submission] = []
         var drainScheduled = false
         var closed = false
     }
@@ -93,7 +111,24 @@ public final class RedisMultiplexer: Sendable {
     public func send(
         _ command: EncodedRedisCommand, completion: @escaping @Sendable (Result<RedisReply, RedisError>) -> Void
     ) {
-        submit(Request(command: command, completion: completion))
+        submit(.request(Request(command: command, completion: completion)))
+    }
+
+    /// Sends `item`, batched with the items of the same head submitted with it, and calls
+    /// `completion` once with its own element of the reply (an error element, or a
+    /// failure of the whole command, as `.failure`). Runs where `send(_:completion:)`'s
+    /// completion runs.
+    public func send(
+        _ item: BatchItem, completion: @escaping @Sendable (Result<RedisReply, RedisError>) -> Void
+    ) {
+        submit(.item(item, completion: completion))
+    }
+
+    /// `send(_:completion:)` of one batch item.
+    public func send(_ item: BatchItem) async throws -> RedisReply {
+        try await withCheckedThrowingContinuation { continuation in
+            send(item) { continuation.resume(with: $0) }
+        }
     }
 
     /// `send(_:)` of a command already written in RESP.
@@ -128,18 +163,18 @@ public final class RedisMultiplexer: Sendable {
         if ownsLoop { loop.shutdown() }
     }
 
-    /// Hands `request` to the loop. Only the first submission after a drain wakes the
+    /// Hands `submission` to the loop. Only the first submission after a drain wakes the
     /// loop; the ones behind it ride along, which is where the batching comes from.
-    private func submit(_ request: Request) {
+    private func submit(_ submission: Submission) {
         let wake: Bool? = inbox.withLock { inbox in
             if inbox.closed { return nil }
-            inbox.requests.append(request)
+            inbox.submissions.append(submission)
             if inbox.drainScheduled { return false }
             inbox.drainScheduled = true
             return true
         }
         switch wake {
-        case nil: request.fail(RedisError(code: .closed, message: "the Redis multiplexer is closed"))
+        case nil: submission.fail(RedisError(code: .closed, message: "the Redis multiplexer is closed"))
         case true?: loop.execute { [self] in drain() }
         case false?: break
         }
@@ -149,15 +184,45 @@ public final class RedisMultiplexer: Sendable {
     /// (moved out of `core` first, so it is uniquely referenced and appending to it
     /// does not copy): in the steady state neither array is reallocated.
     private func drain() {
-        var batch: [Request] = []
+        var batch: [Submission] = []
         swap(&batch, &core.spare)
         inbox.withLock { inbox in
-            swap(&inbox.requests, &batch)
+            swap(&inbox.submissions, &batch)
             inbox.drainScheduled = false
         }
-        core.dispatch(batch)
+        core.dispatch(Self.requests(batch))
         batch.removeAll(keepingCapacity: true)
         core.spare = batch
+    }
+
+    /// The submissions as requests, in order: each run of consecutive items of one
+    /// head becomes one request (at most the head's `maximumItems` items each).
+    static func requests(_ submissions: [Submission]) -> [Request] {
+        var requests: [Request] = []
+        requests.reserveCapacity(submissions.count)
+        var items: [BatchItem] = []
+        var completions: [@Sendable (Result<RedisReply, RedisError>) -> Void] = []
+        func flushItems() {
+            guard !items.isEmpty else { return }
+            requests.append(request(batching: items, completions: completions))
+            items.removeAll(keepingCapacity: true)
+            completions.removeAll(keepingCapacity: true)
+        }
+        for submission in submissions {
+            switch submission {
+            case .request(let request):
+                flushItems()
+                requests.append(request)
+            case .item(let item, let completion):
+                if let head = items.first?.head, head !== item.head || items.count == head.maximumItems {
+                    flushItems()
+                }
+                items.append(item)
+                completions.append(completion)
+            }
+        }
+        flushItems()
+        return requests
     }
 }
 
@@ -177,7 +242,7 @@ extension RedisMultiplexer {
         var waiting: [Request] = []
         var closed = false
         /// The empty array `drain` swaps into the inbox.
-        var spare: [Request] = []
+        var spare: [Submission] = []
 
         init(url: RedisURL, options: Options, loop: EventLoop, logger: Logger?) {
             self.url = url
