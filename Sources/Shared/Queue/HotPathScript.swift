@@ -231,7 +231,9 @@ public enum HotPathScript {
     // Reply: one element per push, in order: {code, …} or that push's error.
     //
     // Each push is decided as if alone (at the same server time `now`); an error in
-    // one (a wrong key type, say) fails only that push's element. The per-push keys
+    // one (a wrong key type, say) fails only that push's element. A batch reads each
+    // app, account and circuit flag once: nothing in it writes them, and the run is
+    // atomic, so every push sees what it would have read itself. The per-push keys
     // are built here from the prefix and the id, like the app/account/quota/circuit
     // keys: all carry the stream's hash tag (`RedisKeys`).
     // Mode `app` (App API sends): no per-subscription rate window, a pending
@@ -256,6 +258,8 @@ public enum HotPathScript {
         local quotaMonth, quotaLifetime = ARGV[6], ARGV[7]
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        -- What the batch has read of apps, accounts and circuit flags, by key.
+        local read = {}
 
         local function decide(mode, id, mid, ct, prio, exp, collapse, at, reply)
           if redis.call('EXISTS', prefix .. 'gone:' .. id) == 1 then return {2} end
@@ -263,9 +267,19 @@ public enum HotPathScript {
             'app', 'topic', 'token', 'sandbox', 'state', 'title', 'body', 'missing')
           if sub[8] then return {1} end
           if not sub[1] then return {10, 'subscription', id} end
-          local app = redis.call('HMGET', prefix .. 'app:' .. sub[1], 'acct', 'enabled', 'cred', 'cstatus')
+          local appKey = prefix .. 'app:' .. sub[1]
+          local app = read[appKey]
+          if not app then
+            app = redis.call('HMGET', appKey, 'acct', 'enabled', 'cred', 'cstatus')
+            read[appKey] = app
+          end
           if not app[1] then return {10, 'app', sub[1]} end
-          local limit = redis.call('HGET', prefix .. 'acct:' .. app[1], 'limit')
+          local accountKey = prefix .. 'acct:' .. app[1]
+          local limit = read[accountKey]
+          if limit == nil then
+            limit = redis.call('HGET', accountKey, 'limit') or false
+            read[accountKey] = limit
+          end
           if not limit then return {10, 'account', app[1]} end
           limit = tonumber(limit)
           if app[2] ~= '1' or limit == 0 then return {3} end
@@ -299,7 +313,9 @@ public enum HotPathScript {
             refusal = 'credential_rejected'
           else
             local environment = sub[4] == '1' and 'sandbox' or 'production'
-            if redis.call('EXISTS', prefix .. 'circuit:' .. credential .. ':' .. environment) == 1 then
+            local circuitKey = prefix .. 'circuit:' .. credential .. ':' .. environment
+            if read[circuitKey] == nil then read[circuitKey] = redis.call('EXISTS', circuitKey) == 1 end
+            if read[circuitKey] then
               refusal = 'provider_error'
             end
           end
