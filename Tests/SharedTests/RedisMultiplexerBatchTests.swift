@@ -134,4 +134,42 @@ import Testing
         // A batch of one gets its one element; larger batches are refused as a whole.
         #expect(failures.allSatisfy { $0 == nil || $0 == .unexpectedReply })
     }
+
+    @Test(.timeLimit(.minutes(1)))
+    func itemsWaitWhileTwoBatchesAreUnansweredAndLeaveWhenTheyAre() async throws {
+        // The first connection never answers; the second answers every PING with +PONG.
+        let server = try ScriptedRedis(connections: [.silent, .answerAll])
+        defer { server.stop() }
+        let redis = try RedisMultiplexer(
+            url: "redis://127.0.0.1:\(server.port)/0",
+            options: .init(connectTimeout: .seconds(2), commandTimeout: .milliseconds(300)))
+        defer { redis.close() }
+        // One item per command, so every item is a batched command of its own.
+        let head = RedisMultiplexer.BatchHead(argumentCount: 1, script: nil, maximumItems: 1) { $0.append("PING") }
+        let item = RedisMultiplexer.BatchItem(head: head, argumentCount: 0) { _ in }
+        let outcomes = Mutex<[Int: RedisError.Code]>([:])
+        let done = AsyncStream<Void>.makeStream()
+        func send(_ index: Int) {
+            redis.send(item) { result in
+                guard case .failure(let error) = result else { return }
+                let count = outcomes.withLock {
+                    $0[index] = error.code
+                    return $0.count
+                }
+                if count == 5 { done.continuation.finish() }
+            }
+        }
+        send(0)
+        send(1)
+        try await Task.sleep(for: .milliseconds(50))
+        for index in 2..<5 { send(index) }
+        for await _ in done.stream {}
+        // The first two were on the silent connection and timed out; the other three
+        // waited for them, then went to the new connection, whose +PONG is not the array
+        // a batch answers with.
+        let codes = outcomes.withLock { $0 }
+        #expect(codes[0] == .timeout && codes[1] == .timeout)
+        #expect((2..<5).allSatisfy { codes[$0] == .unexpectedReply })
+        #expect(server.accepted == 2)
+    }
 }

@@ -75,9 +75,11 @@ extension RedisMultiplexer {
     /// (an error element fails that item only); a failure of the whole command, or a
     /// reply of the wrong shape, fails every item.
     static func request(
-        batching items: [BatchItem], completions: [@Sendable (Result<RedisReply, RedisError>) -> Void]
+        batching items: [BatchItem], completions: [@Sendable (Result<RedisReply, RedisError>) -> Void],
+        onAnswered: (@Sendable () -> Void)? = nil
     ) -> Request {
         Request(command: command(of: items)) { result in
+            defer { onAnswered?() }
             let replies: [RedisReply]
             switch result {
             case .failure(let error):

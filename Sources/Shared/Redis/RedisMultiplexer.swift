@@ -12,8 +12,10 @@ import Synchronization
 /// blocking reads (`BLPOP`, `XREAD … BLOCK`), which would change or stall the
 /// connection every caller shares. Use `RedisClient` for those.
 ///
-/// Items of a `BatchHead` (a script run over a list) submitted together go further:
-/// they leave as one command, and each caller gets its own element of the reply.
+/// Items of a `BatchHead` (a script run over a list) go further: those submitted
+/// together leave as one command, and each caller gets its own element of the reply;
+/// while two batched commands are unanswered, new items wait and leave together after
+/// them, so batches grow with the load.
 ///
 /// Contract:
 /// * Replies come back to their own caller; an error reply of one command is
@@ -190,21 +192,22 @@ public final class RedisMultiplexer: Sendable {
             swap(&inbox.submissions, &batch)
             inbox.drainScheduled = false
         }
-        core.dispatch(Self.requests(batch))
+        core.accept(batch)
         batch.removeAll(keepingCapacity: true)
         core.spare = batch
     }
 
     /// The submissions as requests, in order: each run of consecutive items of one
-    /// head becomes one request (at most the head's `maximumItems` items each).
-    static func requests(_ submissions: [Submission]) -> [Request] {
+    /// head becomes one request (at most the head's `maximumItems` items each), which
+    /// calls `onAnswered` once its items have their answers.
+    static func requests(_ submissions: [Submission], onAnswered: (@Sendable () -> Void)? = nil) -> [Request] {
         var requests: [Request] = []
         requests.reserveCapacity(submissions.count)
         var items: [BatchItem] = []
         var completions: [@Sendable (Result<RedisReply, RedisError>) -> Void] = []
         func flushItems() {
             guard !items.isEmpty else { return }
-            requests.append(request(batching: items, completions: completions))
+            requests.append(request(batching: items, completions: completions, onAnswered: onAnswered))
             items.removeAll(keepingCapacity: true)
             completions.removeAll(keepingCapacity: true)
         }
@@ -243,6 +246,11 @@ extension RedisMultiplexer {
         var closed = false
         /// The empty array `drain` swaps into the inbox.
         var spare: [Submission] = []
+        /// Batch items waiting for a batched command in flight to be answered.
+        var held: [Submission] = []
+        var batchesInFlight = 0
+        /// Two, so Redis has the next batch at hand while the ingress reads the last one's answer.
+        static let batchesInFlightLimit = 2
 
         init(url: RedisURL, options: Options, loop: EventLoop, logger: Logger?) {
             self.url = url
@@ -326,6 +334,41 @@ extension RedisMultiplexer {
             connection = nil
             for request in waiting { request.fail(error) }
             waiting = []
+            for item in held { item.fail(error) }
+            held = []
+        }
+
+        /// Commands leave at once; batch items leave at once too unless
+        /// `batchesInFlightLimit` batched commands are already on their way. Then they
+        /// wait for one of those to be answered and leave together: batches grow with
+        /// the load (Redis pays its cost per script run and per read fewer times),
+        /// and at low load nothing waits. Items may thereby pass commands submitted
+        /// after them; each caller's own item and command stay in order, since a
+        /// caller waits for one's answer before sending the next.
+        func accept(_ submissions: [Submission]) {
+            var requests: [Request] = []
+            for submission in submissions {
+                if case .request(let request) = submission {
+                    requests.append(request)
+                } else {
+                    held.append(submission)
+                }
+            }
+            dispatch(requests)
+            releaseHeld()
+        }
+
+        private func releaseHeld() {
+            guard batchesInFlight < Self.batchesInFlightLimit, !held.isEmpty else { return }
+            let items = held
+            held.removeAll(keepingCapacity: true)
+            // Answers arrive on the loop's thread (or, once closed, in `shutDown` there).
+            let requests = RedisMultiplexer.requests(items) { [self] in
+                batchesInFlight -= 1
+                releaseHeld()
+            }
+            batchesInFlight += requests.count
+            dispatch(requests)
         }
     }
 }
