@@ -6,6 +6,8 @@ import Synchronization
 /// workers' circuit flag, then stash (pending) or enqueue (active) and reserve one
 /// unit of quota. One round trip on the happy path; on a cache miss it answers
 /// `.cacheMiss` and the caller fills the cache from Postgres and runs it again.
+/// One run decides a batch of pushes (`Encoder`, `RedisMultiplexer.BatchHead`), each
+/// as if alone; `command(_:keys:)` is a batch of one.
 ///
 /// Time comes from the Redis server (`TIME`), so every ingress replica shares one
 /// clock for the windows and the stash's lifetime.
