@@ -16,7 +16,8 @@ extension RedisMultiplexer {
 
         /// `body` writes exactly `argumentCount` arguments, the command's name first.
         public init(
-            argumentCount: Int, script: RedisScript?, maximumItems: Int, _ body: (inout EncodedRedisCommand.Writer) -> Void
+            argumentCount: Int, script: RedisScript?, maximumItems: Int,
+            _ body: (inout EncodedRedisCommand.Writer) -> Void
         ) {
             precondition(maximumItems > 0, "a batch holds at least one item")
             arguments = EncodedRedisCommand(argumentCount: argumentCount, script: script, body)
@@ -88,7 +89,8 @@ extension RedisMultiplexer {
             case .success(let reply):
                 guard let elements = reply.array, elements.count == completions.count else {
                     let error = RedisError(
-                        code: .unexpectedReply, message: "a batched command answered \(completions.count) items wrongly")
+                        code: .unexpectedReply, message: "a batched command answered \(completions.count) items wrongly"
+                    )
                     for completion in completions { completion(.failure(error)) }
                     return
                 }
