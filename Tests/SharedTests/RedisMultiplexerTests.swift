@@ -311,14 +311,14 @@ final class ScriptedRedis: @unchecked Sendable {
     }
 
     @Test(arguments: [nil, "collapse-topic"])
-    func hotPathEncoderWritesExactlyTheBytesOfTheScriptCommand(collapseID: String?) {
+    func hotPathEncoderItemAloneIsExactlyTheBytesOfTheScriptCommand(collapseID: String?) {
         let keys = RedisKeys(stream: "pushgate:queue:{7}", namespace: "ns")
         let request = HotPathScript.Request(
             subscriptionID: "AbCdEfGhIjKlMnOpQrStUv", checkOnly: collapseID == nil, rateLimit: 120,
             rateWindowMilliseconds: 60_000, stashLimit: 5, stashLifetimeMilliseconds: 1_800_000, quotaMonth: "202611",
             messageID: "ZyXwVuTsRqPoNmLkJiHgFe", ciphertext: (0..<300).map { UInt8(truncatingIfNeeded: $0 * 7) },
             priority: 5, expiration: 1_764_000_000, collapseID: collapseID, acceptedAt: 1_763_990_000_123)
-        let encoded = HotPathScript.Encoder(keys: keys).command(request)
+        let encoded = HotPathScript.Encoder(keys: keys).item(request).command
         #expect(encoded.bytes == EncodedRedisCommand(HotPathScript.command(request, keys: keys)).bytes)
         #expect(encoded.script == HotPathScript.script)
         #expect(encoded.name == "EVALSHA")

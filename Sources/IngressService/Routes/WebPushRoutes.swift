@@ -16,10 +16,11 @@ import Shared
 final class WebPushRoutes: Sendable {
     static let maximumMessageSize = 8192
 
-    /// Runs the hot-path script: every push's one round trip, pipelined with the others in flight.
+    /// Runs the hot-path script: every push's one round trip, pipelined with the others in
+    /// flight, and decided in one script run with the pushes that arrive with it.
     let hotPath: RedisMultiplexer
     let keys: RedisKeys
-    /// Writes the hot-path script's command straight into RESP.
+    /// Writes each push as an item of the hot-path script's batched command.
     let scriptEncoder: HotPathScript.Encoder
     let cache: HotPathCache
     let metrics: IngressMetrics
@@ -30,6 +31,7 @@ final class WebPushRoutes: Sendable {
     /// `PUBLIC_BASE_URL` + `/api/push/m/`: the message resources named in `Location`.
     let messageBase: String
     let failureLog: ThrottledLog
+    let messageIDs = MessageIDGenerator()
 
     init(
         hotPath: RedisMultiplexer, keys: RedisKeys, scriptEncoder: HotPathScript.Encoder, cache: HotPathCache,
@@ -60,7 +62,7 @@ final class WebPushRoutes: Sendable {
         let id: String
         let messageID: String
         let headers: WebPushHeaders
-        let command: EncodedRedisCommand
+        let item: RedisMultiplexer.BatchItem
     }
 
     /// What the checks before Redis decided.
@@ -91,13 +93,13 @@ final class WebPushRoutes: Sendable {
             respond(reject(error))
             return
         }
-        hotPath.send(admission.command) { [self] result in
+        hotPath.send(admission.item) { [self] result in
             do {
                 let decision = try Self.refusal(HotPathScript.decision(from: result.get()))
                 if case .cacheMiss = decision {
                     Task {
                         do {
-                            respond(try answer(try await decide(admission.command, id: id, after: decision), admission))
+                            respond(try answer(try await decide(admission.item, id: id, after: decision), admission))
                         } catch {
                             respond(reject(error))
                         }
@@ -119,10 +121,10 @@ final class WebPushRoutes: Sendable {
         if message.count > Self.maximumMessageSize { return .oversized(headers) }
         try AES128GCMMessage.validate(message)
         guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
-        let messageID = Base64URL.encode(SecureRandom.bytes(16))
-        let command = scriptCommand(
+        let messageID = messageIDs.next()
+        let item = scriptItem(
             id: id, checkOnly: false, messageID: messageID, ciphertext: message, headers: headers, now: Date())
-        return .admit(Admission(id: id, messageID: messageID, headers: headers, command: command))
+        return .admit(Admission(id: id, messageID: messageID, headers: headers, item: item))
     }
 
     /// 201 for a queued or stashed push.
@@ -152,20 +154,20 @@ final class WebPushRoutes: Sendable {
     private func oversized(id: String, headers: WebPushHeaders) async -> HTTPResponse {
         do {
             guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
-            let messageID = Base64URL.encode(SecureRandom.bytes(16))
-            let command = scriptCommand(
+            let messageID = messageIDs.next()
+            let item = scriptItem(
                 id: id, checkOnly: true, messageID: messageID, ciphertext: [], headers: headers, now: Date())
-            _ = try await decide(command, id: id)
+            _ = try await decide(item, id: id)
             throw PushAPIError.tooLarge
         } catch {
             return reject(error)
         }
     }
 
-    /// The hot-path script's command for one push (or, `checkOnly`, for the checks before 413).
-    private func scriptCommand(
+    /// The hot-path script's item for one push (or, `checkOnly`, for the checks before 413).
+    private func scriptItem(
         id: String, checkOnly: Bool, messageID: String, ciphertext: [UInt8], headers: WebPushHeaders, now: Date
-    ) -> EncodedRedisCommand {
+    ) -> RedisMultiplexer.BatchItem {
         let acceptedAt = Int64(now.timeIntervalSince1970 * 1000)
         let request = HotPathScript.Request(
             subscriptionID: id, checkOnly: checkOnly, rateLimit: pushRateLimit.limit,
@@ -174,19 +176,19 @@ final class WebPushRoutes: Sendable {
             messageID: messageID, ciphertext: ciphertext, priority: headers.priority,
             expiration: headers.ttl == 0 ? 0 : acceptedAt / 1000 + Int64(headers.ttl), collapseID: headers.topic,
             acceptedAt: acceptedAt)
-        return scriptEncoder.command(request)
+        return scriptEncoder.item(request)
     }
 
     /// Runs the hot-path script, filling the cache from Postgres on a miss (at most
     /// once per entry), and turns refusals into `PushAPIError`s. `earlier` is the
     /// decision of a run already made (by the callback path), which counts as the first.
     private func decide(
-        _ command: EncodedRedisCommand, id: String, after earlier: HotPathScript.Decision? = nil
+        _ item: RedisMultiplexer.BatchItem, id: String, after earlier: HotPathScript.Decision? = nil
     ) async throws -> HotPathScript.Decision {
         var decision = earlier
         for attempt in 0..<4 {
             if attempt > 0 || decision == nil {
-                decision = try Self.refusal(HotPathScript.decision(from: try await hotPath.send(command)))
+                decision = try Self.refusal(HotPathScript.decision(from: try await hotPath.send(item)))
             }
             guard case .cacheMiss(let kind, let entryID) = decision else { return decision! }
             try await cache.fill(kind: kind, id: entryID, subscriptionID: id)

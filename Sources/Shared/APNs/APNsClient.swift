@@ -43,6 +43,14 @@ public final class APNsClient: Sendable {
                 counters: counters))
     }
 
+    /// Dropped without `shutdown`: the pools are closed and released on the loop,
+    /// between its callbacks (a connection refers to its pool `unowned`, and a
+    /// callback may resume the last holder of the client on another thread).
+    deinit {
+        let state = state
+        loop.execute { state.value.abandon() }
+    }
+
     /// Sends `notification` with `credential`'s provider token to `environment`.
     ///
     /// Returns APNs's answer, successful or not. Throws `APNsClientError`: `invalidRequest`
@@ -191,6 +199,15 @@ final class APNsClientState {
         shutdown = (deadline, done)
         for pool in pools.values { pool.beginShutdown() }
         checkShutdown()
+    }
+
+    /// The client is gone: fails what is queued, closes every connection now and
+    /// drops the pools.
+    func abandon() {
+        for pool in pools.values { pool.finishShutdown() }
+        pools.removeAll()
+        if let tickTimer { loop.cancel(tickTimer) }
+        tickTimer = nil
     }
 
     private func scheduleTick() {

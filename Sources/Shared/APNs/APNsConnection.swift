@@ -68,11 +68,10 @@ final class APNsConnection: HTTP2ConnectionDelegate {
     func start(_ request: APNsPendingRequest) -> Bool {
         guard freeStreams > 0 else { return false }
         do {
+            // Only submitted here (the frames leave at the end of the loop iteration), so
+            // the stream is ours from now on: a close or reset before the answer reaches
+            // it through `inFlight`, never by sending the request again from here.
             let streamID = try http2.sendRequest(request.fields, body: request.payload)
-            // Writing it failed (e.g. the server closed right after a GOAWAY we had not read yet,
-            // which the failed write then delivered): the request did not go out whole, and
-            // nghttp2 has dropped its stream, so it may go to another connection.
-            guard state == .ready else { return false }
             inFlight[streamID] = request
             return true
         } catch {

@@ -1,9 +1,13 @@
+import Synchronization
+
 /// The whole per-push decision of a Web Push delivery, as one Lua script run by
 /// SHA: tombstone, subscription, app and account from the cache, push enabled,
 /// the per-subscription sliding window, the monthly quota, the credential and the
 /// workers' circuit flag, then stash (pending) or enqueue (active) and reserve one
 /// unit of quota. One round trip on the happy path; on a cache miss it answers
 /// `.cacheMiss` and the caller fills the cache from Postgres and runs it again.
+/// One run decides a batch of pushes (`Encoder`, `RedisMultiplexer.BatchHead`), each
+/// as if alone; `command(_:keys:)` is a batch of one.
 ///
 /// Time comes from the Redis server (`TIME`), so every ingress replica shares one
 /// clock for the windows and the stash's lifetime.
@@ -76,6 +80,9 @@ public enum HotPathScript {
             self.acceptedAt = acceptedAt
         }
 
+        /// The script's mode: `app`, `check` or `push`.
+        var mode: String { replyKey != nil ? "app" : (checkOnly ? "check" : "push") }
+
         /// An App API send (mode `app`): no rate window, no stash, a reply list.
         public static func appAPI(
             subscriptionID: String, quotaMonth: String, messageID: String, ciphertext: [UInt8], priority: Int,
@@ -94,68 +101,94 @@ public enum HotPathScript {
     /// Quota keys outlive their month by a few days (the worker may still release).
     public static let quotaKeyLifetimeSeconds = 40 * 86_400
 
-    /// The `EVALSHA` command for `request`.
+    /// The most pushes one script run decides (`Encoder`'s batches): long enough to
+    /// spread Redis's fixed cost per run, short enough not to hold Redis up (a push
+    /// takes it some tens of microseconds).
+    public static let maximumBatch = 32
+
+    /// The `EVALSHA` command for `request` alone (a batch of one); its reply is read
+    /// with `itemReply(_:)`.
     public static func command(_ request: Request, keys: RedisKeys) -> RedisCommand {
-        let id = request.subscriptionID
-        return .script(
-            script,
-            keys: [keys.subscription(id), keys.tombstone(id), keys.pushRate(id), keys.stash(id), keys.stream],
+        .script(
+            script, keys: [keys.stream],
             arguments: [
-                keys.prefix, request.replyKey != nil ? "app" : (request.checkOnly ? "check" : "push"),
-                request.rateLimit, request.rateWindowMilliseconds,
-                request.messageID, request.stashLimit, request.stashLifetimeMilliseconds, request.quotaMonth,
-                quotaKeyLifetimeSeconds, request.ciphertext, request.priority, request.expiration,
-                request.collapseID ?? "", request.acceptedAt, id,
-            ] + (request.replyKey.map { [$0 as any RedisValueConvertible] } ?? []))
+                keys.prefix, request.rateLimit, request.rateWindowMilliseconds, request.stashLimit,
+                request.stashLifetimeMilliseconds, request.quotaMonth, quotaKeyLifetimeSeconds, request.mode,
+                request.subscriptionID, request.messageID, request.ciphertext, request.priority, request.expiration,
+                request.collapseID ?? "", request.acceptedAt, request.replyKey ?? "",
+            ])
     }
 
-    /// `command(_:keys:)` already written in RESP, byte for byte the same, without the
-    /// intermediate argument arrays (the Web Push hot path builds one per push).
-    public struct Encoder: Sendable {
+    /// The one push's reply in the reply of `command(_:keys:)`; an error reply of the
+    /// script or of the push is thrown.
+    public static func itemReply(_ reply: RedisReply) throws(RedisError) -> RedisReply {
+        let item = try reply.throwingError().array?.first
+        guard let item else {
+            throw RedisError(code: .unexpectedReply, message: "hot-path script answered an unexpected shape")
+        }
+        return try item.throwingError()
+    }
+
+    /// Writes Web Push requests as items of one batched `EVALSHA` (see
+    /// `RedisMultiplexer.BatchHead`): a batch of one is byte for byte
+    /// `command(_:keys:)`. Requests whose shared arguments match (the usual case:
+    /// they only change with the quota month) share one head.
+    public final class Encoder: Sendable {
         public let keys: RedisKeys
-        // Each key is one of these followed by the subscription id (see `RedisKeys`).
-        private let subscription: String
-        private let tombstone: String
-        private let pushRate: String
-        private let stash: String
         private let sha1: String
+        private let lastHead = Mutex<(shared: SharedArguments, head: RedisMultiplexer.BatchHead)?>(nil)
+
+        /// What every push of a batch shares.
+        private struct SharedArguments: Equatable {
+            let rateLimit: Int
+            let rateWindowMilliseconds: Int64
+            let stashLimit: Int
+            let stashLifetimeMilliseconds: Int64
+            let quotaMonth: String
+        }
 
         public init(keys: RedisKeys) {
             self.keys = keys
-            subscription = keys.subscription("")
-            tombstone = keys.tombstone("")
-            pushRate = keys.pushRate("")
-            stash = keys.stash("")
             sha1 = script.sha1
         }
 
-        public func command(_ request: Request) -> EncodedRedisCommand {
-            let id = request.subscriptionID
-            return EncodedRedisCommand(argumentCount: 23, script: script, capacity: request.ciphertext.count + 640) {
-                $0.append("EVALSHA")
-                $0.append(sha1)
-                $0.append("5")
-                $0.append(subscription, id)
-                $0.append(tombstone, id)
-                $0.append(pushRate, id)
-                $0.append(stash, id)
-                $0.append(keys.stream)
-                $0.append(keys.prefix)
-                $0.append(request.checkOnly ? "check" : "push")
-                $0.append(Int64(request.rateLimit))
-                $0.append(request.rateWindowMilliseconds)
+        public func item(_ request: Request) -> RedisMultiplexer.BatchItem {
+            RedisMultiplexer.BatchItem(
+                head: head(for: request), argumentCount: 9, capacity: request.ciphertext.count + 160
+            ) {
+                $0.append(request.mode)
+                $0.append(request.subscriptionID)
                 $0.append(request.messageID)
-                $0.append(Int64(request.stashLimit))
-                $0.append(request.stashLifetimeMilliseconds)
-                $0.append(request.quotaMonth)
-                $0.append(Int64(quotaKeyLifetimeSeconds))
                 $0.append(request.ciphertext)
                 $0.append(Int64(request.priority))
                 $0.append(request.expiration)
                 $0.append(request.collapseID ?? "")
                 $0.append(request.acceptedAt)
-                $0.append(id)
+                $0.append(request.replyKey ?? "")
             }
+        }
+
+        private func head(for request: Request) -> RedisMultiplexer.BatchHead {
+            let shared = SharedArguments(
+                rateLimit: request.rateLimit, rateWindowMilliseconds: request.rateWindowMilliseconds,
+                stashLimit: request.stashLimit, stashLifetimeMilliseconds: request.stashLifetimeMilliseconds,
+                quotaMonth: request.quotaMonth)
+            if let last = lastHead.withLock({ $0 }), last.shared == shared { return last.head }
+            let head = RedisMultiplexer.BatchHead(argumentCount: 11, script: script, maximumItems: maximumBatch) {
+                $0.append("EVALSHA")
+                $0.append(sha1)
+                $0.append("1")
+                $0.append(keys.stream)
+                $0.append(keys.prefix)
+                $0.append(Int64(shared.rateLimit))
+                $0.append(shared.rateWindowMilliseconds)
+                $0.append(Int64(shared.stashLimit))
+                $0.append(shared.stashLifetimeMilliseconds)
+                $0.append(shared.quotaMonth)
+                $0.append(Int64(quotaKeyLifetimeSeconds))
+            }
+            lastHead.withLock { $0 = (shared, head) }
+            return head
         }
     }
 
@@ -192,77 +225,142 @@ public enum HotPathScript {
         throw RedisError(code: .unexpectedReply, message: "hot-path script answered an unknown code")
     }
 
-    // KEYS: 1 subscription cache, 2 tombstone, 3 rate window, 4 stash, 5 stream
-    // ARGV: 1 key prefix, 2 mode (push|check), 3 rate limit, 4 window ms, 5 message id,
-    //       6 stash limit, 7 stash lifetime ms, 8 quota month, 9 quota key lifetime s,
-    //       10 ciphertext, 11 priority, 12 expiration, 13 collapse id, 14 accepted-at ms,
-    //       15 subscription id, 16 (mode `app` only) the reply list key
+    // KEYS: 1 the queue stream
+    // ARGV: 1 key prefix, 2 rate limit, 3 window ms, 4 stash limit, 5 stash lifetime ms,
+    //       6 quota month, 7 quota key lifetime s; then 9 per push: mode (push|check|app),
+    //       subscription id, message id, ciphertext, priority, expiration, collapse id
+    //       (or empty), accepted-at ms, reply list key (mode `app`; else empty)
+    // Reply: one element per push, in order: {code, …} or that push's error.
+    //
+    // Each push is decided as if alone (at the same server time `now`); an error in
+    // one (a wrong key type, say) fails only that push's element. A batch reads each
+    // app, account and circuit flag once: nothing in it writes them, and the run is
+    // atomic, so every push sees what it would have read itself. The per-push keys
+    // are built here from the prefix and the id, like the app/account/quota/circuit
+    // keys: all carry the stream's hash tag (`RedisKeys`).
     // Mode `app` (App API sends): no per-subscription rate window, a pending
     // subscription answers 9 (inactive) instead of being stashed, and the entry
     // carries `reply`. Code 7 carries the reason (`credential_missing`, …).
+    //
+    // Every `redis.call` costs Redis a command lookup and a reply round trip through
+    // Lua, and every write one more AOF record, so the usual push makes as few as
+    // the decision needs: the quota is reserved by one INCR and checked on its
+    // result (given back by DECR in the rare over-quota case: a reservation never
+    // stands above the limit, and the key is back to what it was); a refusal that
+    // comes after the quota in the answer order (no credential, circuit flag) is
+    // known before anything is reserved, so it only reads the quota. The rate
+    // window's expiry is refreshed (to twice the window) only when less than one
+    // window is left: every entry still outlives its window, and most pushes read
+    // PTTL instead of writing a PEXPIRE. The entry's fields are passed straight to
+    // XADD (no table to build and unpack), in the same order as always (`QueueMessage`).
     static let source = """
-        local prefix = ARGV[1]
-        if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
-        local sub = redis.call('HMGET', KEYS[1], 'app', 'topic', 'token', 'sandbox', 'state', 'title', 'body', 'missing')
-        if sub[8] then return {1} end
-        if not sub[1] then return {10, 'subscription', ARGV[15]} end
-        local app = redis.call('HMGET', prefix .. 'app:' .. sub[1], 'acct', 'enabled', 'cred', 'cstatus')
-        if not app[1] then return {10, 'app', sub[1]} end
-        local limit = redis.call('HGET', prefix .. 'acct:' .. app[1], 'limit')
-        if not limit then return {10, 'account', app[1]} end
-        limit = tonumber(limit)
-        if app[2] ~= '1' or limit == 0 then return {3} end
+        local stream, prefix = KEYS[1], ARGV[1]
+        local rateLimit, window = tonumber(ARGV[2]), tonumber(ARGV[3])
+        local stashLimit, stashLifetime = tonumber(ARGV[4]), ARGV[5]
+        local quotaMonth, quotaLifetime = ARGV[6], ARGV[7]
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        local appMode = ARGV[2] == 'app'
-        if not appMode then
-          local window = tonumber(ARGV[4])
-          redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
-          if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) then
-            local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-            return {4, tonumber(oldest[2]) + window - now}
+        -- What the batch has read of apps, accounts and circuit flags, by key.
+        local read = {}
+
+        local function decide(mode, id, mid, ct, prio, exp, collapse, at, reply)
+          if redis.call('EXISTS', prefix .. 'gone:' .. id) == 1 then return {2} end
+          local sub = redis.call('HMGET', prefix .. 'sub:' .. id,
+            'app', 'topic', 'token', 'sandbox', 'state', 'title', 'body', 'missing')
+          if sub[8] then return {1} end
+          if not sub[1] then return {10, 'subscription', id} end
+          local appKey = prefix .. 'app:' .. sub[1]
+          local app = read[appKey]
+          if not app then
+            app = redis.call('HMGET', appKey, 'acct', 'enabled', 'cred', 'cstatus')
+            read[appKey] = app
           end
-          redis.call('ZADD', KEYS[3], now, ARGV[5])
-          redis.call('PEXPIRE', KEYS[3], window)
+          if not app[1] then return {10, 'app', sub[1]} end
+          local accountKey = prefix .. 'acct:' .. app[1]
+          local limit = read[accountKey]
+          if limit == nil then
+            limit = redis.call('HGET', accountKey, 'limit') or false
+            read[accountKey] = limit
+          end
+          if not limit then return {10, 'account', app[1]} end
+          limit = tonumber(limit)
+          if app[2] ~= '1' or limit == 0 then return {3} end
+          if mode ~= 'app' then
+            local rate = prefix .. 'rate:push:' .. id
+            redis.call('ZREMRANGEBYSCORE', rate, '-inf', now - window)
+            if redis.call('ZCARD', rate) >= rateLimit then
+              local oldest = redis.call('ZRANGE', rate, 0, 0, 'WITHSCORES')
+              return {4, tonumber(oldest[2]) + window - now}
+            end
+            redis.call('ZADD', rate, now, mid)
+            if redis.call('PTTL', rate) < window then redis.call('PEXPIRE', rate, 2 * window) end
+          end
+          if sub[5] ~= 'active' then
+            if mode == 'app' then return {9} end
+            if mode == 'check' then return {6} end
+            local stash = prefix .. 'stash:' .. id
+            redis.call('RPUSH', stash, now .. ':' .. ct)
+            redis.call('LTRIM', stash, -stashLimit, -1)
+            redis.call('PEXPIRE', stash, stashLifetime)
+            return {8}
+          end
+          local quotaKey = prefix .. 'quota:' .. app[1] .. ':' .. quotaMonth
+          local credential = app[3] or ''
+          local refusal
+          if mode == 'check' then
+            refusal = false
+          elseif credential == '' then
+            refusal = 'credential_missing'
+          elseif app[4] ~= 'active' then
+            refusal = 'credential_rejected'
+          else
+            local environment = sub[4] == '1' and 'sandbox' or 'production'
+            local circuitKey = prefix .. 'circuit:' .. credential .. ':' .. environment
+            if read[circuitKey] == nil then read[circuitKey] = redis.call('EXISTS', circuitKey) == 1 end
+            if read[circuitKey] then
+              refusal = 'provider_error'
+            end
+          end
+          if mode == 'check' or refusal then
+            if limit > 0 and tonumber(redis.call('GET', quotaKey) or '0') >= limit then return {5} end
+            if refusal then return {7, refusal} end
+            return {6}
+          end
+          local reserved = redis.call('INCR', quotaKey)
+          if limit > 0 and reserved > limit then
+            redis.call('DECR', quotaKey)
+            return {5}
+          end
+          local function enqueue(...)
+            return redis.pcall('XADD', stream, '*', 'v', '1', 'mid', mid, 'sub', id, 'app', sub[1], 'acct', app[1],
+              'cred', credential, 'topic', sub[2], 'token', sub[3], 'sandbox', sub[4], 'title', sub[6] or '',
+              'body', sub[7] or '', 'ct', ct, 'prio', prio, 'exp', exp, ...)
+          end
+          reply = mode == 'app' and reply ~= '' and reply
+          local entry
+          if collapse ~= '' and reply then
+            entry = enqueue('collapse', collapse, 'at', at, 'qk', quotaKey, 'reply', reply)
+          elseif collapse ~= '' then
+            entry = enqueue('collapse', collapse, 'at', at, 'qk', quotaKey)
+          elseif reply then
+            entry = enqueue('at', at, 'qk', quotaKey, 'reply', reply)
+          else
+            entry = enqueue('at', at, 'qk', quotaKey)
+          end
+          if type(entry) == 'table' then
+            if reserved == 1 then redis.call('DEL', quotaKey) else redis.call('DECR', quotaKey) end
+            error(entry)
+          end
+          if reserved == 1 then redis.call('EXPIRE', quotaKey, quotaLifetime) end
+          return {0, entry}
         end
-        local active = sub[5] == 'active'
-        if appMode and not active then return {9} end
-        local quotaKey = prefix .. 'quota:' .. app[1] .. ':' .. ARGV[8]
-        if active and limit > 0 then
-          if tonumber(redis.call('GET', quotaKey) or '0') >= limit then return {5} end
+
+        local results = {}
+        for base = 8, #ARGV, 9 do
+          local ok, result = pcall(decide, unpack(ARGV, base, base + 8))
+          if not ok then result = {err = type(result) == 'table' and result.err or tostring(result)} end
+          results[#results + 1] = result
         end
-        if ARGV[2] == 'check' then return {6} end
-        if not active then
-          redis.call('RPUSH', KEYS[4], now .. ':' .. ARGV[10])
-          redis.call('LTRIM', KEYS[4], -tonumber(ARGV[6]), -1)
-          redis.call('PEXPIRE', KEYS[4], ARGV[7])
-          return {8}
-        end
-        local environment = 'production'
-        if sub[4] == '1' then environment = 'sandbox' end
-        local credential = app[3] or ''
-        if credential == '' then return {7, 'credential_missing'} end
-        if app[4] ~= 'active' then return {7, 'credential_rejected'} end
-        if redis.call('EXISTS', prefix .. 'circuit:' .. credential .. ':' .. environment) == 1 then
-          return {7, 'provider_error'}
-        end
-        local fields = {'v', '1', 'mid', ARGV[5], 'sub', ARGV[15], 'app', sub[1], 'acct', app[1], 'cred', credential,
-          'topic', sub[2], 'token', sub[3], 'sandbox', sub[4], 'title', sub[6] or '', 'body', sub[7] or '',
-          'ct', ARGV[10], 'prio', ARGV[11], 'exp', ARGV[12]}
-        if ARGV[13] ~= '' then
-          fields[#fields + 1] = 'collapse'
-          fields[#fields + 1] = ARGV[13]
-        end
-        fields[#fields + 1] = 'at'
-        fields[#fields + 1] = ARGV[14]
-        fields[#fields + 1] = 'qk'
-        fields[#fields + 1] = quotaKey
-        if appMode and ARGV[16] and ARGV[16] ~= '' then
-          fields[#fields + 1] = 'reply'
-          fields[#fields + 1] = ARGV[16]
-        end
-        local entry = redis.call('XADD', KEYS[5], '*', unpack(fields))
-        if redis.call('INCR', quotaKey) == 1 then redis.call('EXPIRE', quotaKey, ARGV[9]) end
-        return {0, entry}
+        return results
         """
 }

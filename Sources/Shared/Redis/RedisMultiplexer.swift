@@ -12,9 +12,15 @@ import Synchronization
 /// blocking reads (`BLPOP`, `XREAD … BLOCK`), which would change or stall the
 /// connection every caller shares. Use `RedisClient` for those.
 ///
+/// Items of a `BatchHead` (a script run over a list) go further: those submitted
+/// together leave as one command, and each caller gets its own element of the reply;
+/// while two batched commands are unanswered, new items wait and leave together after
+/// them, so batches grow with the load.
+///
 /// Contract:
 /// * Replies come back to their own caller; an error reply of one command is
-///   thrown to that caller only (`RedisError.Code.server`).
+///   thrown to that caller only (`RedisError.Code.server`); so is an error element
+///   of a batch item.
 /// * Scripts (`RedisCommand.script`) are loaded when the connection first needs
 ///   them and reloaded after NOSCRIPT (see `RedisPipelineConnection`).
 /// * When the connection is lost or times out, exactly the commands written or
@@ -41,9 +47,23 @@ public final class RedisMultiplexer: Sendable {
 
     typealias Request = RedisPipelineConnection.Request
 
+    /// A caller's command, or an item that may share a command with others (`BatchHead`).
+    enum Submission: Sendable {
+        case request(Request)
+        case item(BatchItem, completion: @Sendable (Result<RedisReply, RedisError>) -> Void)
+
+        func fail(_ error: RedisError) {
+            switch self {
+            case .request(let request): request.fail(error)
+            case .item(let item, let completion):
+                Request(command: item.command, completion: completion).fail(error)
+            }
+        }
+    }
+
     /// Submissions not yet taken by the loop, and whether a drain is already on its way.
     private struct Inbox {
-        var requests: [Request] = []
+        var submissions: [Submission] = []
         var drainScheduled = false
         var closed = false
     }
@@ -93,7 +113,24 @@ public final class RedisMultiplexer: Sendable {
     public func send(
         _ command: EncodedRedisCommand, completion: @escaping @Sendable (Result<RedisReply, RedisError>) -> Void
     ) {
-        submit(Request(command: command, completion: completion))
+        submit(.request(Request(command: command, completion: completion)))
+    }
+
+    /// Sends `item`, batched with the items of the same head submitted with it, and calls
+    /// `completion` once with its own element of the reply (an error element, or a
+    /// failure of the whole command, as `.failure`). Runs where `send(_:completion:)`'s
+    /// completion runs.
+    public func send(
+        _ item: BatchItem, completion: @escaping @Sendable (Result<RedisReply, RedisError>) -> Void
+    ) {
+        submit(.item(item, completion: completion))
+    }
+
+    /// `send(_:completion:)` of one batch item.
+    public func send(_ item: BatchItem) async throws -> RedisReply {
+        try await withCheckedThrowingContinuation { continuation in
+            send(item) { continuation.resume(with: $0) }
+        }
     }
 
     /// `send(_:)` of a command already written in RESP.
@@ -128,18 +165,18 @@ public final class RedisMultiplexer: Sendable {
         if ownsLoop { loop.shutdown() }
     }
 
-    /// Hands `request` to the loop. Only the first submission after a drain wakes the
+    /// Hands `submission` to the loop. Only the first submission after a drain wakes the
     /// loop; the ones behind it ride along, which is where the batching comes from.
-    private func submit(_ request: Request) {
+    private func submit(_ submission: Submission) {
         let wake: Bool? = inbox.withLock { inbox in
             if inbox.closed { return nil }
-            inbox.requests.append(request)
+            inbox.submissions.append(submission)
             if inbox.drainScheduled { return false }
             inbox.drainScheduled = true
             return true
         }
         switch wake {
-        case nil: request.fail(RedisError(code: .closed, message: "the Redis multiplexer is closed"))
+        case nil: submission.fail(RedisError(code: .closed, message: "the Redis multiplexer is closed"))
         case true?: loop.execute { [self] in drain() }
         case false?: break
         }
@@ -149,15 +186,46 @@ public final class RedisMultiplexer: Sendable {
     /// (moved out of `core` first, so it is uniquely referenced and appending to it
     /// does not copy): in the steady state neither array is reallocated.
     private func drain() {
-        var batch: [Request] = []
+        var batch: [Submission] = []
         swap(&batch, &core.spare)
         inbox.withLock { inbox in
-            swap(&inbox.requests, &batch)
+            swap(&inbox.submissions, &batch)
             inbox.drainScheduled = false
         }
-        core.dispatch(batch)
+        core.accept(batch)
         batch.removeAll(keepingCapacity: true)
         core.spare = batch
+    }
+
+    /// The submissions as requests, in order: each run of consecutive items of one
+    /// head becomes one request (at most the head's `maximumItems` items each), which
+    /// calls `onAnswered` once its items have their answers.
+    static func requests(_ submissions: [Submission], onAnswered: (@Sendable () -> Void)? = nil) -> [Request] {
+        var requests: [Request] = []
+        requests.reserveCapacity(submissions.count)
+        var items: [BatchItem] = []
+        var completions: [@Sendable (Result<RedisReply, RedisError>) -> Void] = []
+        func flushItems() {
+            guard !items.isEmpty else { return }
+            requests.append(request(batching: items, completions: completions, onAnswered: onAnswered))
+            items.removeAll(keepingCapacity: true)
+            completions.removeAll(keepingCapacity: true)
+        }
+        for submission in submissions {
+            switch submission {
+            case .request(let request):
+                flushItems()
+                requests.append(request)
+            case .item(let item, let completion):
+                if let head = items.first?.head, head !== item.head || items.count == head.maximumItems {
+                    flushItems()
+                }
+                items.append(item)
+                completions.append(completion)
+            }
+        }
+        flushItems()
+        return requests
     }
 }
 
@@ -177,7 +245,12 @@ extension RedisMultiplexer {
         var waiting: [Request] = []
         var closed = false
         /// The empty array `drain` swaps into the inbox.
-        var spare: [Request] = []
+        var spare: [Submission] = []
+        /// Batch items waiting for a batched command in flight to be answered.
+        var held: [Submission] = []
+        var batchesInFlight = 0
+        /// Two, so Redis has the next batch at hand while the ingress reads the last one's answer.
+        static let batchesInFlightLimit = 2
 
         init(url: RedisURL, options: Options, loop: EventLoop, logger: Logger?) {
             self.url = url
@@ -261,6 +334,41 @@ extension RedisMultiplexer {
             connection = nil
             for request in waiting { request.fail(error) }
             waiting = []
+            for item in held { item.fail(error) }
+            held = []
+        }
+
+        /// Commands leave at once; batch items leave at once too unless
+        /// `batchesInFlightLimit` batched commands are already on their way. Then they
+        /// wait for one of those to be answered and leave together: batches grow with
+        /// the load (Redis pays its cost per script run and per read fewer times),
+        /// and at low load nothing waits. Items may thereby pass commands submitted
+        /// after them; each caller's own item and command stay in order, since a
+        /// caller waits for one's answer before sending the next.
+        func accept(_ submissions: [Submission]) {
+            var requests: [Request] = []
+            for submission in submissions {
+                if case .request(let request) = submission {
+                    requests.append(request)
+                } else {
+                    held.append(submission)
+                }
+            }
+            dispatch(requests)
+            releaseHeld()
+        }
+
+        private func releaseHeld() {
+            guard batchesInFlight < Self.batchesInFlightLimit, !held.isEmpty else { return }
+            let items = held
+            held.removeAll(keepingCapacity: true)
+            // Answers arrive on the loop's thread (or, once closed, in `shutDown` there).
+            let requests = RedisMultiplexer.requests(items) { [self] in
+                batchesInFlight -= 1
+                releaseHeld()
+            }
+            batchesInFlight += requests.count
+            dispatch(requests)
         }
     }
 }

@@ -52,12 +52,17 @@ public final class EventLoop: Sendable {
         thread.start()
     }
 
+    deinit {
+        close(epollFD)
+        close(wakeFD)
+    }
+
     /// Whether the caller runs on this loop's thread.
     public var inEventLoop: Bool {
         threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
     }
 
-    /// Runs `work` on the loop's thread, soon. Safe from any thread.
+    /// Runs `work` on the loop's thread, soon. Safe from any thread; after `shutdown` it never runs.
     public func execute(_ work: @escaping @Sendable () -> Void) {
         // Only the first closure of a batch wakes the loop: until the loop takes the
         // list, the wake-up already written covers the ones queued behind it.
@@ -167,8 +172,9 @@ public final class EventLoop: Sendable {
             return taken
         }
         for item in remaining { item() }
-        close(epollFD)
-        close(wakeFD)
+        // The descriptors stay open until deinit: `execute` may still be called after
+        // the loop stopped (e.g. by a client's deinit), and a write to a closed
+        // eventfd number would land in whatever socket reused it.
         finished.signal()
     }
 
@@ -185,7 +191,9 @@ public final class EventLoop: Sendable {
     /// small actions of one iteration (e.g. one socket write for many requests).
     /// Loop thread only.
     public func deferToEndOfIteration(_ work: @escaping () -> Void) {
-        assertInEventLoop()
+        // Not an assert: called from another thread it would race on the loop's state
+        // and, with no wake-up written, wait for an unrelated event.
+        precondition(inEventLoop, "\(name): deferToEndOfIteration called off the event loop's thread")
         // No wake-up needed: loop-thread code runs inside an iteration, whose end runs this.
         loopState.deferred.append(work)
     }

@@ -35,6 +35,10 @@ public final class TLSStream: EventLoopSelectable {
     private var outbound: [UInt8] = []
     private var outboundOffset = 0
     private var watchingWrite = false
+    /// `SSL_read` stopped for want of a write (e.g. a TLS 1.3 KeyUpdate answer into
+    /// a full socket). With read-ahead, records may already sit inside OpenSSL while
+    /// the socket has nothing to read, so the read resumes when the socket is writable.
+    private var readWantsWrite = false
     private var connectTimer: EventLoop.TimerID?
     private var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
 
@@ -195,7 +199,12 @@ public final class TLSStream: EventLoopSelectable {
         switch state {
         case .connecting: finishTCPConnect()
         case .handshaking: continueHandshake()
-        case .open: flush()
+        case .open:
+            flush()
+            if readWantsWrite {
+                readWantsWrite = false
+                readAvailable()
+            }
         case .resolving, .closed: break
         }
     }
@@ -289,6 +298,7 @@ public final class TLSStream: EventLoopSelectable {
             switch SSL_get_error(ssl, result) {
             case SSL_ERROR_WANT_READ: return
             case SSL_ERROR_WANT_WRITE:
+                readWantsWrite = true
                 watchWrite(true)
                 return
             case SSL_ERROR_ZERO_RETURN: finish(nil)
