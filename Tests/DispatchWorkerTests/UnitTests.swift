@@ -152,34 +152,44 @@ import Testing
         expiration: 1_700_000_000, collapseID: "inbox", acceptedAt: 1_700_000_000_123,
         quotaKey: "pushgate:{0}:quota:acct:202511", replyKey: "pushgate:{0}:reply:r", attempts: 3)
 
-    @Test func theOneBufferDecoderReadsWhatTheListDecoderReads() throws {
+    @Test func entriesReadIntoOneBufferDecodeToTheMessageWritten() throws {
         var variants = [Self.message]
         var plain = Self.message
         (plain.collapseID, plain.replyKey, plain.attempts, plain.sandbox, plain.expiration) = (nil, nil, 0, false, 0)
         variants.append(plain)
+        var extreme = Self.message
+        (extreme.expiration, extreme.acceptedAt) = (Int64.min, Int64.max)
+        variants.append(extreme)
         for message in variants {
-            let fields = EntryFields(message.fields)
+            let fields = StreamEntryFields(message.fields)
             #expect(fields.list == message.fields)
-            #expect(QueueMessage(entry: fields) == (try QueueMessage(fields: message.fields)))
+            #expect(try QueueMessage(entry: fields) == message)
         }
-        // Unknown fields are ignored and the last of a repeated field wins, as in init(fields:).
+        // Unknown fields are ignored and the last of a repeated field wins.
         let extended = Self.message.fields + [Array("future".utf8), [1], Array("prio".utf8), Array("5".utf8)]
-        #expect(QueueMessage(entry: EntryFields(extended))?.priority == 5)
-        #expect(QueueMessage(entry: EntryFields(extended)) == (try QueueMessage(fields: extended)))
+        #expect(try QueueMessage(entry: StreamEntryFields(extended)).priority == 5)
     }
 
-    @Test func whatTheListDecoderMightRefuseIsLeftToIt() throws {
+    @Test func anUnreadableEntryNamesItsField() throws {
+        func problem(_ fields: [[UInt8]]) -> QueueMessageError? {
+            do {
+                _ = try QueueMessage(entry: StreamEntryFields(fields))
+                return nil
+            } catch {
+                return error
+            }
+        }
         let fields = Self.message.fields
         let withoutQuota = Array(fields.dropLast(6)) + Array(fields.suffix(4))  // drops qk
-        #expect(QueueMessage(entry: EntryFields(withoutQuota)) == nil)
-        #expect(throws: QueueMessageError.self) { try QueueMessage(fields: withoutQuota) }
+        #expect(problem(withoutQuota) == QueueMessageError(field: "qk", problem: "is missing"))
         var otherVersion = fields
         otherVersion[1] = Array("2".utf8)
-        #expect(QueueMessage(entry: EntryFields(otherVersion)) == nil)
+        #expect(problem(otherVersion) == QueueMessageError(field: "v", problem: "is not a known format version"))
         var notANumber = fields
         let prio = try #require(notANumber.firstIndex(of: Array("prio".utf8)))
         notANumber[prio + 1] = Array("ten".utf8)
-        #expect(QueueMessage(entry: EntryFields(notANumber)) == nil)
-        #expect(throws: QueueMessageError.self) { try QueueMessage(fields: notANumber) }
+        #expect(problem(notANumber) == QueueMessageError(field: "prio", problem: "is not an integer"))
+        notANumber[prio + 1] = Array("99999999999999999999".utf8)
+        #expect(problem(notANumber) == QueueMessageError(field: "prio", problem: "is not an integer"))
     }
 }

@@ -42,9 +42,8 @@ final class EntryProcessor: Sendable {
 
     /// The entry's message, or nil when it cannot be read (it is dead-lettered).
     private func decode(_ entry: StreamEntry, context: StreamContext) -> QueueMessage? {
-        if let message = QueueMessage(entry: entry.fields) { return message }
         do {
-            return try QueueMessage(fields: entry.fields.list)
+            return try QueueMessage(entry: entry.fields)
         } catch {
             let recorder = recorder
             Task {

@@ -130,7 +130,7 @@ final class QueueConsumer: Sendable {
                     let entries = (parts.count > 1 ? parts[1].array ?? [] : []).compactMap { item -> StreamEntry? in
                         guard let fields = item.array, fields.count >= 3, let id = fields[0].string else { return nil }
                         return StreamEntry(
-                            id: id, fields: EntryFields(fields[1].array?.compactMap(\.bytes) ?? []),
+                            id: id, fields: StreamEntryFields(fields[1].array?.compactMap(\.bytes) ?? []),
                             deliveryCount: Int(fields[2].int ?? 1))
                     }
                     limiter.release(granted - entries.count)

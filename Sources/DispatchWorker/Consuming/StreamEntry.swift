@@ -6,7 +6,7 @@ struct StreamEntry: Sendable {
     /// The stream entry id, e.g. `1700000000000-0`.
     let id: String
     /// The flat `[field, value, field, value…]` list, binary safe.
-    let fields: EntryFields
+    let fields: StreamEntryFields
     /// How often the consumer group has handed it out, this time included.
     let deliveryCount: Int
 
@@ -20,7 +20,7 @@ struct StreamEntry: Sendable {
             guard case .array(let parts) = item, parts.count >= 2, case .bulk(let id) = parts[0],
                 case .array(let values) = parts[1]
             else { continue }
-            var fields = EntryFields()
+            var fields = StreamEntryFields()
             for value in values {
                 if case .bulk(let bytes) = value { fields.append(bytes) }
             }

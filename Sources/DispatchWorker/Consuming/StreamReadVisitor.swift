@@ -11,7 +11,7 @@ final class StreamReadVisitor: RedisReplyVisitor, @unchecked Sendable {
     private(set) var entries: [StreamEntry] = []
     private let deliveryCount: Int
     private var id: String?
-    private var fields = EntryFields()
+    private var fields = StreamEntryFields()
     private var fieldsExpected = 0
     private var fieldsSeen = 0
 
@@ -26,7 +26,7 @@ final class StreamReadVisitor: RedisReplyVisitor, @unchecked Sendable {
         case 2 where index == 1: entries.reserveCapacity(count)
         case 3: id = nil
         case 4 where index == 1:
-            fields = EntryFields()
+            fields = StreamEntryFields()
             fields.reserve(items: count, bytes: 768)
             (fieldsExpected, fieldsSeen) = (count, 0)
             if count == 0 { finishEntry() }

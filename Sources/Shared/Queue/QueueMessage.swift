@@ -1,7 +1,7 @@
 /// One push on the queue stream, with everything the dispatch worker needs to send
 /// it without a Postgres query. Stored as the stream entry's field/value pairs
 /// (binary safe: the ciphertext is raw bytes). The ingress's hot-path script writes
-/// these fields (`HotPathScript`); `init(fields:)` reads them back.
+/// these fields (`HotPathScript`); `init(fields:)` / `init(entry:)` read them back.
 ///
 /// | field | value |
 /// |---|---|
@@ -115,41 +115,49 @@ public struct QueueMessage: Sendable, Equatable {
     /// XREADGROUP return it). Unknown fields are ignored; a missing required one,
     /// or another format version, fails.
     public init(fields: [[UInt8]]) throws(QueueMessageError) {
+        try self.init(entry: StreamEntryFields(fields))
+    }
+
+    /// `init(fields:)` from the one buffer the worker reads entries into.
+    public init(entry fields: StreamEntryFields) throws(QueueMessageError) {
         // One pass, no dictionary and no String per field name: the worker decodes
         // every entry it reads. The last value of a repeated field wins.
-        var values = [[UInt8]?](repeating: nil, count: Self.slotNames.count)
+        var slots = [Range<Int>?](repeating: nil, count: Self.slotNames.count)
         var index = 0
         while index + 1 < fields.count {
-            if let slot = Self.slot(of: fields[index]) { values[slot] = fields[index + 1] }
+            if let slot = Self.slot(of: fields[index]) { slots[slot] = fields.range(of: index + 1) }
             index += 2
         }
-        func bytes(_ slot: Int) throws(QueueMessageError) -> [UInt8] {
-            guard let value = values[slot] else {
+        let bytes = fields.bytes
+        func value(_ slot: Int) throws(QueueMessageError) -> ArraySlice<UInt8> {
+            guard let range = slots[slot] else {
                 throw QueueMessageError(field: Self.slotNames[slot], problem: "is missing")
             }
-            return value
+            return bytes[range]
         }
-        func text(_ slot: Int) throws(QueueMessageError) -> String { String(decoding: try bytes(slot), as: UTF8.self) }
+        func text(_ slot: Int) throws(QueueMessageError) -> String {
+            String(decoding: try value(slot), as: UTF8.self)
+        }
+        func optionalText(_ slot: Int) -> String? { slots[slot].map { String(decoding: bytes[$0], as: UTF8.self) } }
         func integer(_ slot: Int) throws(QueueMessageError) -> Int64 {
-            guard let value = Self.decimal(try bytes(slot)) else {
+            guard let number = Self.decimal(try value(slot)) else {
                 throw QueueMessageError(field: Self.slotNames[slot], problem: "is not an integer")
             }
-            return value
+            return number
         }
-        guard try bytes(0) == Array(Self.version.utf8) else {
+        guard try value(0).elementsEqual(Self.version.utf8) else {
             throw QueueMessageError(field: Field.version, problem: "is not a known format version")
         }
         self.init(
             messageID: try text(1), subscriptionID: try text(2), appID: try text(3), accountID: try text(4),
             credentialID: try text(5), topic: try text(6), deviceToken: try text(7),
-            sandbox: try bytes(8) == [UInt8(ascii: "1")], alertTitle: try text(9), alertBody: try text(10),
-            ciphertext: try bytes(11), priority: Int(try integer(12)), expiration: try integer(13),
-            collapseID: values[14].map { String(decoding: $0, as: UTF8.self) }, acceptedAt: try integer(15),
-            quotaKey: try text(16), replyKey: values[17].map { String(decoding: $0, as: UTF8.self) },
-            attempts: values[18] == nil ? 0 : Int(try integer(18)))
+            sandbox: try value(8).elementsEqual(CollectionOfOne(UInt8(ascii: "1"))), alertTitle: try text(9),
+            alertBody: try text(10), ciphertext: Array(try value(11)), priority: Int(try integer(12)),
+            expiration: try integer(13), collapseID: optionalText(14), acceptedAt: try integer(15),
+            quotaKey: try text(16), replyKey: optionalText(17), attempts: slots[18] == nil ? 0 : Int(try integer(18)))
     }
 
-    /// Field names in the order `init(fields:)` keeps their values.
+    /// Field names in the order `init(entry:)` keeps their values.
     private static let slotNames = [
         Field.version, Field.messageID, Field.subscription, Field.app, Field.account, Field.credential, Field.topic,
         Field.token, Field.sandbox, Field.title, Field.body, Field.ciphertext, Field.priority, Field.expiration,
@@ -157,31 +165,26 @@ public struct QueueMessage: Sendable, Equatable {
     ]
     private static let slotBytes = slotNames.map { Array($0.utf8) }
 
-    private static func slot(of name: [UInt8]) -> Int? {
-        for (slot, candidate) in slotBytes.enumerated() where candidate == name { return slot }
+    private static func slot(of name: ArraySlice<UInt8>) -> Int? {
+        for (slot, candidate) in slotBytes.enumerated() where candidate.elementsEqual(name) { return slot }
         return nil
     }
 
     /// An optionally signed decimal integer, as `Int64(String)` reads it.
-    private static func decimal(_ bytes: [UInt8]) -> Int64? {
-        var index = 0
-        var negative = false
-        if bytes.first == UInt8(ascii: "-") || bytes.first == UInt8(ascii: "+") {
-            negative = bytes[0] == UInt8(ascii: "-")
-            index = 1
-        }
-        guard index < bytes.count, bytes.count - index <= 19 else {
-            return bytes.count - index > 19 ? Int64(String(decoding: bytes, as: UTF8.self)) : nil
-        }
+    private static func decimal(_ bytes: ArraySlice<UInt8>) -> Int64? {
+        var digits = bytes
+        let negative = digits.first == UInt8(ascii: "-")
+        if negative || digits.first == UInt8(ascii: "+") { digits = digits.dropFirst() }
+        guard !digits.isEmpty else { return nil }
         var value: Int64 = 0
-        while index < bytes.count {
-            let digit = bytes[index] &- UInt8(ascii: "0")
+        for byte in digits {
+            let digit = byte &- UInt8(ascii: "0")
             guard digit < 10 else { return nil }
+            // Past Int64 (e.g. -9223372036854775808): the exact reading, rarely needed.
             let (times, overflow) = value.multipliedReportingOverflow(by: 10)
             let (sum, overflow2) = times.addingReportingOverflow(Int64(digit))
             guard !overflow, !overflow2 else { return Int64(String(decoding: bytes, as: UTF8.self)) }
             value = sum
-            index += 1
         }
         return negative ? -value : value
     }
@@ -214,5 +217,9 @@ public struct QueueMessage: Sendable, Equatable {
 public struct QueueMessageError: Error, Sendable, Equatable, CustomStringConvertible {
     public let field: String
     public let problem: String
+    public init(field: String, problem: String) {
+        self.field = field
+        self.problem = problem
+    }
     public var description: String { "queue message field \(field) \(problem)" }
 }
