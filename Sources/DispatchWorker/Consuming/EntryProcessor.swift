@@ -3,9 +3,10 @@ import Shared
 
 /// What happens to the entries of one read: each is decoded, dead-lettered if it
 /// cannot be read or was handed out too often, failed if its TTL passed, and
-/// otherwise sent, each in a task of its own, with its outcome recorded. The
-/// checks run in the reader's task, so a batch costs one pass plus a task per
-/// entry. The reader took an in-flight permit per entry; the recorder gives it back.
+/// otherwise sent, with its outcome recorded. The checks run in the reader's task;
+/// the entries to send go to the sender together in one task, and a `sent`
+/// outcome is recorded where the answer arrives, so the common case costs no task
+/// per entry. The reader took an in-flight permit per entry; the recorder gives it back.
 final class EntryProcessor: Sendable {
     let sender: MessageSender
     let recorder: OutcomeRecorder
@@ -20,6 +21,8 @@ final class EntryProcessor: Sendable {
     func start(_ entries: [StreamEntry], context: StreamContext) {
         guard !entries.isEmpty else { return }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
+        var sends: [Delivery] = []
+        sends.reserveCapacity(entries.count)
         for entry in entries {
             guard let message = decode(entry, context: context) else { continue }
             let delivery = Delivery(entry: entry, message: message, context: context)
@@ -35,7 +38,15 @@ final class EntryProcessor: Sendable {
                 let recorder = recorder
                 Task { await recorder.record(.failed(.expired, detail: "expired"), delivery) }
             } else {
-                Task { await self.send(delivery) }
+                sends.append(delivery)
+            }
+        }
+        guard !sends.isEmpty else { return }
+        let (sender, recorder) = (sender, recorder)
+        Task {
+            await sender.send(sends) { delivery, outcome in
+                guard !recorder.recordAtOnce(outcome, delivery) else { return }
+                Task { await recorder.record(outcome, delivery) }
             }
         }
     }
@@ -53,10 +64,5 @@ final class EntryProcessor: Sendable {
             }
             return nil
         }
-    }
-
-    private func send(_ delivery: Delivery) async {
-        let outcome = await sender.send(delivery)
-        await recorder.record(outcome, delivery)
     }
 }

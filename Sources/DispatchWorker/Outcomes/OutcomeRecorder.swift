@@ -59,6 +59,15 @@ final class OutcomeRecorder: Sendable {
         message.expiration > 0 ? message.expiration * 1000 : message.acceptedAt + nowOrNeverMilliseconds
     }
 
+    /// Records `outcome` without waiting when it is `sent` and no circuit is raised
+    /// (the common case: the entry only joins the acknowledger's next write).
+    /// Returns false, having done nothing, when the outcome needs `record`.
+    func recordAtOnce(_ outcome: DeliveryOutcome, _ delivery: Delivery) -> Bool {
+        guard case .sent = outcome, !circuit.isTracking else { return false }
+        finish(delivery, status: "sent", reason: "", tally: .sent, releaseQuota: false)
+        return true
+    }
+
     func record(_ outcome: DeliveryOutcome, _ delivery: Delivery) async {
         if case .sent = outcome {
             // The common case, kept to field reads of the shared delivery.

@@ -1,8 +1,12 @@
 import Shared
 
-/// Sends one message through the APNs client with its app's credential and says
-/// what happened. Nothing is logged per successful send.
+/// Sends messages through the APNs client with their app's credential and says
+/// what happened to each. Nothing is logged per successful send.
 final class MessageSender: Sendable {
+    /// Reports one message's outcome; mostly called on the APNs client's loop
+    /// thread, so it must be quick and must not block.
+    typealias Completion = @Sendable (Delivery, DeliveryOutcome) -> Void
+
     let apns: APNsClient
     let credentials: CredentialCache
     let metrics: WorkerMetrics
@@ -18,26 +22,55 @@ final class MessageSender: Sendable {
         sandbox = configuration.apnsSandbox
     }
 
-    /// Reads the message's fields through the shared `delivery` rather than copying it.
-    func send(_ delivery: Delivery) async -> DeliveryOutcome {
+    /// Sends `deliveries` and calls `completion` exactly once for each. Messages
+    /// sharing a credential and environment (a read's entries mostly do) go to the
+    /// client as one batch: one credential lookup, one token, one hand-over.
+    /// Returns once every batch is handed over.
+    func send(_ deliveries: [Delivery], completion: @escaping Completion) async {
+        var remaining = deliveries
+        while let first = remaining.first {
+            var batch: [Delivery] = []
+            var others: [Delivery] = []
+            for delivery in remaining {
+                if delivery.message.credentialID == first.message.credentialID
+                    && delivery.message.sandbox == first.message.sandbox
+                {
+                    batch.append(delivery)
+                } else {
+                    others.append(delivery)
+                }
+            }
+            await send(batch: batch, completion: completion)
+            remaining = others
+        }
+    }
+
+    /// `batch` shares its first message's credential and environment.
+    private func send(batch: [Delivery], completion: @escaping Completion) async {
+        let message = batch[0].message
         let credential: APNsCredential
-        switch await credentials.lookup(delivery.message.credentialID) {
+        switch await credentials.lookup(message.credentialID) {
         case .usable(let usable): credential = usable
-        case .missing: return .failed(.credentialMissing, detail: "credential_missing")
-        case .rejected: return .failed(.credentialRejected, detail: "credential_rejected")
-        case .unavailable: return .retry(cause: "database", countsAgainstCircuit: false)
+        case .missing: return report(batch, .failed(.credentialMissing, detail: "credential_missing"), completion)
+        case .rejected: return report(batch, .failed(.credentialRejected, detail: "credential_rejected"), completion)
+        case .unavailable: return report(batch, .retry(cause: "database", countsAgainstCircuit: false), completion)
         }
-        let notification = NotificationBuilder.notification(for: delivery.message)
-        let environment = delivery.message.sandbox ? sandbox : production
+        let notifications = batch.map { NotificationBuilder.notification(for: $0.message) }
+        let environment = message.sandbox ? sandbox : production
+        let latency = metrics.apnsLatencySeries
         let start = ContinuousClock.now
-        do {
-            let response = try await apns.send(notification, credential: credential, environment: environment)
-            metrics.apnsLatencySeries.observe(since: start)
-            return DeliveryOutcome.classify(response)
-        } catch let error as APNsClientError {
-            return DeliveryOutcome.classify(error)
-        } catch {
-            return .retry(cause: "unknown", countsAgainstCircuit: true)
+        await apns.send(notifications, credential: credential, environment: environment) { index, result in
+            switch result {
+            case .success(let response):
+                latency.observe(since: start)
+                completion(batch[index], DeliveryOutcome.classify(response))
+            case .failure(let error):
+                completion(batch[index], DeliveryOutcome.classify(error))
+            }
         }
+    }
+
+    private func report(_ batch: [Delivery], _ outcome: DeliveryOutcome, _ completion: Completion) {
+        for delivery in batch { completion(delivery, outcome) }
     }
 }

@@ -22,7 +22,10 @@ enum NotificationBuilder {
     static func payload(for message: QueueMessage) -> [UInt8] {
         var bytes: [UInt8] = []
         let encodedLength = (message.ciphertext.count * 4 + 2) / 3
-        bytes.reserveCapacity(64 + message.alertTitle.utf8.count + message.alertBody.utf8.count + encodedLength)
+        // The JSON around the three strings is 67 bytes; a few more cover the odd escape.
+        // Short by even one byte, the ciphertext's append would copy the payload into
+        // a buffer twice its size, kept for as long as the request.
+        bytes.reserveCapacity(80 + message.alertTitle.utf8.count + message.alertBody.utf8.count + encodedLength)
         bytes.append(contentsOf: #"{"aps":{"alert":{"title":"#.utf8)
         appendJSONString(message.alertTitle, to: &bytes)
         bytes.append(contentsOf: #","body":"#.utf8)

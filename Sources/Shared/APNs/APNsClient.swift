@@ -4,11 +4,12 @@ import Synchronization
 /// Sends notifications to APNs over pooled HTTP/2 connections.
 ///
 /// One event loop drives every connection; pools are keyed by (credential,
-/// environment) and open `connectionsPerPool` connections lazily. Each `send`
-/// fetches the credential's shared provider token, hands the request to the
-/// loop and waits for exactly one outcome: an answer (`APNsResponse`, whatever
-/// its status) or an `APNsClientError` (timeout, overloaded, connection,
-/// shutdown…). An `ExpiredProviderToken` answer gets one new token and one retry.
+/// environment) and open `connectionsPerPool` connections lazily. A `send` fetches
+/// the credential's shared provider token once, hands its requests to the loop in
+/// one go and reports exactly one outcome per notification: an answer
+/// (`APNsResponse`, whatever its status) or an `APNsClientError` (timeout,
+/// overloaded, connection, shutdown…). An `ExpiredProviderToken` answer gets one
+/// new token and one retry.
 ///
 /// Nothing is logged per successful send; tokens and payloads are never logged.
 public final class APNsClient: Sendable {
@@ -51,6 +52,9 @@ public final class APNsClient: Sendable {
         loop.execute { state.value.abandon() }
     }
 
+    /// Reports the outcome of the notification at `index` in a batch `send`.
+    public typealias Completion = @Sendable (_ index: Int, _ result: Result<APNsResponse, APNsClientError>) -> Void
+
     /// Sends `notification` with `credential`'s provider token to `environment`.
     ///
     /// Returns APNs's answer, successful or not. Throws `APNsClientError`: `invalidRequest`
@@ -63,13 +67,51 @@ public final class APNsClient: Sendable {
         guard isAccepting else { throw Self.shutdownError }
         let key = APNsPoolKey(credentialID: credential.id, environment: environment)
         let token = try await providerToken { try await tokens.token(for: credential) }
-        let response = try await perform(notification, token: token, key: key)
-        guard response.reason == .expiredProviderToken else { return response }
-        // One new token (when the policy allows one) and one retry.
-        let fresh = try await providerToken { try await tokens.token(for: credential, replacing: token) }
-        guard fresh != token else { return response }
-        counters.providerTokenRefreshes.add(1, ordering: .relaxed)
-        return try await perform(notification, token: fresh, key: key)
+        return try await withUnsafeThrowingContinuation { continuation in
+            submit(
+                [0],
+                of: APNsSubmission(
+                    client: self, credential: credential, key: key, token: token, notifications: [notification],
+                    isRefreshed: false, completion: { _, result in continuation.resume(with: result) }))
+        }
+    }
+
+    /// Sends every one of `notifications` with `credential`'s provider token to
+    /// `environment`, and calls `completion` exactly once for each, with its index
+    /// and the same answer or error the single `send` gives.
+    ///
+    /// Returns once the notifications are handed to the loop. `completion` mostly
+    /// runs on the client's loop thread, so it must be quick and must not block;
+    /// notifications failed before the hand-over (invalid, shutdown, no provider
+    /// token) are reported on the caller's task before this returns.
+    public func send(
+        _ notifications: [APNsNotification], credential: APNsCredential, environment: APNsEnvironment,
+        completion: @escaping Completion
+    ) async {
+        var valid: [Int] = []
+        valid.reserveCapacity(notifications.count)
+        for (index, notification) in notifications.enumerated() {
+            do {
+                try notification.validate()
+                valid.append(index)
+            } catch {
+                completion(index, .failure(error))
+            }
+        }
+        guard !valid.isEmpty else { return }
+        guard isAccepting else { return fail(valid, Self.shutdownError, completion) }
+        let token: String
+        do {
+            token = try await providerToken { try await tokens.token(for: credential) }
+        } catch {
+            return fail(valid, error, completion)
+        }
+        let key = APNsPoolKey(credentialID: credential.id, environment: environment)
+        submit(
+            valid,
+            of: APNsSubmission(
+                client: self, credential: credential, key: key, token: token, notifications: notifications,
+                isRefreshed: false, completion: completion))
     }
 
     /// Counts of connection events, retries and failures so far.
@@ -114,33 +156,65 @@ public final class APNsClient: Sendable {
         }
     }
 
-    /// One request on the loop; resumed exactly once by the pending request.
-    private func perform(_ notification: APNsNotification, token: String, key: APNsPoolKey) async throws -> APNsResponse
-    {
+    private func fail(_ indices: [Int], _ error: APNsClientError, _ completion: Completion) {
+        for index in indices { completion(index, .failure(error)) }
+    }
+
+    /// Hands the requests for `indices` of `submission`'s notifications to the loop,
+    /// or fails them with `shutdown`. Each is completed exactly once by its pending request.
+    private func submit(_ indices: [Int], of submission: APNsSubmission) {
         let deadline = ContinuousClock.now + configuration.requestTimeout
-        // Written here, not on the loop: the loop serves every caller, and strings
-        // shared by many notifications are not retained by every request.
-        let fields = notification.requestFields(authority: key.environment.authority, providerToken: token)
-        return try await withUnsafeThrowingContinuation { continuation in
-            let request = APNsPendingRequest(
-                fields: fields, payload: notification.payload, poolKey: key, deadline: deadline,
-                continuation: continuation)
-            let handedOver = inbox.withLock { inbox in
-                guard inbox.accepting else { return false }
-                inbox.requests.append(request)
-                // Only the first request of a batch asks the loop to take them, and does
-                // so under the lock, so no hand-over can follow the loop's shutdown.
-                if inbox.requests.count == 1 {
-                    loop.execute { [self] in state.value.takeRequests(from: self.inbox) }
-                }
-                return true
-            }
-            if !handedOver { request.fail(Self.shutdownError) }
+        let authority = submission.key.environment.authority
+        var requests: [APNsPendingRequest] = []
+        requests.reserveCapacity(indices.count)
+        for index in indices {
+            let notification = submission.notifications[index]
+            // Written here, not on the loop: the loop serves every caller, and strings
+            // shared by many notifications are not retained by every request.
+            requests.append(
+                APNsPendingRequest(
+                    fields: notification.requestFields(authority: authority, providerToken: submission.token),
+                    payload: notification.payload, poolKey: submission.key, deadline: deadline, index: index,
+                    submission: submission))
         }
+        let handedOver = inbox.withLock { inbox in
+            guard inbox.accepting else { return false }
+            let wasEmpty = inbox.requests.isEmpty
+            inbox.requests.append(contentsOf: requests)
+            // Only the batch that finds the inbox empty asks the loop to take it, and
+            // does so under the lock, so no hand-over can follow the loop's shutdown.
+            if wasEmpty {
+                loop.execute { [self] in state.value.takeRequests(from: self.inbox) }
+            }
+            return true
+        }
+        if !handedOver {
+            for request in requests { request.fail(Self.shutdownError) }
+        }
+    }
+
+    /// APNs answered `ExpiredProviderToken` to `submission`'s notification at `index`:
+    /// one new token (when the policy allows one) and one retry, else that answer.
+    func resend(_ index: Int, of submission: APNsSubmission, after response: APNsResponse) async {
+        let fresh: String
+        do {
+            fresh = try await providerToken {
+                try await tokens.token(for: submission.credential, replacing: submission.token)
+            }
+        } catch {
+            return submission.completion(index, .failure(error))
+        }
+        guard fresh != submission.token else { return submission.completion(index, .success(response)) }
+        counters.providerTokenRefreshes.add(1, ordering: .relaxed)
+        submit(
+            [index],
+            of: APNsSubmission(
+                client: self, credential: submission.credential, key: submission.key, token: fresh,
+                notifications: submission.notifications, isRefreshed: true, completion: submission.completion))
     }
 }
 
-/// Requests handed from `send` to the loop: one lock and one append per request,
+/// Requests handed from `send` to the loop: one lock and one append per `send`,
 /// one loop wake-up per batch. `accepting` turns false at shutdown.
 struct APNsClientInbox {
     var accepting = true

@@ -1,0 +1,39 @@
+/// Notifications handed to the client together: they share a credential, an
+/// environment, a provider token and the caller's completion, so a batch costs
+/// one token fetch, one hand-over to the loop and one completion object.
+///
+/// An `ExpiredProviderToken` answer is not reported: the client gets one new token
+/// and sends that notification again in a submission of its own (`isRefreshed`),
+/// whose answer is final.
+final class APNsSubmission: Sendable {
+    /// Holds the client until every request has completed (requests time out, so
+    /// the reference does not outlive the last deadline).
+    let client: APNsClient
+    let credential: APNsCredential
+    let key: APNsPoolKey
+    let token: String
+    let notifications: [APNsNotification]
+    let isRefreshed: Bool
+    let completion: APNsClient.Completion
+
+    init(
+        client: APNsClient, credential: APNsCredential, key: APNsPoolKey, token: String,
+        notifications: [APNsNotification], isRefreshed: Bool, completion: @escaping APNsClient.Completion
+    ) {
+        self.client = client
+        self.credential = credential
+        self.key = key
+        self.token = token
+        self.notifications = notifications
+        self.isRefreshed = isRefreshed
+        self.completion = completion
+    }
+
+    func complete(_ index: Int, _ result: Result<APNsResponse, APNsClientError>) {
+        if !isRefreshed, case .success(let response) = result, response.reason == .expiredProviderToken {
+            Task { await client.resend(index, of: self, after: response) }
+            return
+        }
+        completion(index, result)
+    }
+}
