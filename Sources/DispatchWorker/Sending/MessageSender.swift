@@ -1,4 +1,5 @@
 import Shared
+import Synchronization
 
 /// Sends messages through the APNs client with their app's credential and says
 /// what happened to each. Nothing is logged per successful send.
@@ -59,18 +60,37 @@ final class MessageSender: Sendable {
         let environment = message.sandbox ? sandbox : production
         let latency = metrics.apnsLatencySeries
         let start = ContinuousClock.now
+        let pending = PendingDeliveries(batch)
         await apns.send(notifications, credential: credential, environment: environment) { index, result in
+            guard let delivery = pending.take(index) else { return }
             switch result {
             case .success(let response):
                 latency.observe(since: start)
-                completion(batch[index], DeliveryOutcome.classify(response))
+                completion(delivery, DeliveryOutcome.classify(response))
             case .failure(let error):
-                completion(batch[index], DeliveryOutcome.classify(error))
+                completion(delivery, DeliveryOutcome.classify(error))
             }
         }
     }
 
     private func report(_ batch: [Delivery], _ outcome: DeliveryOutcome, _ completion: Completion) {
         for delivery in batch { completion(delivery, outcome) }
+    }
+}
+
+/// A batch's deliveries until each is answered: a delivery is let go as soon as its
+/// answer arrives, so one slow request does not keep the whole batch in memory.
+/// Answers come mostly from the APNs loop thread, a refreshed retry's from a task.
+private final class PendingDeliveries: Sendable {
+    private let deliveries: Mutex<[Delivery?]>
+
+    init(_ batch: [Delivery]) { deliveries = Mutex(batch) }
+
+    /// The delivery at `index`, once.
+    func take(_ index: Int) -> Delivery? {
+        deliveries.withLock { deliveries in
+            defer { deliveries[index] = nil }
+            return deliveries[index]
+        }
     }
 }

@@ -206,11 +206,15 @@ public final class APNsClient: Sendable {
         }
         guard fresh != submission.token else { return submission.completion(index, .success(response)) }
         counters.providerTokenRefreshes.add(1, ordering: .relaxed)
+        // A submission of its own with only this notification, so the retry does not
+        // keep the rest of the batch alive.
+        let completion = submission.completion
         submit(
-            [index],
+            [0],
             of: APNsSubmission(
                 client: self, credential: submission.credential, key: submission.key, token: fresh,
-                notifications: submission.notifications, isRefreshed: true, completion: submission.completion))
+                notifications: [submission.notifications[index]], isRefreshed: true,
+                completion: { _, result in completion(index, result) }))
     }
 }
 
