@@ -47,6 +47,7 @@ import Testing
                 #expect(results[index]?.first.flatMap(answer) == APNsResponse(status: 200, apnsID: id, reason: nil))
             }
             #expect(tokens.signedCount == 2)
+            #expect(client.metrics.providerTokenRefreshes == 1)
             let stats = try await simulator.stats()
             #expect(stats.accepted == 3)
             let recorded = simulator.state.recordings().map(\.apnsID).compactMap(UUID.init(uuidString:))

@@ -199,13 +199,16 @@ public final class APNsClient: Sendable {
         let fresh: String
         do {
             fresh = try await providerToken {
-                try await tokens.token(for: submission.credential, replacing: submission.token)
+                try await submission.refreshedToken { [tokens, counters] in
+                    let fresh = try await tokens.token(for: submission.credential, replacing: submission.token)
+                    if fresh != submission.token { counters.providerTokenRefreshes.add(1, ordering: .relaxed) }
+                    return fresh
+                }
             }
         } catch {
             return submission.completion(index, .failure(error))
         }
         guard fresh != submission.token else { return submission.completion(index, .success(response)) }
-        counters.providerTokenRefreshes.add(1, ordering: .relaxed)
         // A submission of its own with only this notification, so the retry does not
         // keep the rest of the batch alive.
         let completion = submission.completion

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Notifications handed to the client together: they share a credential, an
 /// environment, a provider token and the caller's completion, so a batch costs
 /// one token fetch, one hand-over to the loop and one completion object.
@@ -15,6 +17,9 @@ final class APNsSubmission: Sendable {
     let notifications: [APNsNotification]
     let isRefreshed: Bool
     let completion: APNsClient.Completion
+    /// The one token refresh of this submission, shared by all of its notifications
+    /// APNs answered `ExpiredProviderToken`: one fetch and one count, not one each.
+    private let refresh = Mutex<Task<String, any Error>?>(nil)
 
     init(
         client: APNsClient, credential: APNsCredential, key: APNsPoolKey, token: String,
@@ -27,6 +32,17 @@ final class APNsSubmission: Sendable {
         self.notifications = notifications
         self.isRefreshed = isRefreshed
         self.completion = completion
+    }
+
+    /// A new token from `fetch`, fetched once however many notifications ask.
+    func refreshedToken(_ fetch: @escaping @Sendable () async throws -> String) async throws -> String {
+        let task = refresh.withLock { task in
+            if let task { return task }
+            let started = Task { try await fetch() }
+            task = started
+            return started
+        }
+        return try await task.value
     }
 
     func complete(_ index: Int, _ result: Result<APNsResponse, APNsClientError>) {
