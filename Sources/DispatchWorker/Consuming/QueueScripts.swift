@@ -5,6 +5,32 @@ import Shared
 /// lost or doubled between them. Time comes from the Redis server (`TIME`), so
 /// every worker shares one clock for retry due times.
 enum QueueScripts {
+    /// Records final outcomes: for each entry the group still has pending, `XACK`,
+    /// `XDEL`, and as its outcome requires a quota release (`DECR`) and a reply
+    /// (`RPUSH` + `EXPIRE`). An entry no longer pending (this very write already ran
+    /// but its answer was lost, or another worker claimed and finished it) changes
+    /// nothing, so a retried write never releases a quota twice or answers twice.
+    ///
+    /// KEYS: 1 stream. ARGV: 1 group, 2 reply lifetime in seconds, then per entry
+    /// four values: id, quota key or "", reply list or "", reply JSON.
+    /// Returns how many entries were acknowledged.
+    static let acknowledge = RedisScript(
+        source: """
+            local acknowledged = 0
+            for i = 3, #ARGV, 4 do
+              if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+                redis.call('XDEL', KEYS[1], ARGV[i])
+                if ARGV[i + 1] ~= '' then redis.call('DECR', ARGV[i + 1]) end
+                if ARGV[i + 2] ~= '' then
+                  redis.call('RPUSH', ARGV[i + 2], ARGV[i + 3])
+                  redis.call('EXPIRE', ARGV[i + 2], ARGV[2])
+                end
+                acknowledged = acknowledged + 1
+              end
+            end
+            return acknowledged
+            """)
+
     /// `XAUTOCLAIM` plus each claimed entry's delivery count (from `XPENDING`), so
     /// entries handed out too often can be dead-lettered.
     ///

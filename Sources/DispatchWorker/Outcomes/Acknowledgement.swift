@@ -1,6 +1,6 @@
 /// What is written to Redis when a message's outcome is final: the entry is
 /// acknowledged and deleted, and, as the outcome requires, its quota reservation
-/// released and its reply list answered, all in one `MULTI`; once that is written
+/// released and its reply list answered, all in one script run (`QueueScripts.acknowledge`); once that is written
 /// the outcome is added to the daily counts.
 struct Acknowledgement: Sendable {
     let delivery: Delivery

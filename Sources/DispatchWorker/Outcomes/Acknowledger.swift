@@ -2,9 +2,9 @@ import Shared
 import Synchronization
 
 /// Acknowledges finished messages in batches: whatever accumulated while the
-/// previous write was under way goes out as one pipelined `MULTI … EXEC` per
-/// stream (one `XACK` and one `XDEL` naming every entry, `DECRBY` per quota key,
-/// `RPUSH` + `EXPIRE` per reply list), and once it succeeded the outcomes are
+/// previous write was under way goes out as one `QueueScripts.acknowledge` run per
+/// stream (`XACK`, `XDEL`, quota release and reply per entry still pending, so a
+/// write retried after a lost answer applies nothing twice), and once it succeeded the outcomes are
 /// added to the daily counts and metrics and each message's in-flight permit is
 /// given back. A failed write is tried again; the entries stay pending meanwhile
 /// (and are claimable by another worker should this one die).
@@ -120,44 +120,20 @@ final class Acknowledger: Sendable {
         limiter.release(items.count)
     }
 
-    private static let multi = EncodedRedisCommand(RedisCommand("MULTI"))
-    private static let exec = EncodedRedisCommand(RedisCommand("EXEC"))
-
-    /// One `MULTI … EXEC` for entries of one stream, written straight in RESP.
+    /// One `QueueScripts.acknowledge` run for entries of one stream: safe to repeat
+    /// when its answer is lost.
     private func send(_ items: [Acknowledgement]) async throws {
         let context = items[0].delivery.context
-        let idBytes = items.reduce(0) { $0 + $1.delivery.entry.id.utf8.count + 24 }
-        var commands = [Self.multi]
-        commands.append(
-            EncodedRedisCommand(argumentCount: 3 + items.count, capacity: 64 + idBytes) { command in
-                command.append("XACK")
-                command.append(context.stream)
-                command.append(context.group)
-                for item in items { command.append(item.delivery.entry.id) }
-            })
-        commands.append(
-            EncodedRedisCommand(argumentCount: 2 + items.count, capacity: 64 + idBytes) { command in
-                command.append("XDEL")
-                command.append(context.stream)
-                for item in items { command.append(item.delivery.entry.id) }
-            })
-        var releases: [String: Int] = [:]
-        var replies: [String: [String]] = [:]
+        var arguments: [any RedisValueConvertible] = [context.group, replyLifetimeSeconds]
+        arguments.reserveCapacity(2 + items.count * 4)
         // Fields read one by one: copying the whole message would retain each of its strings.
         for item in items {
-            if item.releaseQuota { releases[item.delivery.message.quotaKey, default: 0] += 1 }
-            if let json = item.replyJSON, let key = item.delivery.message.replyKey {
-                replies[key, default: []].append(json)
-            }
+            let reply = item.replyJSON.flatMap { json in item.delivery.message.replyKey.map { ($0, json) } }
+            arguments.append(item.delivery.entry.id)
+            arguments.append(item.releaseQuota ? item.delivery.message.quotaKey : "")
+            arguments.append(reply?.0 ?? "")
+            arguments.append(reply?.1 ?? "")
         }
-        for (key, count) in releases { commands.append(EncodedRedisCommand(RedisCommand("DECRBY", key, count))) }
-        for (key, values) in replies {
-            commands.append(EncodedRedisCommand(RedisCommand("RPUSH", arguments: [key] + values)))
-            commands.append(EncodedRedisCommand(RedisCommand("EXPIRE", key, replyLifetimeSeconds)))
-        }
-        commands.append(Self.exec)
-        let answers = try await redis.pipeline(encoded: commands)
-        guard let exec = answers.last else { throw RedisError(code: .unexpectedReply, message: "no EXEC reply") }
-        _ = try exec.throwingError()
+        _ = try await redis.run(QueueScripts.acknowledge, keys: [context.stream], arguments: arguments)
     }
 }

@@ -3,7 +3,7 @@ import Shared
 
 /// Writes a message's outcome back and then lets its entry go:
 ///
-/// | outcome | Postgres (batched, counted once acknowledged) | Redis (one `MULTI` with the acknowledgement, unless noted) |
+/// | outcome | Postgres (batched, counted once acknowledged) | Redis (one `QueueScripts.acknowledge` run with the acknowledgement, unless noted) |
 /// |---|---|---|
 /// | sent | daily `sent` +1, `last_push_at` | reply `sent`; the quota stays reserved |
 /// | gone | subscription deleted (unless updated after Apple's verdict), daily `gone` +1 | tombstone + cache/stash dropped (before), quota released, reply `gone` |

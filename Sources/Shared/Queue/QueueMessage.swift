@@ -27,7 +27,7 @@
 /// **Reply lists** (App API sends that wait for their outcome). A sender that wants
 /// the outcome puts a list key in `reply`, made with `RedisKeys.reply(_:)` (so it
 /// carries the stream's hash tag), e.g. one per App API request, and waits on it with
-/// `BLPOP`. When the message's outcome is recorded, in the same `MULTI` as the
+/// `BLPOP`. When the message's outcome is recorded, in the same script run as the
 /// entry's acknowledgement, the worker `RPUSH`es one JSON object
 /// `{"mid":"<message id>","status":"<status>","reason":"<reason>"}` and sets the
 /// list's lifetime to `REPLY_TTL_SECONDS` (default 60), so an abandoned list
