@@ -66,31 +66,35 @@ struct UsersController: Sendable {
     }
 
     func ban(_ request: AdminRequest) async throws -> HTTPResponse {
-        let id = request.parameter("id")
         let body = request.http.body.isEmpty ? BanRequest() : try request.decode(BanRequest.self)
         let reason = try AdminValidation.reason(body.reason)
-        let user = try await dependencies.postgres.withTransaction { connection in
-            let before = try await users.require(id, on: connection)
+        return try await changeBan(request, action: "user.ban") { id, _, connection in
             try await users.ban(id, reason: reason, on: connection)
-            let after = try await users.require(id, on: connection)
-            try await dependencies.activity.record(
-                on: connection, accountID: nil, actor: request.actor, action: "user.ban", subject: "user:\(id)",
-                before: ["banned": before.banned], after: ["banned": after.banned])
-            return after
+            return true
         }
-        await dependencies.invalidate("user") { try await dependencies.invalidator.userChanged(id, appID: nil) }
-        return AdminResponse.ok(user)
     }
 
     func unban(_ request: AdminRequest) async throws -> HTTPResponse {
+        try await changeBan(request, action: "user.unban") { id, before, connection in
+            guard before.banned != nil else { return false }
+            try await users.unban(id, on: connection)
+            return true
+        }
+    }
+
+    /// Runs `change` on the user (false: nothing to change), records it in the
+    /// activity log and invalidates the user's cache entry.
+    private func changeBan(
+        _ request: AdminRequest, action: String,
+        _ change: @escaping @Sendable (String, User, PostgresConnection) async throws -> Bool
+    ) async throws -> HTTPResponse {
         let id = request.parameter("id")
         let user = try await dependencies.postgres.withTransaction { connection in
             let before = try await users.require(id, on: connection)
-            guard before.banned != nil else { return before }
-            try await users.unban(id, on: connection)
+            guard try await change(id, before, connection) else { return before }
             let after = try await users.require(id, on: connection)
             try await dependencies.activity.record(
-                on: connection, accountID: nil, actor: request.actor, action: "user.unban", subject: "user:\(id)",
+                on: connection, accountID: nil, actor: request.actor, action: action, subject: "user:\(id)",
                 before: ["banned": before.banned], after: ["banned": after.banned])
             return after
         }
