@@ -260,6 +260,14 @@ public enum HotPathScript {
     //   and the key is back to what it was); a refusal that comes after the quota in
     //   the answer order (no credential, circuit flag) is known before anything is
     //   reserved, so it only reads the quota.
+    // - The sliding window is exact and costs one read and one write: a list of the
+    //   subscription's accepted times (ms), newest first. Times only grow and a push
+    //   is added only while fewer than the limit are in the window, so the window
+    //   never holds more than the limit: a push is refused exactly when the list's
+    //   limit-th newest time is still in the window (newer than now − window), and
+    //   that time plus the window is when a slot frees up. Older times are left
+    //   behind and cut off in one LTRIM when the list reaches twice the limit
+    //   (bounded like the window itself, at no write per push).
     // - The rate window's expiry is refreshed (to twice the window) only when less
     //   than one window is left: every entry still outlives its window, and most
     //   pushes read PTTL instead of writing a PEXPIRE.
@@ -271,8 +279,10 @@ public enum HotPathScript {
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         -- Whole milliseconds (13 digits) print exactly with Lua's %.14g.
-        local nowText, windowStartText = tostring(now), tostring(now - window)
+        local nowText, windowStart = tostring(now), now - window
         local rateLifetimeText = tostring(2 * window)
+        -- The rate window's index of the rateLimit-th newest push, and when to trim it.
+        local lastIndexText, trimLength = tostring(rateLimit - 1), 2 * rateLimit
         -- What the batch has read of apps, accounts and circuit flags, by key.
         local read = {}
 
@@ -314,13 +324,10 @@ public enum HotPathScript {
           limit = tonumber(limit)
           if app[2] ~= '1' or limit == 0 then return {3} end
           if mode ~= 'app' then
-            local rate = prefix .. 'rate:push:' .. id
-            redis.call('ZREMRANGEBYSCORE', rate, '-inf', windowStartText)
-            if redis.call('ZCARD', rate) >= rateLimit then
-              local oldest = redis.call('ZRANGE', rate, 0, 0, 'WITHSCORES')
-              return {4, tonumber(oldest[2]) + window - now}
-            end
-            redis.call('ZADD', rate, nowText, mid)
+            local rate = prefix .. 'rate:pushes:' .. id
+            local last = redis.call('LINDEX', rate, lastIndexText)
+            if last and tonumber(last) > windowStart then return {4, tonumber(last) + window - now} end
+            if redis.call('LPUSH', rate, nowText) > trimLength then redis.call('LTRIM', rate, 0, lastIndexText) end
             if redis.call('PTTL', rate) < window then redis.call('PEXPIRE', rate, rateLifetimeText) end
           end
           if sub[2] ~= 'active' then
