@@ -122,7 +122,7 @@ public enum HotPathScript {
             arguments: [
                 keys.prefix, request.rateLimit, request.rateWindowMilliseconds, request.stashLimit,
                 request.stashLifetimeMilliseconds, request.quotaMonth, quotaKeyLifetimeSeconds, request.mode,
-                request.subscriptionID, request.messageID, request.messagePart,
+                request.subscriptionID, request.messagePart,
             ])
     }
 
@@ -161,11 +161,10 @@ public enum HotPathScript {
 
         public func item(_ request: Request) -> RedisMultiplexer.BatchItem {
             RedisMultiplexer.BatchItem(
-                head: head(for: request), argumentCount: 4, capacity: request.ciphertext.count + 240
+                head: head(for: request), argumentCount: 3, capacity: request.ciphertext.count + 240
             ) {
                 $0.append(request.mode)
                 $0.append(request.subscriptionID)
-                $0.append(request.messageID)
                 $0.append(request.messagePart)
             }
         }
@@ -229,8 +228,8 @@ public enum HotPathScript {
 
     // KEYS: 1 the queue stream
     // ARGV: 1 key prefix, 2 rate limit, 3 window ms, 4 stash limit, 5 stash lifetime ms,
-    //       6 quota month, 7 quota key lifetime s; then 4 per push: mode (push|check|app),
-    //       subscription id, message id, the entry's message part (`QueueMessage.messagePart`:
+    //       6 quota month, 7 quota key lifetime s; then 3 per push: mode (push|check|app),
+    //       subscription id, the entry's message part (`QueueMessage.messagePart`:
     //       packed, the ciphertext first)
     // Reply: one element per push, in order: {code, …} or that push's error.
     //
@@ -299,7 +298,7 @@ public enum HotPathScript {
           return string.sub(message, i, i + length - 1)
         end
 
-        local function decide(mode, id, mid, message)
+        local function decide(mode, id, message)
           local sub = redis.call('HMGET', prefix .. 'sub:' .. id, 'app', 'state', 'sandbox', 'part', 'missing')
           if not sub[4] then
             if redis.call('EXISTS', prefix .. 'gone:' .. id) == 1 then return {2} end
@@ -377,8 +376,8 @@ public enum HotPathScript {
         end
 
         local results = {}
-        for base = 8, #ARGV, 4 do
-          local ok, result = pcall(decide, unpack(ARGV, base, base + 3))
+        for base = 8, #ARGV, 3 do
+          local ok, result = pcall(decide, unpack(ARGV, base, base + 2))
           if not ok then result = {err = type(result) == 'table' and result.err or tostring(result)} end
           results[#results + 1] = result
         end
