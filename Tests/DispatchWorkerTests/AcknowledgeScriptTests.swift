@@ -31,4 +31,31 @@ import Testing
         #expect(try await redis.send("XLEN", stream).int == 0)
         #expect(try await redis.send("TTL", reply).int ?? 0 > 0)
     }
+
+    @Test func plainEntriesAreAcknowledgedTogetherAndCountedOnlyWhileStillPending() async throws {
+        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        defer { redis.close() }
+        let tag = "{ack\(UInt64.random(in: 0...UInt64.max))}"
+        let (stream, group) = ("pushgate-test:queue:\(tag)", "workers")
+        let quota = "pushgate-test:\(tag):quota"
+        defer { Task { _ = try? await redis.send(RedisCommand("DEL", arguments: [stream, quota])) } }
+        _ = try await redis.send("XGROUP", "CREATE", stream, group, "$", "MKSTREAM")
+        var ids: [String] = []
+        for _ in 0..<1001 { ids.append(try #require(try await redis.send("XADD", stream, "*", "v", "2").string)) }
+        _ = try await redis.send("XREADGROUP", "GROUP", group, "w1", "COUNT", 2000, "STREAMS", stream, ">")
+        _ = try await redis.send("SET", quota, 5)
+        func plain(_ id: String) -> [any RedisValueConvertible] { [id, "", "", ""] }
+
+        let early = try await redis.run(QueueScripts.acknowledge, keys: [stream], arguments: [group, 60] + plain(ids[0]))
+        // More than one XACK's worth of plain entries, one already acknowledged, and one releasing its quota.
+        let arguments: [any RedisValueConvertible] =
+            [group, 60] + ids[0..<1000].flatMap(plain) + [ids[1000], quota, "", ""]
+        let all = try await redis.run(QueueScripts.acknowledge, keys: [stream], arguments: arguments)
+
+        #expect(early.int == 1)
+        #expect(all.int == 1000)
+        #expect(try await redis.send("XLEN", stream).int == 0)
+        #expect(try await redis.send("XPENDING", stream, group).array?.first?.int == 0)
+        #expect(try await redis.send("GET", quota).string == "4")
+    }
 }

@@ -114,6 +114,17 @@ import Testing
         }
     }
 
+    @Test func aFormat1EntryStillInFlightFromAnOlderIngressIsSentAndAnswered() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (id, _, token) = try await stack.subscribe()
+            let message = try await stack.message(subscription: id, token: token, reply: "old")
+            try await stack.enqueue(fields: message.legacyFields)
+            #expect(try await stack.awaitReply("old") == ["mid": message.messageID, "status": "sent", "reason": ""])
+            #expect(stack.recordings(token: token).count == 1)
+        }
+    }
+
     @Test func aMissingCredentialFailsWithCredentialMissingAndReleasesTheQuota() async throws {
         try await DeliveryStack.with { stack in
             try await stack.startWorker()

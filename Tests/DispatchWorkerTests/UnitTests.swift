@@ -166,8 +166,62 @@ import Testing
             #expect(try QueueMessage(entry: fields) == message)
         }
         // Unknown fields are ignored and the last of a repeated field wins.
-        let extended = Self.message.fields + [Array("future".utf8), [1], Array("prio".utf8), Array("5".utf8)]
-        #expect(try QueueMessage(entry: StreamEntryFields(extended)).priority == 5)
+        let extended = Self.message.fields + [Array("future".utf8), [1], Array("n".utf8), Array("5".utf8)]
+        #expect(try QueueMessage(entry: StreamEntryFields(extended)).attempts == 5)
+    }
+
+    @Test func format2KeepsEveryByteOfTheCiphertextAndTellsAbsentFromEmptyOptionals() throws {
+        var message = Self.message
+        message.ciphertext = (0..<4200).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        message.alertBody = String(repeating: "é", count: 300)
+        message.collapseID = ""
+        #expect(try QueueMessage(entry: StreamEntryFields(message.fields)) == message)
+        message.collapseID = nil
+        message.replyKey = ""
+        #expect(try QueueMessage(entry: StreamEntryFields(message.fields)) == message)
+        message.ciphertext = []
+        #expect(try QueueMessage(entry: StreamEntryFields(message.fields)) == message)
+    }
+
+    @Test func format2IsSixFieldsAndTheMessagePartStartsWithTheCiphertext() throws {
+        let fields = Self.message.fields
+        let names = stride(from: 0, to: fields.count, by: 2).map { String(decoding: fields[$0], as: UTF8.self) }
+        #expect(names == ["v", "s", "m", "acct", "cred", "qk", "n"])
+        #expect(fields[1] == Array("2".utf8))
+        // What the hot-path script stashes for a pending subscription: the first item.
+        var reader = PackedFields.Reader(fields[5][...])
+        #expect(reader.next().map(Array.init) == Self.message.ciphertext)
+    }
+
+    @Test func format1EntriesStillInFlightAreRead() throws {
+        var plain = Self.message
+        (plain.collapseID, plain.replyKey, plain.attempts) = (nil, nil, 0)
+        for message in [Self.message, plain] {
+            #expect(message.legacyFields.first(where: { $0 == Array("mid".utf8) }) != nil)
+            #expect(try QueueMessage(entry: StreamEntryFields(message.legacyFields)) == message)
+        }
+    }
+
+    @Test func packedFieldsRoundTripLongItemsAndOptionals() {
+        var packed = PackedFields()
+        let long = [UInt8](repeating: 0x80, count: 20_000)
+        packed.append(long)
+        packed.append([])
+        packed.appendOptional(nil)
+        packed.appendOptional("")
+        packed.appendOptional("x")
+        var reader = PackedFields.Reader(packed.bytes[...])
+        #expect(reader.next().map(Array.init) == long)
+        #expect(reader.next()?.isEmpty == true)
+        #expect(reader.nextOptional().map { $0 == nil } == true)
+        #expect(reader.nextOptional().map { $0.map(Array.init) } == .some([]))
+        #expect(reader.nextOptional().map { $0.map(Array.init) } == .some(Array("x".utf8)))
+        #expect(reader.isAtEnd)
+        #expect(reader.next() == nil)
+        var truncated = PackedFields.Reader(packed.bytes.prefix(100))
+        #expect(truncated.next() == nil)
+        var cutInLength = PackedFields.Reader(packed.bytes.prefix(1))
+        #expect(cutInLength.next() == nil)
     }
 
     @Test func anUnreadableEntryNamesItsField() throws {
@@ -179,13 +233,21 @@ import Testing
                 return error
             }
         }
-        let fields = Self.message.fields
-        let withoutQuota = Array(fields.dropLast(6)) + Array(fields.suffix(4))  // drops qk
-        #expect(problem(withoutQuota) == QueueMessageError(field: "qk", problem: "is missing"))
-        var otherVersion = fields
-        otherVersion[1] = Array("2".utf8)
-        #expect(problem(otherVersion) == QueueMessageError(field: "v", problem: "is not a known format version"))
-        var notANumber = fields
+        func without(_ name: String, in fields: [[UInt8]]) -> [[UInt8]] {
+            let index = fields.firstIndex(of: Array(name.utf8))!
+            return Array(fields[..<index] + fields[(index + 2)...])
+        }
+        for fields in [Self.message.fields, Self.message.legacyFields] {
+            #expect(problem(without("qk", in: fields)) == QueueMessageError(field: "qk", problem: "is missing"))
+            var otherVersion = fields
+            otherVersion[1] = Array("3".utf8)
+            #expect(problem(otherVersion) == QueueMessageError(field: "v", problem: "is not a known format version"))
+        }
+        var truncated = Self.message.fields
+        truncated[5].removeLast()
+        #expect(problem(truncated) == QueueMessageError(field: "m", problem: "is truncated"))
+        #expect(problem(without("m", in: Self.message.fields)) == QueueMessageError(field: "m", problem: "is missing"))
+        var notANumber = Self.message.legacyFields
         let prio = try #require(notANumber.firstIndex(of: Array("prio".utf8)))
         notANumber[prio + 1] = Array("ten".utf8)
         #expect(problem(notANumber) == QueueMessageError(field: "prio", problem: "is not an integer"))

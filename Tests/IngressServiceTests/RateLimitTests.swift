@@ -62,6 +62,27 @@ import Testing
         }
     }
 
+    /// The window's list keeps old times until it holds twice the limit, then keeps
+    /// the limit's newest: the limit still holds exactly before and after the cut.
+    @Test func theWindowListIsCutAtTwiceTheLimitAndStaysExact() async throws {
+        try await IngressTestApp.with(["RATE_LIMIT_PUSH": "2/2"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            func length() async throws -> Int64 { try await app.redis.send("LLEN", app.keys.pushRate(id)).int ?? -1 }
+            for round in 1...3 {
+                for _ in 0..<2 { #expect(try await app.push(id).status == 201, "round \(round)") }
+                let refused = try await app.push(id)
+                #expect(refused.status == 429, "round \(round)")
+                #expect(refused.headers["retry-after"].flatMap(Int.init).map { (1...2).contains($0) } == true)
+                // 2, 4, then 5 cut to 2 and one more: 3.
+                #expect(try await length() == [2, 4, 3][round - 1])
+                try await Task.sleep(for: .milliseconds(2300))
+            }
+            let ttl = try await app.redis.send("PTTL", app.keys.pushRate(id)).int ?? 0
+            #expect(ttl > 0 && ttl <= 4000)
+        }
+    }
+
     @Test func clientIPComesFromTrustedProxiesRightMostUntrustedHop() {
         func head(peer: [UInt8], forwarded: [String]) -> HTTPRequestHead {
             HTTPRequestHead(

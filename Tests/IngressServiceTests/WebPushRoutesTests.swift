@@ -174,6 +174,39 @@ import Testing
         }
     }
 
+    @Test func aCacheFillRacingTheGonePathLeavesNoLiveEntryOverTheTombstone() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            #expect(try await app.push(id).status == 201)
+            // The worker set the tombstone and dropped the entry; a fill that read the
+            // row before the worker deleted it from Postgres writes afterwards.
+            try await app.app.invalidation.subscriptionGone(id)
+            let cache = HotPathCache(
+                redis: app.redis, keys: app.keys, subscriptions: SubscriptionRepository(postgres: app.postgres),
+                directory: AppDirectory(postgres: app.postgres), lifetimeMilliseconds: 60_000)
+            try await cache.fill(kind: "subscription", id: id, subscriptionID: id)
+            #expect(try await app.redis.send("EXISTS", app.keys.subscription(id)).int == 0)
+            #expect(try await app.push(id).status == 410)
+            // Without a tombstone the same fill writes the live entry.
+            _ = try await app.redis.send("DEL", app.keys.tombstone(id))
+            try await cache.fill(kind: "subscription", id: id, subscriptionID: id)
+            #expect(try await app.redis.send("EXISTS", app.keys.subscription(id)).int == 1)
+            #expect(try await app.push(id).status == 201)
+        }
+    }
+
+    @Test func aCacheEntryOfTheOlderLayoutIsFilledAgain() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            #expect(try await app.push(id).status == 201)
+            _ = try await app.redis.send("HDEL", app.keys.subscription(id), SubscriptionCacheField.part)
+            #expect(try await app.push(id).status == 201)
+            #expect(try await app.redis.send("HEXISTS", app.keys.subscription(id), SubscriptionCacheField.part).int == 1)
+        }
+    }
+
     @Test func disabledAppAndLitePlanAnswer403AfterInvalidation() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)

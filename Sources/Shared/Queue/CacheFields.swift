@@ -3,14 +3,14 @@
 /// `CacheInvalidation` when the rows change.
 public enum SubscriptionCacheField {
     public static let app = "app"
-    public static let topic = "topic"
-    public static let token = "token"
-    /// `1` for the APNs sandbox, `0` for production.
-    public static let sandbox = "sandbox"
     /// `pending` or `active`.
     public static let state = "state"
-    public static let title = "title"
-    public static let body = "body"
+    /// `1` for the APNs sandbox, `0` for production.
+    public static let sandbox = "sandbox"
+    /// The queue entry's subscription part (`QueueMessage.subscriptionPart`: app,
+    /// topic, token, sandbox, alert title and body, packed), passed through as is.
+    /// An entry without it (an older layout) is filled again.
+    public static let part = "part"
     /// `1` in a negative entry: no such subscription in Postgres (short-lived).
     public static let missing = "missing"
 }

@@ -83,6 +83,14 @@ public enum HotPathScript {
         /// The script's mode: `app`, `check` or `push`.
         var mode: String { replyKey != nil ? "app" : (checkOnly ? "check" : "push") }
 
+        /// The queue entry's message part (`QueueMessage.messagePart`), which the
+        /// script passes through.
+        var messagePart: [UInt8] {
+            QueueMessage.messagePart(
+                messageID: messageID, subscriptionID: subscriptionID, priority: priority, expiration: expiration,
+                acceptedAt: acceptedAt, collapseID: collapseID, replyKey: replyKey, ciphertext: ciphertext)
+        }
+
         /// An App API send (mode `app`): no rate window, no stash, a reply list.
         public static func appAPI(
             subscriptionID: String, quotaMonth: String, messageID: String, ciphertext: [UInt8], priority: Int,
@@ -114,8 +122,7 @@ public enum HotPathScript {
             arguments: [
                 keys.prefix, request.rateLimit, request.rateWindowMilliseconds, request.stashLimit,
                 request.stashLifetimeMilliseconds, request.quotaMonth, quotaKeyLifetimeSeconds, request.mode,
-                request.subscriptionID, request.messageID, request.ciphertext, request.priority, request.expiration,
-                request.collapseID ?? "", request.acceptedAt, request.replyKey ?? "",
+                request.subscriptionID, request.messagePart,
             ])
     }
 
@@ -154,17 +161,11 @@ public enum HotPathScript {
 
         public func item(_ request: Request) -> RedisMultiplexer.BatchItem {
             RedisMultiplexer.BatchItem(
-                head: head(for: request), argumentCount: 9, capacity: request.ciphertext.count + 160
+                head: head(for: request), argumentCount: 3, capacity: request.ciphertext.count + 240
             ) {
                 $0.append(request.mode)
                 $0.append(request.subscriptionID)
-                $0.append(request.messageID)
-                $0.append(request.ciphertext)
-                $0.append(Int64(request.priority))
-                $0.append(request.expiration)
-                $0.append(request.collapseID ?? "")
-                $0.append(request.acceptedAt)
-                $0.append(request.replyKey ?? "")
+                $0.append(request.messagePart)
             }
         }
 
@@ -227,9 +228,9 @@ public enum HotPathScript {
 
     // KEYS: 1 the queue stream
     // ARGV: 1 key prefix, 2 rate limit, 3 window ms, 4 stash limit, 5 stash lifetime ms,
-    //       6 quota month, 7 quota key lifetime s; then 9 per push: mode (push|check|app),
-    //       subscription id, message id, ciphertext, priority, expiration, collapse id
-    //       (or empty), accepted-at ms, reply list key (mode `app`; else empty)
+    //       6 quota month, 7 quota key lifetime s; then 3 per push: mode (push|check|app),
+    //       subscription id, the entry's message part (`QueueMessage.messagePart`:
+    //       packed, the ciphertext first)
     // Reply: one element per push, in order: {code, …} or that push's error.
     //
     // Each push is decided as if alone (at the same server time `now`); an error in
@@ -239,20 +240,36 @@ public enum HotPathScript {
     // are built here from the prefix and the id, like the app/account/quota/circuit
     // keys: all carry the stream's hash tag (`RedisKeys`).
     // Mode `app` (App API sends): no per-subscription rate window, a pending
-    // subscription answers 9 (inactive) instead of being stashed, and the entry
-    // carries `reply`. Code 7 carries the reason (`credential_missing`, …).
+    // subscription answers 9 (inactive) instead of being stashed (the message part
+    // carries the reply list). Code 7 carries the reason (`credential_missing`, …).
     //
     // Every `redis.call` costs Redis a command lookup and a reply round trip through
-    // Lua, and every write one more AOF record, so the usual push makes as few as
-    // the decision needs: the quota is reserved by one INCR and checked on its
-    // result (given back by DECR in the rare over-quota case: a reservation never
-    // stands above the limit, and the key is back to what it was); a refusal that
-    // comes after the quota in the answer order (no credential, circuit flag) is
-    // known before anything is reserved, so it only reads the quota. The rate
-    // window's expiry is refreshed (to twice the window) only when less than one
-    // window is left: every entry still outlives its window, and most pushes read
-    // PTTL instead of writing a PEXPIRE. The entry's fields are passed straight to
-    // XADD (no table to build and unpack), in the same order as always (`QueueMessage`).
+    // Lua, every argument an object, and every write one more AOF record, so the
+    // usual push makes as few calls with as few arguments as the decision needs:
+    // - The tombstone is read only when the subscription has no live cache entry (a
+    //   cache fill never writes one over a tombstone, `HotPathCache`), which keeps
+    //   "a tombstone answers 410 first" without an `EXISTS` per push.
+    // - The queue entry is format 2 (`QueueMessage`): the subscription's part as the
+    //   cache keeps it and the message's part as the ingress packed it pass through
+    //   untouched; the script adds what it decided (account, credential, quota key).
+    // - Times go to Redis as strings made once per run (a Lua number argument costs
+    //   Redis a float formatting).
+    // - The quota is reserved by one INCR and checked on its result (given back by
+    //   DECR in the rare over-quota case: a reservation never stands above the limit,
+    //   and the key is back to what it was); a refusal that comes after the quota in
+    //   the answer order (no credential, circuit flag) is known before anything is
+    //   reserved, so it only reads the quota.
+    // - The sliding window is exact and costs one read and one write: a list of the
+    //   subscription's accepted times (ms), newest first. Times only grow and a push
+    //   is added only while fewer than the limit are in the window, so the window
+    //   never holds more than the limit: a push is refused exactly when the list's
+    //   limit-th newest time is still in the window (newer than now − window), and
+    //   that time plus the window is when a slot frees up. Older times are left
+    //   behind and cut off in one LTRIM when the list reaches twice the limit
+    //   (bounded like the window itself, at no write per push).
+    // - The rate window's expiry is refreshed (to twice the window) only when less
+    //   than one window is left: every entry still outlives its window, and most
+    //   pushes read PTTL instead of writing a PEXPIRE.
     static let source = """
         local stream, prefix = KEYS[1], ARGV[1]
         local rateLimit, window = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -260,15 +277,35 @@ public enum HotPathScript {
         local quotaMonth, quotaLifetime = ARGV[6], ARGV[7]
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        -- Whole milliseconds (13 digits) print exactly with Lua's %.14g.
+        local nowText, windowStart = tostring(now), now - window
+        local rateLifetimeText = tostring(2 * window)
+        -- The rate window's index of the rateLimit-th newest push, and when to trim it.
+        local lastIndexText, trimLength = tostring(rateLimit - 1), 2 * rateLimit
         -- What the batch has read of apps, accounts and circuit flags, by key.
         local read = {}
 
-        local function decide(mode, id, mid, ct, prio, exp, collapse, at, reply)
-          if redis.call('EXISTS', prefix .. 'gone:' .. id) == 1 then return {2} end
-          local sub = redis.call('HMGET', prefix .. 'sub:' .. id,
-            'app', 'topic', 'token', 'sandbox', 'state', 'title', 'body', 'missing')
-          if sub[8] then return {1} end
-          if not sub[1] then return {10, 'subscription', id} end
+        -- The message part's first item: the ciphertext, after its LEB128 length.
+        local function ciphertext(message)
+          local length, scale, i = 0, 1, 1
+          while true do
+            local byte = string.byte(message, i)
+            i = i + 1
+            length = length + (byte % 128) * scale
+            if byte < 128 then break end
+            scale = scale * 128
+          end
+          return string.sub(message, i, i + length - 1)
+        end
+
+        local function decide(mode, id, message)
+          local sub = redis.call('HMGET', prefix .. 'sub:' .. id, 'app', 'state', 'sandbox', 'part', 'missing')
+          if not sub[4] then
+            if redis.call('EXISTS', prefix .. 'gone:' .. id) == 1 then return {2} end
+            if sub[5] then return {1} end
+            -- No entry, or one of an older layout.
+            return {10, 'subscription', id}
+          end
           local appKey = prefix .. 'app:' .. sub[1]
           local app = read[appKey]
           if not app then
@@ -286,20 +323,17 @@ public enum HotPathScript {
           limit = tonumber(limit)
           if app[2] ~= '1' or limit == 0 then return {3} end
           if mode ~= 'app' then
-            local rate = prefix .. 'rate:push:' .. id
-            redis.call('ZREMRANGEBYSCORE', rate, '-inf', now - window)
-            if redis.call('ZCARD', rate) >= rateLimit then
-              local oldest = redis.call('ZRANGE', rate, 0, 0, 'WITHSCORES')
-              return {4, tonumber(oldest[2]) + window - now}
-            end
-            redis.call('ZADD', rate, now, mid)
-            if redis.call('PTTL', rate) < window then redis.call('PEXPIRE', rate, 2 * window) end
+            local rate = prefix .. 'rate:pushes:' .. id
+            local last = redis.call('LINDEX', rate, lastIndexText)
+            if last and tonumber(last) > windowStart then return {4, tonumber(last) + window - now} end
+            if redis.call('LPUSH', rate, nowText) > trimLength then redis.call('LTRIM', rate, 0, lastIndexText) end
+            if redis.call('PTTL', rate) < window then redis.call('PEXPIRE', rate, rateLifetimeText) end
           end
-          if sub[5] ~= 'active' then
+          if sub[2] ~= 'active' then
             if mode == 'app' then return {9} end
             if mode == 'check' then return {6} end
             local stash = prefix .. 'stash:' .. id
-            redis.call('RPUSH', stash, now .. ':' .. ct)
+            redis.call('RPUSH', stash, nowText .. ':' .. ciphertext(message))
             redis.call('LTRIM', stash, -stashLimit, -1)
             redis.call('PEXPIRE', stash, stashLifetime)
             return {8}
@@ -314,7 +348,7 @@ public enum HotPathScript {
           elseif app[4] ~= 'active' then
             refusal = 'credential_rejected'
           else
-            local environment = sub[4] == '1' and 'sandbox' or 'production'
+            local environment = sub[3] == '1' and 'sandbox' or 'production'
             local circuitKey = prefix .. 'circuit:' .. credential .. ':' .. environment
             if read[circuitKey] == nil then read[circuitKey] = redis.call('EXISTS', circuitKey) == 1 end
             if read[circuitKey] then
@@ -331,22 +365,8 @@ public enum HotPathScript {
             redis.call('DECR', quotaKey)
             return {5}
           end
-          local function enqueue(...)
-            return redis.pcall('XADD', stream, '*', 'v', '1', 'mid', mid, 'sub', id, 'app', sub[1], 'acct', app[1],
-              'cred', credential, 'topic', sub[2], 'token', sub[3], 'sandbox', sub[4], 'title', sub[6] or '',
-              'body', sub[7] or '', 'ct', ct, 'prio', prio, 'exp', exp, ...)
-          end
-          reply = mode == 'app' and reply ~= '' and reply
-          local entry
-          if collapse ~= '' and reply then
-            entry = enqueue('collapse', collapse, 'at', at, 'qk', quotaKey, 'reply', reply)
-          elseif collapse ~= '' then
-            entry = enqueue('collapse', collapse, 'at', at, 'qk', quotaKey)
-          elseif reply then
-            entry = enqueue('at', at, 'qk', quotaKey, 'reply', reply)
-          else
-            entry = enqueue('at', at, 'qk', quotaKey)
-          end
+          local entry = redis.pcall('XADD', stream, '*', 'v', '2', 's', sub[4], 'm', message, 'acct', app[1],
+            'cred', credential, 'qk', quotaKey)
           if type(entry) == 'table' then
             if reserved == 1 then redis.call('DEL', quotaKey) else redis.call('DECR', quotaKey) end
             error(entry)
@@ -356,8 +376,8 @@ public enum HotPathScript {
         end
 
         local results = {}
-        for base = 8, #ARGV, 9 do
-          local ok, result = pcall(decide, unpack(ARGV, base, base + 8))
+        for base = 8, #ARGV, 3 do
+          local ok, result = pcall(decide, unpack(ARGV, base, base + 2))
           if not ok then result = {err = type(result) == 'table' and result.err or tostring(result)} end
           results[#results + 1] = result
         end

@@ -1,28 +1,37 @@
 /// One push on the queue stream, with everything the dispatch worker needs to send
-/// it without a Postgres query. Stored as the stream entry's field/value pairs
+/// it without a Postgres query. Stored as a stream entry's field/value pairs
 /// (binary safe: the ciphertext is raw bytes). The ingress's hot-path script writes
-/// these fields (`HotPathScript`); `init(fields:)` / `init(entry:)` read them back.
+/// the entries (`HotPathScript`); `init(fields:)` / `init(entry:)` read them back.
+///
+/// **Format 2** (written since the compact layout): six fields, two of them packed
+/// (`PackedFields`: length-prefixed items, in this order), so Redis stores, logs and
+/// hands out a handful of values per push instead of nineteen pairs.
 ///
 /// | field | value |
 /// |---|---|
-/// | `v` | format version, `1` |
-/// | `mid` | message id (22-char base64url), the tail of the `Location` URL |
-/// | `sub` | subscription id |
-/// | `app` | app id |
+/// | `v` | format version, `2` |
+/// | `s` | the subscription's part, packed as the subscription cache keeps it (`subscriptionPart`): app id, bundle id (`apns-topic`), device token (lower-case hex), `1` sandbox / `0` production, alert title, alert body |
+/// | `m` | the message's part, packed by the ingress (`messagePart`): ciphertext, message id, subscription id, priority, expiration, accepted-at, collapse id (optional), reply list (optional) |
 /// | `acct` | account id |
 /// | `cred` | credential id chosen by the app at accept time |
-/// | `topic` | bundle id (`apns-topic`) |
-/// | `token` | device token, lower-case hex |
-/// | `sandbox` | `1` APNs sandbox, `0` production |
-/// | `title`, `body` | placeholder alert |
-/// | `ct` | ciphertext: the aes128gcm body as received (raw bytes) |
-/// | `prio` | `apns-priority`: `10`, or `5` for Urgency low / very-low |
-/// | `exp` | `apns-expiration`, UNIX seconds; `0` = deliver now or never (TTL 0) |
-/// | `collapse` | `apns-collapse-id` from the Web Push `Topic` header; absent when none |
-/// | `at` | accepted at, UNIX milliseconds |
 /// | `qk` | the quota key the worker decrements (`DECR`) if the send fails |
-/// | `reply` | optional: a reply list for a sender that waits for the outcome (below) |
 /// | `n` | optional: send attempts so far (the worker's delayed retries set it; absent = 0) |
+///
+/// **Format 1** (the former layout, still read so entries in flight during an
+/// upgrade are delivered): one pair per property, `v` `1`, `mid`, `sub`, `app`,
+/// `acct`, `cred`, `topic`, `token`, `sandbox`, `title`, `body`, `ct`, `prio`,
+/// `exp`, optional `collapse`, `at`, `qk`, optional `reply`, optional `n`.
+///
+/// The values: message id (22-char base64url, the tail of the `Location` URL);
+/// `apns-priority` `10`, or `5` for Urgency low / very-low; `apns-expiration` in
+/// UNIX seconds, `0` = deliver now or never (TTL 0); `apns-collapse-id` from the
+/// Web Push `Topic` header; accepted-at in UNIX milliseconds; the ciphertext is the
+/// aes128gcm body as received.
+///
+/// **Unknown versions.** A worker reads every version up to its own; an entry of a
+/// version it does not know (written by a newer ingress) cannot be decoded, and is
+/// moved to the dead-letter stream with all its fields (never lost, replayable). So
+/// an upgrade that changes the format deploys the workers first, then the ingress.
 ///
 /// **Reply lists** (App API sends that wait for their outcome). A sender that wants
 /// the outcome puts a list key in `reply`, made with `RedisKeys.reply(_:)` (so it
@@ -38,15 +47,23 @@
 /// with its final outcome; at-least-once delivery means a sender may in rare cases
 /// (a worker crash between send and acknowledgement) see two objects for one `mid`.
 public struct QueueMessage: Sendable, Equatable {
-    public static let version = "1"
+    /// The format writers write.
+    public static let version = "2"
+    /// The former one-pair-per-property format, still read.
+    public static let legacyVersion = "1"
 
     public enum Field {
         public static let version = "v"
+        public static let subscriptionPart = "s"
+        public static let messagePart = "m"
+        public static let account = "acct"
+        public static let credential = "cred"
+        public static let quotaKey = "qk"
+        public static let attempts = "n"
+        // Format 1 only.
         public static let messageID = "mid"
         public static let subscription = "sub"
         public static let app = "app"
-        public static let account = "acct"
-        public static let credential = "cred"
         public static let topic = "topic"
         public static let token = "token"
         public static let sandbox = "sandbox"
@@ -57,9 +74,7 @@ public struct QueueMessage: Sendable, Equatable {
         public static let expiration = "exp"
         public static let collapseID = "collapse"
         public static let acceptedAt = "at"
-        public static let quotaKey = "qk"
         public static let reply = "reply"
-        public static let attempts = "n"
     }
 
     public var messageID: String
@@ -111,9 +126,41 @@ public struct QueueMessage: Sendable, Equatable {
         self.attempts = attempts
     }
 
+    /// The subscription's part of a format-2 entry (`s`), built once per cache fill.
+    public static func subscriptionPart(
+        appID: String, topic: String, deviceToken: String, sandbox: Bool, alertTitle: String, alertBody: String
+    ) -> [UInt8] {
+        var part = PackedFields(capacity: 128 + alertTitle.utf8.count + alertBody.utf8.count)
+        part.append(appID)
+        part.append(topic)
+        part.append(deviceToken)
+        part.append(sandbox ? "1" : "0")
+        part.append(alertTitle)
+        part.append(alertBody)
+        return part.bytes
+    }
+
+    /// The message's part of a format-2 entry (`m`), built by the ingress per push.
+    /// The ciphertext comes first, where the hot-path script finds it to stash it.
+    public static func messagePart(
+        messageID: String, subscriptionID: String, priority: Int, expiration: Int64, acceptedAt: Int64,
+        collapseID: String?, replyKey: String?, ciphertext: [UInt8]
+    ) -> [UInt8] {
+        var part = PackedFields(capacity: ciphertext.count + 160)
+        part.append(ciphertext)
+        part.append(messageID)
+        part.append(subscriptionID)
+        part.append(Int64(priority))
+        part.append(expiration)
+        part.append(acceptedAt)
+        part.appendOptional(collapseID)
+        part.appendOptional(replyKey)
+        return part.bytes
+    }
+
     /// Reads an entry's flat `[field, value, field, value…]` list (as XRANGE /
     /// XREADGROUP return it). Unknown fields are ignored; a missing required one,
-    /// or another format version, fails.
+    /// or an unknown format version, fails.
     public init(fields: [[UInt8]]) throws(QueueMessageError) {
         try self.init(entry: StreamEntryFields(fields))
     }
@@ -122,56 +169,138 @@ public struct QueueMessage: Sendable, Equatable {
     public init(entry fields: StreamEntryFields) throws(QueueMessageError) {
         // One pass, no dictionary and no String per field name: the worker decodes
         // every entry it reads. The last value of a repeated field wins.
-        var slots = [Range<Int>?](repeating: nil, count: Self.slotNames.count)
+        var slots = [Range<Int>?](repeating: nil, count: Slot.names.count)
         var index = 0
         while index + 1 < fields.count {
-            if let slot = Self.slot(of: fields[index]) { slots[slot] = fields.range(of: index + 1) }
+            if let slot = Slot.of(fields[index]) { slots[slot] = fields.range(of: index + 1) }
             index += 2
         }
-        let bytes = fields.bytes
-        func value(_ slot: Int) throws(QueueMessageError) -> ArraySlice<UInt8> {
-            guard let range = slots[slot] else {
-                throw QueueMessageError(field: Self.slotNames[slot], problem: "is missing")
+        let entry = SlotValues(bytes: fields.bytes, slots: slots)
+        let version = try entry.value(Slot.version)
+        if version.elementsEqual(Self.version.utf8) {
+            try self.init(packed: entry)
+        } else if version.elementsEqual(Self.legacyVersion.utf8) {
+            try self.init(legacy: entry)
+        } else {
+            throw QueueMessageError(field: Field.version, problem: "is not a known format version")
+        }
+    }
+
+    private init(packed entry: SlotValues) throws(QueueMessageError) {
+        var subscription = PackedFields.Reader(try entry.value(Slot.subscriptionPart))
+        var message = PackedFields.Reader(try entry.value(Slot.messagePart))
+        func item(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> ArraySlice<UInt8> {
+            guard let item = reader.next() else { throw QueueMessageError(field: field, problem: "is truncated") }
+            return item
+        }
+        func text(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> String {
+            String(decoding: try item(&reader, field), as: UTF8.self)
+        }
+        func optionalText(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> String? {
+            guard let item = reader.nextOptional() else {
+                throw QueueMessageError(field: field, problem: "is truncated")
             }
-            return bytes[range]
+            return item.map { String(decoding: $0, as: UTF8.self) }
         }
-        func text(_ slot: Int) throws(QueueMessageError) -> String {
-            String(decoding: try value(slot), as: UTF8.self)
-        }
-        func optionalText(_ slot: Int) -> String? { slots[slot].map { String(decoding: bytes[$0], as: UTF8.self) } }
-        func integer(_ slot: Int) throws(QueueMessageError) -> Int64 {
-            guard let number = Self.decimal(try value(slot)) else {
-                throw QueueMessageError(field: Self.slotNames[slot], problem: "is not an integer")
+        func integer(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> Int64 {
+            guard let number = Self.decimal(try item(&reader, field)) else {
+                throw QueueMessageError(field: field, problem: "holds a value that is not an integer")
             }
             return number
         }
-        guard try value(0).elementsEqual(Self.version.utf8) else {
-            throw QueueMessageError(field: Field.version, problem: "is not a known format version")
-        }
+        let (s, m) = (Field.subscriptionPart, Field.messagePart)
+        let appID = try text(&subscription, s)
+        let topic = try text(&subscription, s)
+        let deviceToken = try text(&subscription, s)
+        let sandbox = try item(&subscription, s).elementsEqual(CollectionOfOne(UInt8(ascii: "1")))
+        let alertTitle = try text(&subscription, s)
+        let alertBody = try text(&subscription, s)
+        let ciphertext = Array(try item(&message, m))
+        let messageID = try text(&message, m)
+        let subscriptionID = try text(&message, m)
+        let priority = Int(try integer(&message, m))
+        let expiration = try integer(&message, m)
+        let acceptedAt = try integer(&message, m)
+        let collapseID = try optionalText(&message, m)
+        let replyKey = try optionalText(&message, m)
         self.init(
-            messageID: try text(1), subscriptionID: try text(2), appID: try text(3), accountID: try text(4),
-            credentialID: try text(5), topic: try text(6), deviceToken: try text(7),
-            sandbox: try value(8).elementsEqual(CollectionOfOne(UInt8(ascii: "1"))), alertTitle: try text(9),
-            alertBody: try text(10), ciphertext: Array(try value(11)), priority: Int(try integer(12)),
-            expiration: try integer(13), collapseID: optionalText(14), acceptedAt: try integer(15),
-            quotaKey: try text(16), replyKey: optionalText(17), attempts: slots[18] == nil ? 0 : Int(try integer(18)))
+            messageID: messageID, subscriptionID: subscriptionID, appID: appID,
+            accountID: try entry.text(Slot.account), credentialID: try entry.text(Slot.credential), topic: topic,
+            deviceToken: deviceToken, sandbox: sandbox, alertTitle: alertTitle, alertBody: alertBody,
+            ciphertext: ciphertext, priority: priority, expiration: expiration, collapseID: collapseID,
+            acceptedAt: acceptedAt, quotaKey: try entry.text(Slot.quotaKey), replyKey: replyKey,
+            attempts: try entry.attempts())
     }
 
-    /// Field names in the order `init(entry:)` keeps their values.
-    private static let slotNames = [
-        Field.version, Field.messageID, Field.subscription, Field.app, Field.account, Field.credential, Field.topic,
-        Field.token, Field.sandbox, Field.title, Field.body, Field.ciphertext, Field.priority, Field.expiration,
-        Field.collapseID, Field.acceptedAt, Field.quotaKey, Field.reply, Field.attempts,
-    ]
-    private static let slotBytes = slotNames.map { Array($0.utf8) }
+    private init(legacy entry: SlotValues) throws(QueueMessageError) {
+        self.init(
+            messageID: try entry.text(Slot.messageID), subscriptionID: try entry.text(Slot.subscription),
+            appID: try entry.text(Slot.app), accountID: try entry.text(Slot.account),
+            credentialID: try entry.text(Slot.credential), topic: try entry.text(Slot.topic),
+            deviceToken: try entry.text(Slot.token),
+            sandbox: try entry.value(Slot.sandbox).elementsEqual(CollectionOfOne(UInt8(ascii: "1"))),
+            alertTitle: try entry.text(Slot.title), alertBody: try entry.text(Slot.body),
+            ciphertext: Array(try entry.value(Slot.ciphertext)), priority: Int(try entry.integer(Slot.priority)),
+            expiration: try entry.integer(Slot.expiration), collapseID: entry.optionalText(Slot.collapseID),
+            acceptedAt: try entry.integer(Slot.acceptedAt), quotaKey: try entry.text(Slot.quotaKey),
+            replyKey: entry.optionalText(Slot.reply), attempts: try entry.attempts())
+    }
 
-    private static func slot(of name: ArraySlice<UInt8>) -> Int? {
-        for (slot, candidate) in slotBytes.enumerated() where candidate.elementsEqual(name) { return slot }
-        return nil
+    /// The field names `init(entry:)` looks for, by slot.
+    private enum Slot {
+        static let version = 0, subscriptionPart = 1, messagePart = 2, account = 3, credential = 4, quotaKey = 5
+        static let attempts = 6, messageID = 7, subscription = 8, app = 9, topic = 10, token = 11, sandbox = 12
+        static let title = 13, body = 14, ciphertext = 15, priority = 16, expiration = 17, collapseID = 18
+        static let acceptedAt = 19, reply = 20
+
+        static let names = [
+            Field.version, Field.subscriptionPart, Field.messagePart, Field.account, Field.credential,
+            Field.quotaKey, Field.attempts, Field.messageID, Field.subscription, Field.app, Field.topic,
+            Field.token, Field.sandbox, Field.title, Field.body, Field.ciphertext, Field.priority,
+            Field.expiration, Field.collapseID, Field.acceptedAt, Field.reply,
+        ]
+        private static let nameBytes = names.map { Array($0.utf8) }
+
+        static func of(_ name: ArraySlice<UInt8>) -> Int? {
+            for (slot, candidate) in nameBytes.enumerated() where candidate.elementsEqual(name) { return slot }
+            return nil
+        }
+    }
+
+    /// An entry's values by slot.
+    private struct SlotValues {
+        let bytes: [UInt8]
+        let slots: [Range<Int>?]
+
+        func value(_ slot: Int) throws(QueueMessageError) -> ArraySlice<UInt8> {
+            guard let range = slots[slot] else {
+                throw QueueMessageError(field: Slot.names[slot], problem: "is missing")
+            }
+            return bytes[range]
+        }
+
+        func text(_ slot: Int) throws(QueueMessageError) -> String {
+            String(decoding: try value(slot), as: UTF8.self)
+        }
+
+        func optionalText(_ slot: Int) -> String? {
+            slots[slot].map { String(decoding: bytes[$0], as: UTF8.self) }
+        }
+
+        func integer(_ slot: Int) throws(QueueMessageError) -> Int64 {
+            guard let number = QueueMessage.decimal(try value(slot)) else {
+                throw QueueMessageError(field: Slot.names[slot], problem: "is not an integer")
+            }
+            return number
+        }
+
+        func attempts() throws(QueueMessageError) -> Int {
+            slots[Slot.attempts] == nil ? 0 : Int(try integer(Slot.attempts))
+        }
     }
 
     /// An optionally signed decimal integer, as `Int64(String)` reads it.
-    private static func decimal(_ bytes: ArraySlice<UInt8>) -> Int64? {
+    fileprivate static func decimal(_ bytes: ArraySlice<UInt8>) -> Int64? {
         var digits = bytes
         let negative = digits.first == UInt8(ascii: "-")
         if negative || digits.first == UInt8(ascii: "+") { digits = digits.dropFirst() }
@@ -189,10 +318,30 @@ public struct QueueMessage: Sendable, Equatable {
         return negative ? -value : value
     }
 
-    /// The flat field/value list for `XADD` (the order the script writes them in).
+    /// The flat field/value list for `XADD`, in format 2 (as the script writes it).
     public var fields: [[UInt8]] {
+        var fields: [[UInt8]] = [
+            Array(Field.version.utf8), Array(Self.version.utf8),
+            Array(Field.subscriptionPart.utf8),
+            Self.subscriptionPart(
+                appID: appID, topic: topic, deviceToken: deviceToken, sandbox: sandbox, alertTitle: alertTitle,
+                alertBody: alertBody),
+            Array(Field.messagePart.utf8),
+            Self.messagePart(
+                messageID: messageID, subscriptionID: subscriptionID, priority: priority, expiration: expiration,
+                acceptedAt: acceptedAt, collapseID: collapseID, replyKey: replyKey, ciphertext: ciphertext),
+            Array(Field.account.utf8), Array(accountID.utf8), Array(Field.credential.utf8), Array(credentialID.utf8),
+            Array(Field.quotaKey.utf8), Array(quotaKey.utf8),
+        ]
+        if attempts > 0 { fields += [Array(Field.attempts.utf8), Array(String(attempts).utf8)] }
+        return fields
+    }
+
+    /// The flat field/value list in format 1, as ingresses before format 2 wrote it
+    /// (entries still in flight during an upgrade; tests).
+    public var legacyFields: [[UInt8]] {
         var pairs: [(String, [UInt8])] = [
-            (Field.version, Array(Self.version.utf8)), (Field.messageID, Array(messageID.utf8)),
+            (Field.version, Array(Self.legacyVersion.utf8)), (Field.messageID, Array(messageID.utf8)),
             (Field.subscription, Array(subscriptionID.utf8)), (Field.app, Array(appID.utf8)),
             (Field.account, Array(accountID.utf8)), (Field.credential, Array(credentialID.utf8)),
             (Field.topic, Array(topic.utf8)), (Field.token, Array(deviceToken.utf8)),

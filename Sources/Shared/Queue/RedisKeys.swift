@@ -14,7 +14,7 @@ import Foundation
 /// | `<ns>:{t}:acct:<id>` | hash | ingress (cache fill) | account cache (`AccountCacheField`) |
 /// | `<ns>:{t}:gone:<id>` | string | worker | tombstone: the token died, answer 410 |
 /// | `<ns>:{t}:stash:<id>` | list | ingress | pending stash: `<accepted ms>:` + ciphertext, oldest first |
-/// | `<ns>:{t}:rate:push:<id>` | zset | ingress | per-subscription sliding window |
+/// | `<ns>:{t}:rate:pushes:<id>` | list | ingress | per-subscription sliding window: accepted times (ms), newest first (`HotPathScript`) |
 /// | `<ns>:{t}:rate:<scope>:<ip>` | zset | ingress | per-IP sliding windows (`reg`, `dev`) |
 /// | `<ns>:{t}:quota:<account>:<yyyymm>` | string | ingress (+1), worker (−1 on failure) | monthly reservations |
 /// | `<ns>:{t}:circuit:<credential>:<environment>` | string | worker | APNs environment failing: answer 502 |
@@ -50,7 +50,10 @@ public struct RedisKeys: Sendable, Equatable {
     public func account(_ id: String) -> String { prefix + "acct:" + id }
     public func tombstone(_ subscriptionID: String) -> String { prefix + "gone:" + subscriptionID }
     public func stash(_ subscriptionID: String) -> String { prefix + "stash:" + subscriptionID }
-    public func pushRate(_ subscriptionID: String) -> String { prefix + "rate:push:" + subscriptionID }
+    /// Until the list window, `rate:push:<id>` held the window as a sorted set; those
+    /// keys expire on their own (ingresses of both kinds keep separate windows while
+    /// a rolling upgrade lasts).
+    public func pushRate(_ subscriptionID: String) -> String { prefix + "rate:pushes:" + subscriptionID }
     /// Per-client-IP window of `scope` (`reg` registration, `dev` other device endpoints).
     public func ipRate(_ scope: String, _ ip: String) -> String { prefix + "rate:\(scope):" + ip }
     /// The account's reservations for `month` (`yyyymm`, UTC).
