@@ -82,9 +82,10 @@ enum APNsRequestValidator {
         // 1. Method and path.
         guard fields.method == "POST" else { return reject(.methodNotAllowed) }
         guard let path = fields.path, path.hasPrefix("/3/device/") else { return reject(.badPath) }
-        let deviceToken = String(path.utf8.dropFirst(10))!
+        // After the ASCII prefix: a scalar boundary, so nothing is lost or replaced.
+        let deviceToken = UTF8Bytes.with(path) { String(decoding: UnsafeBufferPointer(rebasing: $0[10...]), as: UTF8.self) }
         guard !deviceToken.isEmpty else { return reject(.missingDeviceToken) }
-        guard !deviceToken.utf8.contains(UInt8(ascii: "/")) else { return reject(.badPath) }
+        guard !UTF8Bytes.any(deviceToken, { $0 == UInt8(ascii: "/") }) else { return reject(.badPath) }
         // 2. Repeated headers.
         guard !duplicate else { return reject(.duplicateHeaders) }
         // 3. Provider token.
@@ -97,7 +98,7 @@ enum APNsRequestValidator {
         // 4, 5. Topic and push type.
         guard let topic = fields.topic else { return refuse(.missingTopic) }
         // Byte checks: Character.isWhitespace and Foundation's `contains` cost more per request.
-        guard !topic.isEmpty, !topic.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
+        guard !topic.isEmpty, !UTF8Bytes.any(topic, { $0 <= 0x20 || $0 == 0x7F }) else {
             return refuse(.badTopic)
         }
         if let pushType = fields.pushType, !pushTypes.contains(pushType) { return refuse(.invalidPushType) }
@@ -119,7 +120,7 @@ enum APNsRequestValidator {
         if let id = fields.apnsID, !isCanonicalUUID(id) { return refuse(.badMessageID) }
         // 7. Device token.
         let tokenLength = deviceToken.utf8.count
-        guard (16...200).contains(tokenLength), tokenLength % 2 == 0, deviceToken.utf8.allSatisfy(isHexDigit) else {
+        guard (16...200).contains(tokenLength), tokenLength % 2 == 0, UTF8Bytes.all(deviceToken, isHexDigit) else {
             return refuse(.badDeviceToken)
         }
         // 8. Payload.
@@ -144,21 +145,22 @@ enum APNsRequestValidator {
 
     /// 8-4-4-4-12 hex digits, either case.
     static func isCanonicalUUID(_ text: String) -> Bool {
-        let utf8 = text.utf8
-        guard utf8.count == 36 else { return false }
-        for (offset, byte) in utf8.enumerated() {
-            if [8, 13, 18, 23].contains(offset) {
-                guard byte == UInt8(ascii: "-") else { return false }
-            } else if !isHexDigit(byte) {
-                return false
+        UTF8Bytes.with(text) { bytes in
+            guard bytes.count == 36 else { return false }
+            for (offset, byte) in bytes.enumerated() {
+                if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
+                    guard byte == UInt8(ascii: "-") else { return false }
+                } else if !isHexDigit(byte) {
+                    return false
+                }
             }
+            return true
         }
-        return true
     }
 
     static func isUnsignedInteger(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 18
-            && text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+            && UTF8Bytes.all(text) { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
 
     static func isHexDigit(_ byte: UInt8) -> Bool {

@@ -33,9 +33,7 @@ struct ProviderTokenCache: Sendable {
         Verified, APNsRejection
     > {
         // The usual request repeats the connection's token: compared in place, no copy made.
-        if let authorization, let current, Self.hasBearerScheme(authorization),
-            authorization.utf8.count > 7, authorization.utf8.dropFirst(7).elementsEqual(current.token.utf8)
-        {
+        if let authorization, let current, Self.isBearer(authorization, carrying: current.token) {
             return authenticateCurrent(rules: rules, now: now)
         }
         guard let token = Self.bearerToken(authorization) else {
@@ -101,12 +99,26 @@ struct ProviderTokenCache: Sendable {
         return String(token)
     }
 
-    /// `bearer ` (or a bare `bearer`), any case; compared bytewise, as it runs per request.
+    /// `authorization` is `bearer <token>` (scheme any case) for exactly `token`:
+    /// compared in place, as it runs per request.
+    static func isBearer(_ authorization: String, carrying token: String) -> Bool {
+        UTF8Bytes.with(authorization) { value in
+            UTF8Bytes.with(token) { token in
+                !token.isEmpty && value.count == token.count + 7 && hasBearerScheme(value)
+                    && UTF8Bytes.equal(UnsafeBufferPointer(rebasing: value[7...]), token)
+            }
+        }
+    }
+
+    /// `bearer ` (or a bare `bearer`), any case.
     private static func hasBearerScheme(_ value: String) -> Bool {
-        let utf8 = value.utf8
-        let scheme = "bearer ".utf8
-        guard utf8.count >= 6 else { return false }
-        return zip(utf8.prefix(7), scheme).allSatisfy { $0 | 0x20 == $1 }
-            && (utf8.count == 6 || utf8.dropFirst(6).first == 0x20)
+        UTF8Bytes.with(value) { hasBearerScheme($0) }
+    }
+
+    private static func hasBearerScheme(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
+        let scheme: StaticString = "bearer"
+        guard value.count >= 6 else { return false }
+        for offset in 0..<6 where value[offset] | 0x20 != scheme.utf8Start[offset] { return false }
+        return value.count == 6 || value[6] == 0x20
     }
 }

@@ -24,6 +24,8 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
     private var peakOpenStreams = 0
     /// Set by `goAway(lastStreamID:)`: streams above it are refused, not answered.
     private var goAwayLastStreamID: Int32?
+    /// Response after response's header fields (nghttp2 copies them).
+    private var responseFields = HTTP2HeaderFields(reservingCapacity: 3, bytes: 64)
     /// Responses held back by injected latency.
     private var delayed: [Int32: EventLoop.TimerID] = [:]
 
@@ -117,22 +119,20 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
     private func respond(
         _ streamID: Int32, verdict: APNsRequestValidator.Verdict, headers: [HTTP2Header], body: [UInt8]
     ) {
+        responseFields.removeAll()
         switch verdict.outcome {
         case .success(let accepted):
             state.finishRequest(
                 accepted: accepted, apnsID: verdict.apnsID, headers: headers, payload: body, connectionID: id)
-            http2.sendResponse(
-                streamID: streamID, headers: [HTTP2Header(":status", "200"), HTTP2Header("apns-id", verdict.apnsID)],
-                body: [])
+            responseFields.append(":status", "200")
+            responseFields.append("apns-id", verdict.apnsID)
+            http2.sendResponse(streamID: streamID, fields: responseFields, body: [])
         case .failure(let rejection):
             state.finishRequest(rejected: rejection)
-            http2.sendResponse(
-                streamID: streamID,
-                headers: [
-                    HTTP2Header(":status", String(rejection.status)), HTTP2Header("apns-id", verdict.apnsID),
-                    HTTP2Header("content-type", "application/json"),
-                ],
-                body: rejection.body)
+            responseFields.append(":status", String(rejection.status))
+            responseFields.append("apns-id", verdict.apnsID)
+            responseFields.append("content-type", "application/json")
+            http2.sendResponse(streamID: streamID, fields: responseFields, body: rejection.body)
         }
     }
 

@@ -245,6 +245,29 @@ import Testing
         #expect(tokens.verifications == 1)
     }
 
+    @Test func theCachedTokenMatchesOnlyTheWholeBearerValue() {
+        let token = Fixtures.token()
+        #expect(ProviderTokenCache.isBearer("bearer \(token)", carrying: token))
+        #expect(ProviderTokenCache.isBearer("BeArEr \(token)", carrying: token))
+        #expect(!ProviderTokenCache.isBearer("bearer \(token)x", carrying: token))
+        #expect(!ProviderTokenCache.isBearer("bearer \(token.dropLast())", carrying: token))
+        #expect(!ProviderTokenCache.isBearer("bearer  \(token)", carrying: token))
+        #expect(!ProviderTokenCache.isBearer("bearerx\(token)", carrying: token))
+        #expect(!ProviderTokenCache.isBearer("basic  \(token)", carrying: token))
+        #expect(!ProviderTokenCache.isBearer("bearer ", carrying: ""))
+
+        // A request repeating the token in another scheme case still uses the cache.
+        var tokens = ProviderTokenCache()
+        let rules = Fixtures.rules()
+        for scheme in ["bearer", "Bearer", "BEARER"] {
+            let headers = Fixtures.headers(["authorization": "\(scheme) \(token)"])
+            let verdict = APNsRequestValidator.validate(
+                headers: headers, body: Fixtures.payload, rules: rules, tokens: &tokens, now: now)
+            #expect(verdict.rejection == nil)
+        }
+        #expect(tokens.verifications == 1)
+    }
+
     @Test func aNewTokenWithinTheUpdatePeriodIsTooManyProviderTokenUpdates() {
         var tokens = ProviderTokenCache()
         let rules = Fixtures.rules()

@@ -92,7 +92,7 @@ import Testing
     }
 
     @Test func textArraysUUIDsAndJSONBDecode() async throws {
-        let scopes = ["push:send", "a \"b\", {c}", ""]
+        let scopes = ["push:send", "a \"b\", {c}", "", "ünïcode ✓"]
         let id = UUID()
         let rows = try await client.query(
             "SELECT \(scopes) AS scopes, \([String]()) AS none, \(id) AS id, '{\"a\": 1}'::jsonb AS doc")

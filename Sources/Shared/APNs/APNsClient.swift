@@ -164,18 +164,10 @@ public final class APNsClient: Sendable {
     /// or fails them with `shutdown`. Each is completed exactly once by its pending request.
     private func submit(_ indices: [Int], of submission: APNsSubmission) {
         let deadline = ContinuousClock.now + configuration.requestTimeout
-        let authority = submission.key.environment.authority
         var requests: [APNsPendingRequest] = []
         requests.reserveCapacity(indices.count)
         for index in indices {
-            let notification = submission.notifications[index]
-            // Written here, not on the loop: the loop serves every caller, and strings
-            // shared by many notifications are not retained by every request.
-            requests.append(
-                APNsPendingRequest(
-                    fields: notification.requestFields(authority: authority, providerToken: submission.token),
-                    payload: notification.payload, poolKey: submission.key, deadline: deadline, index: index,
-                    submission: submission))
+            requests.append(APNsPendingRequest(index: index, of: submission, deadline: deadline))
         }
         let handedOver = inbox.withLock { inbox in
             guard inbox.accepting else { return false }
@@ -256,12 +248,16 @@ final class APNsClientState {
     /// Submits every request waiting in `inbox` to its pool.
     func takeRequests(from inbox: borrowing Mutex<APNsClientInbox>) {
         inbox.withLock { swap(&$0.requests, &batch) }
-        var last: APNsConnectionPool?
+        var last: (submission: APNsSubmission, pool: APNsConnectionPool)?
         for request in batch {
-            // A batch mostly goes to one pool: skip hashing its key again.
-            let pool = last.flatMap { $0.key == request.poolKey ? $0 : nil } ?? pool(for: request.poolKey)
+            // A submission's requests arrive together and share a pool: look it up once.
+            if let last, last.submission === request.submission {
+                last.pool.submit(request)
+                continue
+            }
+            let pool = pool(for: request.poolKey)
+            last = (request.submission, pool)
             pool.submit(request)
-            last = pool
         }
         batch.removeAll(keepingCapacity: true)
     }

@@ -29,6 +29,8 @@ final class APNsConnection: HTTP2ConnectionDelegate {
     private let configuration: APNsClient.Configuration
     private let loop: EventLoop
     private var inFlight: [Int32: APNsPendingRequest] = [:]
+    /// Request after request's header fields, written here just before nghttp2 copies them.
+    private var requestFields = HTTP2HeaderFields(reservingCapacity: 11, bytes: 1024)
     private var settingsKnown = false
     private var lastActivity = ContinuousClock.now
     private var pingSentAt: ContinuousClock.Instant?
@@ -71,7 +73,8 @@ final class APNsConnection: HTTP2ConnectionDelegate {
             // Only submitted here (the frames leave at the end of the loop iteration), so
             // the stream is ours from now on: a close or reset before the answer reaches
             // it through `inFlight`, never by sending the request again from here.
-            let streamID = try http2.sendRequest(request.fields, body: request.payload)
+            let payload = request.writeRequest(into: &requestFields)
+            let streamID = try http2.sendRequest(requestFields, body: payload)
             inFlight[streamID] = request
             return true
         } catch {

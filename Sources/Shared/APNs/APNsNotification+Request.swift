@@ -23,7 +23,8 @@ extension APNsNotification {
         return fields
     }
 
-    private func appendRequestHeaders(to fields: inout HTTP2HeaderFields, authority: String, providerToken: String) {
+    /// Adds the request's header fields to `fields`; the notification must have passed `validate()`.
+    func appendRequestHeaders(to fields: inout HTTP2HeaderFields, authority: String, providerToken: String) {
         fields.append(":method", "POST")
         fields.append(":scheme", "https")
         fields.append(":authority", authority)

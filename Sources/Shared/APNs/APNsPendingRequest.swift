@@ -1,39 +1,41 @@
-/// One accepted request on its way to APNs: its header fields and payload, its
-/// deadline and the submission waiting for it. The submitter writes the fields,
-/// so the loop only hands them to nghttp2. `complete` reports the outcome exactly
-/// once, whichever of answer, timeout, connection loss or shutdown comes first;
-/// later calls do nothing.
+/// One accepted request on its way to APNs: which of its submission's
+/// notifications it sends, its deadline and the submission waiting for it. The
+/// connection writes its header fields into a buffer of its own when the request
+/// gets a stream, so an accepted request costs this one object. `complete`
+/// reports the outcome exactly once, whichever of answer, timeout, connection
+/// loss or shutdown comes first; later calls do nothing.
 ///
 /// `@unchecked Sendable`: the client makes it and hands it to the loop once, under
 /// its inbox lock; from then on only the loop's thread touches it.
 final class APNsPendingRequest: @unchecked Sendable {
-    let fields: HTTP2HeaderFields
-    let payload: [UInt8]
-    let poolKey: APNsPoolKey
+    let submission: APNsSubmission
     let deadline: ContinuousClock.Instant
     /// How often it was sent again after GOAWAY or REFUSED_STREAM.
     var retries = 0
     /// Which of the submission's notifications this is.
     private let index: Int
-    private var submission: APNsSubmission?
+    private(set) var isComplete = false
 
-    init(
-        fields: HTTP2HeaderFields, payload: [UInt8], poolKey: APNsPoolKey, deadline: ContinuousClock.Instant,
-        index: Int, submission: APNsSubmission
-    ) {
-        self.fields = fields
-        self.payload = payload
-        self.poolKey = poolKey
-        self.deadline = deadline
+    init(index: Int, of submission: APNsSubmission, deadline: ContinuousClock.Instant) {
         self.index = index
         self.submission = submission
+        self.deadline = deadline
     }
 
-    var isComplete: Bool { submission == nil }
+    var poolKey: APNsPoolKey { submission.key }
+
+    /// The notification's payload, after writing its request's header fields into
+    /// `fields` (emptied first).
+    func writeRequest(into fields: inout HTTP2HeaderFields) -> [UInt8] {
+        fields.removeAll()
+        submission.notifications[index].appendRequestHeaders(
+            to: &fields, authority: submission.key.environment.authority, providerToken: submission.token)
+        return submission.notifications[index].payload
+    }
 
     func complete(_ result: Result<APNsResponse, APNsClientError>) {
-        guard let submission else { return }
-        self.submission = nil
+        guard !isComplete else { return }
+        isComplete = true
         submission.complete(index, result)
     }
 

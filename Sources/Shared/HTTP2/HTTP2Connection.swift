@@ -166,10 +166,15 @@ public final class HTTP2Connection: TLSStreamDelegate {
 
     /// Answers a request stream. Server side only.
     public func sendResponse(streamID: Int32, headers: [HTTP2Header], body: [UInt8]) {
+        sendResponse(streamID: streamID, fields: HTTP2HeaderFields(headers), body: body)
+    }
+
+    /// Answers a request stream with fields the caller may reuse afterwards
+    /// (nghttp2 copies them). Server side only.
+    public func sendResponse(streamID: Int32, fields: HTTP2HeaderFields, body: [UInt8]) {
         guard let session, let state = streams[streamID] else { return }
         state.outgoing = body
         state.outgoingOffset = 0
-        let fields = HTTP2HeaderFields(headers)
         let status = withDataProvider(hasBody: !body.isEmpty) { provider in
             fields.withNameValues { nva in
                 nghttp2_submit_response(session, streamID, nva.baseAddress, nva.count, provider)

@@ -278,14 +278,23 @@ extension String: PostgresArrayElement {
     public static var arrayType: PostgresDataType { .textArray }
 
     public static func encodeArray(_ array: [String]) -> PostgresData {
+        // One buffer of the right size: the worker binds arrays of thousands of ids.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(20 + array.reduce(0) { $0 + 4 + $1.utf8.count })
+        func append<Value: FixedWidthInteger>(_ value: Value) {
+            withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+        }
         // ndim, has-null flag, element type, then per dimension: size, lower bound.
-        var bytes =
-            Int32(array.isEmpty ? 0 : 1).bigEndianBytes + Int32(0).bigEndianBytes
-            + PostgresDataType.text.rawValue.bigEndianBytes
-        if !array.isEmpty { bytes += Int32(array.count).bigEndianBytes + Int32(1).bigEndianBytes }
+        append(Int32(array.isEmpty ? 0 : 1))
+        append(Int32(0))
+        append(PostgresDataType.text.rawValue)
+        if !array.isEmpty {
+            append(Int32(array.count))
+            append(Int32(1))
+        }
         for element in array {
-            let utf8 = Array(element.utf8)
-            bytes += Int32(utf8.count).bigEndianBytes + utf8
+            append(Int32(element.utf8.count))
+            bytes.append(contentsOf: element.utf8)
         }
         return PostgresData(type: .textArray, format: .binary, bytes: bytes)
     }
