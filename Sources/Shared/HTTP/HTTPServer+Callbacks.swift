@@ -69,9 +69,11 @@ let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method
     context.body = []
     MHD_suspend_connection(connection)
     let suspended = SuspendedConnection(connection)
+    let driver = server.driver
     let respond: @Sendable (HTTPResponse) -> Void = { response in
         context.response.withLock { $0 = response }
         MHD_resume_connection(suspended.pointer)
+        driver?.connectionResumed()
     }
     if oversized {
         Task { respond(await handler.handleOversized(request.head)) }
