@@ -21,6 +21,8 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
     private var stopped = false
     private var runScheduled = false
     private var timer: (id: EventLoop.TimerID, deadline: ContinuousClock.Instant)?
+    /// The longest the daemon goes without a run, in milliseconds.
+    static let longestWait: UInt64 = 1000
 
     init(loop: EventLoop) {
         self.loop = loop
@@ -87,15 +89,17 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
     private func run() {
         guard !stopped, let daemon else { return }
         _ = MHD_run(daemon)
+        // The next run: at once (0) when data already read or a resumed connection
+        // waits, which no new event would announce (the timer then runs after the
+        // loop's next, non-blocking, poll, so Redis replies are read in between);
+        // otherwise at the next connection timeout, but within a second, since
+        // libmicrohttpd also re-arms its listening socket (taken out at the connection
+        // limit) only when it runs. Deadlines only move later while a timer waits, so
+        // it is replaced only when an earlier one is needed (or it has fired).
         var milliseconds: UInt64 = 0
-        guard MHD_get_timeout(daemon, &milliseconds) == .YES else { return }
+        if MHD_get_timeout(daemon, &milliseconds) != .YES { milliseconds = Self.longestWait }
         let now = ContinuousClock.now
-        let deadline = now.advanced(by: .milliseconds(min(milliseconds, 60_000)))
-        // 0 when data already read or a resumed connection waits, which no new event
-        // would announce; the timer then runs after the loop's next (non-blocking)
-        // poll, so Redis replies are read in between. Otherwise the next connection
-        // timeout. Those deadlines only move later while the timer waits, so the timer
-        // is replaced only when an earlier one is needed (or it has fired).
+        let deadline = now.advanced(by: .milliseconds(min(milliseconds, Self.longestWait)))
         if let timer, timer.deadline <= deadline { return }
         if let timer { loop.cancel(timer.id) }
         let id = loop.schedule(after: now.duration(to: deadline)) { [self] in
