@@ -164,5 +164,6 @@ func buildApplication(
     }
     return IngressApplication(
         configuration: configuration, server: server, redis: redis, hotPath: hotPath, postgres: postgres, keys: keys,
-        metrics: metrics, sweeper: sweeper, invalidation: invalidation, adminServer: adminServer, frontLoop: frontLoop, logger: logger)
+        metrics: metrics, sweeper: sweeper, invalidation: invalidation, adminServer: adminServer, frontLoop: frontLoop,
+        logger: logger)
 }
