@@ -10,9 +10,11 @@ static void forward_log(void *cls, const char *format, va_list arguments) {
 
 /// The options after the logger, which libmicrohttpd wants first (so it can report
 /// problems with the rest).
-#define PG_SHIM_MHD_COMMON_OPTIONS(o) \
+/// `pool` holds the thread pool size, or nothing for a daemon without a pool
+/// (libmicrohttpd warns about a size of 0 or 1).
+#define PG_SHIM_MHD_COMMON_OPTIONS(o, pool) \
     MHD_OPTION_SOCK_ADDR, (o)->address, \
-    MHD_OPTION_THREAD_POOL_SIZE, (o)->thread_pool_size, \
+    MHD_OPTION_ARRAY, (pool), \
     MHD_OPTION_CONNECTION_LIMIT, (o)->connection_limit, \
     MHD_OPTION_CONNECTION_TIMEOUT, (o)->connection_timeout_seconds, \
     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (o)->connection_memory_limit, \
@@ -21,15 +23,19 @@ static void forward_log(void *cls, const char *format, va_list arguments) {
     MHD_OPTION_END
 
 struct MHD_Daemon *pg_shim_mhd_start(const pg_shim_mhd_options *o) {
+    struct MHD_OptionItem pool[] = {
+        {o->thread_pool_size > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, o->thread_pool_size, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
     if (o->log_target != NULL) {
         return MHD_start_daemon(
             o->flags | MHD_USE_ERROR_LOG, 0, NULL, NULL, o->access_handler, o->access_cls,
             MHD_OPTION_EXTERNAL_LOGGER, forward_log, o->log_target,
-            PG_SHIM_MHD_COMMON_OPTIONS(o));
+            PG_SHIM_MHD_COMMON_OPTIONS(o, pool));
     }
     return MHD_start_daemon(
         o->flags, 0, NULL, NULL, o->access_handler, o->access_cls,
-        PG_SHIM_MHD_COMMON_OPTIONS(o));
+        PG_SHIM_MHD_COMMON_OPTIONS(o, pool));
 }
 
 uint16_t pg_shim_mhd_bound_port(struct MHD_Daemon *daemon) {
@@ -40,4 +46,9 @@ uint16_t pg_shim_mhd_bound_port(struct MHD_Daemon *daemon) {
 const struct sockaddr *pg_shim_mhd_client_address(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     return info == NULL ? NULL : info->client_addr;
+}
+
+int pg_shim_mhd_epoll_fd(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    return info == NULL ? -1 : info->epoll_fd;
 }

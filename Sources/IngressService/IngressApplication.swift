@@ -11,6 +11,9 @@ final class IngressApplication: Sendable {
     let redis: RedisClient
     /// The Web Push hot path's pipelined connection (everything else uses the pool).
     let hotPath: RedisMultiplexer
+    /// The thread that runs the public HTTP server and `hotPath` together, when
+    /// `INGRESS_THREADS` is 1; stopped last.
+    let frontLoop: EventLoop?
     let postgres: PostgresClient
     let keys: RedisKeys
     let metrics: IngressMetrics
@@ -25,8 +28,9 @@ final class IngressApplication: Sendable {
         configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, hotPath: RedisMultiplexer,
         postgres: PostgresClient,
         keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, invalidation: CacheInvalidation,
-        adminServer: HTTPServer? = nil, logger: Logger
+        adminServer: HTTPServer? = nil, frontLoop: EventLoop? = nil, logger: Logger
     ) {
+        self.frontLoop = frontLoop
         self.configuration = configuration
         self.server = server
         self.redis = redis
@@ -66,6 +70,7 @@ final class IngressApplication: Sendable {
         redis.close()
         hotPath.close()
         postgres.close()
+        frontLoop?.shutdown()
     }
 }
 
@@ -81,8 +86,14 @@ func buildApplication(
             maximumConnections: configuration.redisConnections, acquireTimeout: .seconds(2),
             connection: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2))),
         logger: logger)
+    // One thread: libmicrohttpd runs on the loop that reads the hot path's Redis
+    // replies, so a push is parsed, sent, answered and written without a thread
+    // hand-off. With more threads, libmicrohttpd's own pool hands each push to the
+    // multiplexer's thread and back.
+    let frontLoop = configuration.threads == 1 ? EventLoop(name: "pushgate.ingress") : nil
     let hotPath = RedisMultiplexer(
-        url: redis.url, options: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2)), logger: logger)
+        url: redis.url, options: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2)),
+        eventLoop: frontLoop, logger: logger)
     let postgres = PostgresClient(
         configuration: .init(
             url: configuration.common.databaseURL, applicationName: "pushgate-ingress",
@@ -133,7 +144,7 @@ func buildApplication(
         configuration: .init(
             address: configuration.listen, threads: configuration.threads,
             connectionLimit: configuration.connectionLimit,
-            connectionTimeoutSeconds: configuration.connectionTimeoutSeconds),
+            connectionTimeoutSeconds: configuration.connectionTimeoutSeconds, eventLoop: frontLoop),
         handler: handler, logger: logger.child("http"))
     let sweeper = SubscriptionSweeper(
         redis: redis, keys: keys, subscriptions: subscriptions, invalidation: invalidation,
@@ -148,9 +159,11 @@ func buildApplication(
             quota: RedisQuotaCounter(redis: redis, keys: keys), logger: logger)
     } catch {
         hotPath.close()  // its event loop thread would otherwise outlive the failed start
+        frontLoop?.shutdown()
         throw error
     }
     return IngressApplication(
         configuration: configuration, server: server, redis: redis, hotPath: hotPath, postgres: postgres, keys: keys,
-        metrics: metrics, sweeper: sweeper, invalidation: invalidation, adminServer: adminServer, logger: logger)
+        metrics: metrics, sweeper: sweeper, invalidation: invalidation, adminServer: adminServer, frontLoop: frontLoop,
+        logger: logger)
 }

@@ -23,13 +23,37 @@ import Testing
         }
     }
 
+    /// Who runs libmicrohttpd: its own threads, or an `EventLoop` of ours.
+    enum Polling: Sendable, CustomTestStringConvertible {
+        case threads(Int)
+        case eventLoop
+
+        var testDescription: String {
+            switch self {
+            case .threads(let count): "\(count) libmicrohttpd threads"
+            case .eventLoop: "an event loop"
+            }
+        }
+    }
+
+    static let pollings: [Polling] = [.threads(2), .eventLoop]
+
     func withServer(
-        _ handler: some HTTPHandler, threads: Int = 2, _ body: (HTTPServer) async throws -> Void
+        _ handler: some HTTPHandler, polling: Polling = .threads(2), _ body: (HTTPServer) async throws -> Void
     ) async throws {
         let (logger, _) = TestEnvironment.capturingLogger()
-        let server = HTTPServer(
-            configuration: .init(address: ListenAddress(host: "127.0.0.1", port: 0), threads: threads),
-            handler: handler, logger: logger)
+        var configuration = HTTPServer.Configuration(address: ListenAddress(host: "127.0.0.1", port: 0))
+        let loop: EventLoop?
+        switch polling {
+        case .threads(let count):
+            configuration.threads = count
+            loop = nil
+        case .eventLoop:
+            loop = EventLoop(name: "http-server-test")
+            configuration.eventLoop = loop
+        }
+        defer { loop?.shutdown() }
+        let server = HTTPServer(configuration: configuration, handler: handler, logger: logger)
         try server.start()
         do {
             try await body(server)
@@ -40,8 +64,8 @@ import Testing
         await server.shutdown(deadline: .seconds(1))
     }
 
-    @Test func deliversMethodPathQueryHeadersPeerAndBody() async throws {
-        try await withServer(EchoHandler()) { server in
+    @Test(arguments: pollings) func deliversMethodPathQueryHeadersPeerAndBody(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
             let client = RawHTTPClient(port: server.port)
             let response = try await client.request(
                 "POST", "/api/push/p/abc?x=1", headers: [("X-Thing", "value")], body: Array(repeating: 7, count: 100))
@@ -51,8 +75,8 @@ import Testing
         }
     }
 
-    @Test func acceptsABodyExactlyAtTheLimit() async throws {
-        try await withServer(EchoHandler()) { server in
+    @Test(arguments: pollings) func acceptsABodyExactlyAtTheLimit(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
             let response = try await RawHTTPClient(port: server.port).request(
                 "POST", "/", body: Array(repeating: 1, count: 8192))
             #expect(response.status == 201)
@@ -60,8 +84,8 @@ import Testing
         }
     }
 
-    @Test func answersOversizedDeclaredBodyWithTheHandlersError() async throws {
-        try await withServer(EchoHandler()) { server in
+    @Test(arguments: pollings) func answersOversizedDeclaredBodyWithTheHandlersError(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
             let response = try await RawHTTPClient(port: server.port).request(
                 "POST", "/", body: Array(repeating: 1, count: 8193))
             #expect(response.status == 413)
@@ -69,8 +93,8 @@ import Testing
         }
     }
 
-    @Test func answersOversizedChunkedBodyWithoutBufferingIt() async throws {
-        try await withServer(EchoHandler()) { server in
+    @Test(arguments: pollings) func answersOversizedChunkedBodyWithoutBufferingIt(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
             // No Content-Length: the limit is enforced as the chunks arrive.
             let chunk = Array(repeating: UInt8(ascii: "a"), count: 4096)
             var raw = Array(
@@ -84,7 +108,8 @@ import Testing
 
     /// Every request waits until all of them are inside the handler at once. With
     /// one server thread this only completes if waiting handlers do not hold it.
-    @Test func waitingHandlersDoNotHoldTheServerThreads() async throws {
+    @Test(arguments: [Polling.threads(1), .eventLoop])
+    func waitingHandlersDoNotHoldTheServerThreads(polling: Polling) async throws {
         final class RendezvousHandler: HTTPHandler {
             let expected: Int
             let arrived = Atomic<Int>(0)
@@ -97,7 +122,7 @@ import Testing
                 return .text(arrived.load(ordering: .relaxed) >= expected ? 200 : 504, "")
             }
         }
-        try await withServer(RendezvousHandler(expected: 16), threads: 1) { server in
+        try await withServer(RendezvousHandler(expected: 16), polling: polling) { server in
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<16 {
                     group.addTask { try await RawHTTPClient(port: server.port).request("GET", "/").status }
@@ -134,8 +159,42 @@ import Testing
         }
     }
 
-    @Test func refusesToStartOnAPortInUse() async throws {
-        try await withServer(EchoHandler()) { server in
+    /// A handler answering from the loop's own thread (as the Web Push route does from
+    /// a Redis multiplexer sharing the loop) gets its response written, connection
+    /// after connection and request after request on a kept-alive one.
+    @Test func answersFromTheEventLoopsOwnThread() async throws {
+        struct LoopHandler: HTTPHandler {
+            let loop: EventLoop
+            func handle(_ request: HTTPRequest) async -> HTTPResponse { .text(500, "not on the loop") }
+            func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+                loop.execute { [loop] in respond(.text(loop.inEventLoop ? 200 : 500, "\(request.path)")) }
+            }
+        }
+        let (logger, _) = TestEnvironment.capturingLogger()
+        let loop = EventLoop(name: "http-server-test")
+        defer { loop.shutdown() }
+        var configuration = HTTPServer.Configuration(address: ListenAddress(host: "127.0.0.1", port: 0))
+        configuration.eventLoop = loop
+        let server = HTTPServer(configuration: configuration, handler: LoopHandler(loop: loop), logger: logger)
+        try server.start()
+        for index in 0..<20 {
+            let response = try await RawHTTPClient(port: server.port).request("GET", "/\(index)")
+            #expect(response.status == 200)
+            #expect(response.text == "/\(index)")
+        }
+        // Pipelined on one connection: the requests after the first are already read
+        // when it is answered, and no new event announces them.
+        var pipelined: [UInt8] = []
+        for index in 0..<3 { pipelined += Array("GET /k\(index) HTTP/1.1\r\nHost: x\r\n\r\n".utf8) }
+        pipelined += Array("GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+        let raw = String(decoding: try await RawHTTPClient(port: server.port).exchange(pipelined), as: UTF8.self)
+        #expect(raw.components(separatedBy: "HTTP/1.1 200").count == 5)
+        #expect(raw.hasSuffix("/last"))
+        await server.shutdown(deadline: .seconds(1))
+    }
+
+    @Test(arguments: pollings) func refusesToStartOnAPortInUse(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
             let (logger, _) = TestEnvironment.capturingLogger()
             let second = HTTPServer(
                 configuration: .init(address: ListenAddress(host: "127.0.0.1", port: server.port)),

@@ -20,7 +20,7 @@ typedef struct {
 typedef struct {
     unsigned int flags;
     const struct sockaddr *address; /// where to listen (IPv4 or IPv6, port 0 for any)
-    unsigned int thread_pool_size;
+    unsigned int thread_pool_size; /// 0 or 1: no pool (one internal thread, or none)
     unsigned int connection_limit;
     unsigned int connection_timeout_seconds;
     size_t connection_memory_limit; /// bounds the request line and headers
@@ -37,6 +37,10 @@ struct MHD_Daemon *pg_shim_mhd_start(const pg_shim_mhd_options *options);
 
 /// The port the daemon listens on (useful after binding port 0), or 0.
 uint16_t pg_shim_mhd_bound_port(struct MHD_Daemon *daemon);
+
+/// The epoll descriptor of a daemon started without an internal thread (watched by
+/// the caller's own event loop), or -1.
+int pg_shim_mhd_epoll_fd(struct MHD_Daemon *daemon);
 
 /// The peer address of a connection, or NULL (MHD_get_connection_info is variadic).
 const struct sockaddr *pg_shim_mhd_client_address(struct MHD_Connection *connection);

@@ -21,6 +21,17 @@ enum Route: Sendable, Equatable {
     static let appAPIPrefix = "/api/v1/app/push/"
 
     init(method: String, path: String) {
+        // The hot path first, compared as bytes (no Character walk).
+        if path.utf8.starts(with: Self.pushPathPrefix.utf8) {
+            let id = String(Substring(path.utf8.dropFirst(Self.pushPathPrefix.utf8.count)))
+            // Any other shape is answered by the route itself (404, 1003).
+            if id.isEmpty {
+                self = .notFound
+            } else {
+                self = method == "POST" ? .deliver(id: id) : .methodNotAllowed(allowed: "POST")
+            }
+            return
+        }
         switch path {
         case "/healthz": self = method == "GET" ? .healthz : .methodNotAllowed(allowed: "GET")
         case "/readyz": self = method == "GET" ? .readyz : .methodNotAllowed(allowed: "GET")
@@ -29,14 +40,6 @@ enum Route: Sendable, Equatable {
         default:
             if path.hasPrefix(Self.appAPIPrefix) {
                 self = Self.appAPI(method: method, rest: path.dropFirst(Self.appAPIPrefix.count))
-            } else if path.hasPrefix(Self.pushPathPrefix) {
-                let id = String(path.dropFirst(Self.pushPathPrefix.count))
-                // Any other shape is answered by the route itself (404, 1003).
-                guard !id.isEmpty else {
-                    self = .notFound
-                    return
-                }
-                self = method == "POST" ? .deliver(id: id) : .methodNotAllowed(allowed: "POST")
             } else if path.hasPrefix(Self.subscriptionsPath + "/") {
                 let rest = path.dropFirst(Self.subscriptionsPath.count + 1).split(
                     separator: "/", omittingEmptySubsequences: false)

@@ -134,10 +134,10 @@ final class WebPushRoutes: Sendable {
         case .stashed: metrics.pushStashed()
         default: throw PushAPIError.storageFailed
         }
-        var responseHeaders = HTTPHeaders()
-        responseHeaders.add("Location", messageBase + admission.messageID)
-        responseHeaders.add("TTL", String(admission.headers.ttl))
-        return HTTPResponse(status: 201, headers: responseHeaders)
+        let headers = HTTPHeaders([
+            ("Location", messageBase + admission.messageID), ("TTL", String(admission.headers.ttl)),
+        ])
+        return HTTPResponse(status: 201, headers: headers)
     }
 
     /// A body over the limit (never buffered): the checks that come before 413 in

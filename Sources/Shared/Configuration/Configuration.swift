@@ -64,7 +64,9 @@ public struct CommonConfiguration: Sendable {
 /// - `ADMIN_TOKEN`: bearer token of the admin API, at least 32 characters; required with `ADMIN_LISTEN`.
 /// - `PUBLIC_BASE_URL` (required): base of the push `url` returned at registration.
 /// - `TRUSTED_PROXIES`: comma-separated CIDRs whose `X-Forwarded-For` is believed.
-/// - `INGRESS_THREADS`: libmicrohttpd worker threads, default 2 (1–64).
+/// - `INGRESS_THREADS`: HTTP threads, default 1 (1–64): one runs libmicrohttpd and the Web Push
+///   hot path's Redis connection on one event loop (no thread hand-off per push); more run
+///   libmicrohttpd's own thread pool, handing pushes to the Redis thread and back.
 /// - `INGRESS_CONNECTION_LIMIT`: open connections at most, default 10000.
 /// - `INGRESS_CONNECTION_TIMEOUT`: seconds an idle or slow connection is kept, default 30.
 /// - `QUEUE_STREAM`: the stream pushes are added to, default `pushgate:queue:{0}`; its
@@ -111,7 +113,7 @@ public struct IngressConfiguration: Sendable {
 
     public init(environment: Environment = Environment()) throws(ConfigurationError) {
         common = try CommonConfiguration(environment: environment)
-        threads = try environment.integer("INGRESS_THREADS", default: 2, range: 1...64)
+        threads = try environment.integer("INGRESS_THREADS", default: 1, range: 1...64)
         connectionLimit = try environment.integer("INGRESS_CONNECTION_LIMIT", default: 10_000, range: 1...1_000_000)
         connectionTimeoutSeconds = try environment.integer("INGRESS_CONNECTION_TIMEOUT", default: 30, range: 1...3600)
         queueStream = environment.optional("QUEUE_STREAM") ?? WorkerConfiguration.defaultStream

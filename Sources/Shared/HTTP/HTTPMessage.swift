@@ -97,19 +97,30 @@ extension HTTPHandler {
 
 extension String {
     /// Equal ignoring case. Field names are ASCII, so that is compared byte by byte
-    /// without allocating; anything else falls back to Unicode lower-casing.
+    /// over the two strings' storage, without allocating; anything else falls back
+    /// to Unicode lower-casing.
     func caseInsensitiveEquals(_ other: String) -> Bool {
         guard utf8.count == other.utf8.count else { return false }
-        var ascii = true
-        let equal = utf8.elementsEqual(other.utf8) { left, right in
-            if left == right { return true }
-            if left >= 0x80 || right >= 0x80 {
-                ascii = false
-                return true  // decided below
-            }
-            return left | 0x20 == right | 0x20 && (left | 0x20) >= UInt8(ascii: "a")
-                && (left | 0x20) <= UInt8(ascii: "z")
+        let answer =
+            utf8.withContiguousStorageIfAvailable { left in
+                other.utf8.withContiguousStorageIfAvailable { right in Self.asciiCaseInsensitiveEquals(left, right) }
+                    ?? nil
+            } ?? nil
+        if let answer { return answer }
+        return lowercased() == other.lowercased()
+    }
+
+    /// Equal ignoring ASCII case; nil when a byte differs and either is not ASCII.
+    private static func asciiCaseInsensitiveEquals(
+        _ left: UnsafeBufferPointer<UInt8>, _ right: UnsafeBufferPointer<UInt8>
+    ) -> Bool? {
+        for index in left.indices {
+            let (a, b) = (left[index], right[index])
+            if a == b { continue }
+            if a | b >= 0x80 { return nil }
+            let lower = a | 0x20
+            guard lower == b | 0x20, lower >= UInt8(ascii: "a"), lower <= UInt8(ascii: "z") else { return false }
         }
-        return ascii ? equal : lowercased() == other.lowercased()
+        return true
     }
 }

@@ -69,9 +69,11 @@ let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method
     context.body = []
     MHD_suspend_connection(connection)
     let suspended = SuspendedConnection(connection)
+    let driver = server.driver
     let respond: @Sendable (HTTPResponse) -> Void = { response in
         context.response.withLock { $0 = response }
         MHD_resume_connection(suspended.pointer)
+        driver?.connectionResumed()
     }
     if oversized {
         Task { respond(await handler.handleOversized(request.head)) }
@@ -118,23 +120,22 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MH
     return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
 }
 
-private final class ValueCollector {
-    var values: [(name: String, value: String)] = []
-}
-
+/// The connection's values of one kind, in order. The callback appends to the
+/// caller's array through the context pointer: no collector object per request.
 private func connectionValues(_ connection: OpaquePointer, kind: MHD_ValueKind) -> [(name: String, value: String)] {
-    let collector = ValueCollector()
-    withExtendedLifetime(collector) {
+    var values: [(name: String, value: String)] = []
+    withUnsafeMutablePointer(to: &values) { pointer in
         _ = MHD_get_connection_values(
             connection, kind,
             { cls, _, key, value in
                 guard let cls, let key else { return .YES }
-                let collector = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
-                collector.values.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+                let values = cls.assumingMemoryBound(to: [(name: String, value: String)].self)
+                if values.pointee.isEmpty { values.pointee.reserveCapacity(16) }
+                values.pointee.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
                 return .YES
-            }, Unmanaged.passUnretained(collector).toOpaque())
+            }, pointer)
     }
-    return collector.values
+    return values
 }
 
 private func peerAddress(_ connection: OpaquePointer) -> [UInt8] {

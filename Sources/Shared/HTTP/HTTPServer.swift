@@ -11,6 +11,9 @@ public struct HTTPServerError: Error, CustomStringConvertible {
 /// keep-alive, bounded headers and bodies, per-connection timeouts and a global
 /// connection cap.
 ///
+/// With `Configuration.eventLoop` set, the daemon has no threads of its own and runs
+/// on that loop instead (see `HTTPDaemonDriver`).
+///
 /// libmicrohttpd's threads only parse and write. When a request is complete its
 /// connection is suspended and handed to the `HTTPHandler` (as a Swift task unless
 /// the handler answers through a callback of its own), and the connection is
@@ -27,11 +30,16 @@ public final class HTTPServer: Sendable {
         /// every request (keep-alive included): 16 KB holds any sane header set and
         /// costs half the clearing of its former 32 KB on every push.
         public var headerMemoryLimit: Int
+        /// The loop that runs the daemon instead of its own `threads` (which are then
+        /// not started): handlers answering from this loop's thread (a Redis
+        /// multiplexer on it) then cost no thread hand-off at all.
+        public var eventLoop: EventLoop?
 
         public init(
             address: ListenAddress, threads: Int = 2, connectionLimit: Int = 10_000, connectionTimeoutSeconds: Int = 30,
-            headerMemoryLimit: Int = 16 * 1024
+            headerMemoryLimit: Int = 16 * 1024, eventLoop: EventLoop? = nil
         ) {
+            self.eventLoop = eventLoop
             self.address = address
             self.threads = threads
             self.connectionLimit = connectionLimit
@@ -42,6 +50,8 @@ public final class HTTPServer: Sendable {
 
     let handler: any HTTPHandler
     let logger: Logger
+    /// Runs the daemon on `Configuration.eventLoop`; nil when it has threads of its own.
+    let driver: HTTPDaemonDriver?
     private let configuration: Configuration
     private let state = Mutex(State())
     /// Requests begun and not yet completed (for draining on shutdown).
@@ -60,6 +70,7 @@ public final class HTTPServer: Sendable {
         self.configuration = configuration
         self.handler = handler
         self.logger = logger
+        driver = configuration.eventLoop.map { HTTPDaemonDriver(loop: $0) }
     }
 
     /// The port actually bound (useful when configured with port 0).
@@ -75,9 +86,10 @@ public final class HTTPServer: Sendable {
 
         let daemon: OpaquePointer? = address.withUnsafeBytes { raw in
             var options = pg_shim_mhd_options()
-            options.flags = UInt32(MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue)
+            let polling = configuration.eventLoop == nil ? MHD_USE_EPOLL_INTERNAL_THREAD : MHD_USE_EPOLL
+            options.flags = UInt32(polling.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue)
             options.address = raw.baseAddress!.assumingMemoryBound(to: sockaddr.self)
-            options.thread_pool_size = UInt32(max(configuration.threads, 1))
+            options.thread_pool_size = configuration.eventLoop == nil ? UInt32(max(configuration.threads, 1)) : 0
             options.connection_limit = UInt32(configuration.connectionLimit)
             options.connection_timeout_seconds = UInt32(configuration.connectionTimeoutSeconds)
             options.connection_memory_limit = configuration.headerMemoryLimit
@@ -96,6 +108,7 @@ public final class HTTPServer: Sendable {
                 description: "cannot listen on \(configuration.address) (address in use or not local?)")
         }
         let port = Int(pg_shim_mhd_bound_port(daemon))
+        driver?.start(daemon)
         state.withLock {
             $0.daemon = daemon
             $0.port = port
@@ -109,7 +122,7 @@ public final class HTTPServer: Sendable {
     /// `deadline`), then closes every connection. Idempotent.
     public func shutdown(deadline: Duration = .seconds(10)) async {
         guard let daemon = state.withLock({ $0.daemon }) else { return }
-        let listener = MHD_quiesce_daemon(daemon)
+        let listener = if let driver { await driver.quiesce() } else { MHD_quiesce_daemon(daemon) }
         if listener >= 0 { close(listener) }
         let clock = ContinuousClock()
         let end = clock.now.advanced(by: deadline)
@@ -118,17 +131,21 @@ public final class HTTPServer: Sendable {
         }
         let remaining = inFlight.load(ordering: .acquiring)
         if remaining > 0 { logger.warning("closing with requests in progress", metadata: ["requests": "\(remaining)"]) }
-        stop()
+        await stop()
     }
 
-    private func stop() {
+    private func stop() async {
         let taken = state.withLock { state -> State in
             let taken = state
             state = State()
             return taken
         }
         guard let daemon = taken.daemon else { return }
-        MHD_stop_daemon(daemon)
+        if let driver {
+            await driver.stop()
+        } else {
+            MHD_stop_daemon(daemon)
+        }
         taken.logTarget?.deinitialize(count: 1)
         taken.logTarget?.deallocate()
         taken.retainedSelf?.release()

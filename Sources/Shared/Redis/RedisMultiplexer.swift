@@ -177,7 +177,15 @@ public final class RedisMultiplexer: Sendable {
         }
         switch wake {
         case nil: submission.fail(RedisError(code: .closed, message: "the Redis multiplexer is closed"))
-        case true?: loop.execute { [self] in drain() }
+        case true?:
+            // From the loop's own thread (an HTTP server sharing it), the drain runs at
+            // the end of this iteration: every push parsed in it leaves in one write,
+            // and no wake-up is written.
+            if loop.inEventLoop {
+                loop.deferToEndOfIteration { [self] in drain() }
+            } else {
+                loop.execute { [self] in drain() }
+            }
         case false?: break
         }
     }

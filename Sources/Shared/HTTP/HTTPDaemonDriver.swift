@@ -1,0 +1,111 @@
+import CMicroHTTPD
+import CShims
+
+/// Runs a libmicrohttpd daemon started without threads of its own on an `EventLoop`:
+/// the loop watches the daemon's epoll descriptor and calls `MHD_run` when it is
+/// readable, when libmicrohttpd says it has work at hand, and when the next
+/// connection timeout is due.
+///
+/// A handler whose answer comes from the same loop (a `RedisMultiplexer` sharing
+/// it) then parses, submits, reads the reply and writes the response on one thread:
+/// no thread wake-up or hand-off per request. Without threads libmicrohttpd has no
+/// inter-thread channel, so whoever resumes a connection calls `connectionResumed()`.
+///
+/// Why @unchecked Sendable is safe: `daemon` and `epollFD` are written once by
+/// `start(_:)` before the loop first sees the driver; after that, every property is
+/// touched only on `loop`'s thread.
+final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
+    let loop: EventLoop
+    private var daemon: OpaquePointer?
+    private var epollFD: Int32 = -1
+    private var stopped = false
+    private var runScheduled = false
+    private var timer: (id: EventLoop.TimerID, deadline: ContinuousClock.Instant)?
+    /// The longest the daemon goes without a run, in milliseconds.
+    static let longestWait: UInt64 = 1000
+
+    init(loop: EventLoop) {
+        self.loop = loop
+    }
+
+    /// Starts watching `daemon` (started without threads, epoll). Once, any thread.
+    func start(_ daemon: OpaquePointer) {
+        self.daemon = daemon
+        epollFD = pg_shim_mhd_epoll_fd(daemon)
+        loop.execute { [self] in
+            loop.register(epollFD, interest: .read, handler: self)
+            run()
+        }
+    }
+
+    /// Runs the daemon soon, after a connection was resumed (its response queued on
+    /// that run). Any thread; on the loop's own, the run comes at the end of the
+    /// iteration, once for every connection resumed in it.
+    func connectionResumed() {
+        if loop.inEventLoop {
+            scheduleRun()
+        } else {
+            loop.execute { [self] in scheduleRun() }
+        }
+    }
+
+    private func scheduleRun() {
+        guard !runScheduled else { return }
+        runScheduled = true
+        loop.deferToEndOfIteration { [self] in
+            runScheduled = false
+            run()
+        }
+    }
+
+    /// `MHD_quiesce_daemon` on the loop's thread (it edits the daemon's epoll set):
+    /// the listening socket, now the caller's to close, or -1.
+    func quiesce() async -> Int32 {
+        (try? await loop.submit { [self] in
+            guard !stopped, let daemon else { return -1 }
+            return MHD_quiesce_daemon(daemon)
+        }) ?? -1
+    }
+
+    /// Stops watching and stops the daemon (closing every connection) on the loop's
+    /// thread, where no `MHD_run` can be in progress.
+    func stop() async {
+        _ = try? await loop.submit { [self] in
+            guard !stopped, let daemon else { return }
+            stopped = true
+            loop.unregister(epollFD)
+            if let timer { loop.cancel(timer.id) }
+            timer = nil
+            MHD_stop_daemon(daemon)
+        }
+    }
+
+    func readable() { run() }
+    func writable() {}
+    func hangUp() { run() }
+
+    /// One pass of the daemon: accepts, reads, calls the access handler, writes,
+    /// expires idle connections; then arranges the next pass it asks for.
+    private func run() {
+        guard !stopped, let daemon else { return }
+        _ = MHD_run(daemon)
+        // The next run: at once (0) when data already read or a resumed connection
+        // waits, which no new event would announce (the timer then runs after the
+        // loop's next, non-blocking, poll, so Redis replies are read in between);
+        // otherwise at the next connection timeout, but within a second, since
+        // libmicrohttpd also re-arms its listening socket (taken out at the connection
+        // limit) only when it runs. Deadlines only move later while a timer waits, so
+        // it is replaced only when an earlier one is needed (or it has fired).
+        var milliseconds: UInt64 = 0
+        if MHD_get_timeout(daemon, &milliseconds) != .YES { milliseconds = Self.longestWait }
+        let now = ContinuousClock.now
+        let deadline = now.advanced(by: .milliseconds(min(milliseconds, Self.longestWait)))
+        if let timer, timer.deadline <= deadline { return }
+        if let timer { loop.cancel(timer.id) }
+        let id = loop.schedule(after: now.duration(to: deadline)) { [self] in
+            timer = nil
+            run()
+        }
+        timer = (id, deadline)
+    }
+}
