@@ -207,6 +207,28 @@ import Testing
         }
     }
 
+    @Test func aCacheEntryAlsoCarriesTheFieldsFormatOneIngressesRead() async throws {
+        // During a rolling upgrade an older ingress reads the same entry: it must find
+        // the token, topic and alert it enqueues, not an entry without them.
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let token = Fixture.token()
+            let registered = try await app.register(
+                topic: fixture.topic, token: token, extra: #", "alert": {"title": "Mail", "body": "You have mail"}"#)
+            try #require(registered.status == 201)
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(registered.body)) as? [String: String])
+            let id = try #require(object["id"])
+            #expect(try await app.push(id).status == 201)
+            let fields = try await app.redis.send(
+                "HMGET", app.keys.subscription(id), SubscriptionCacheField.formatOneTopic,
+                SubscriptionCacheField.formatOneToken, SubscriptionCacheField.formatOneTitle,
+                SubscriptionCacheField.formatOneBody
+            ).array?.map(\.string)
+            #expect(fields == [fixture.topic, token, "Mail", "You have mail"])
+        }
+    }
+
     @Test func disabledAppAndLitePlanAnswer403AfterInvalidation() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)

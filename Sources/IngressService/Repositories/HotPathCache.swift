@@ -44,6 +44,10 @@ struct HotPathCache: Sendable {
                         lifetimeMilliseconds, SubscriptionCacheField.app, entry.appID, SubscriptionCacheField.state,
                         entry.active ? "active" : "pending", SubscriptionCacheField.sandbox, entry.sandbox ? "1" : "0",
                         SubscriptionCacheField.part, part,
+                        SubscriptionCacheField.formatOneTopic, entry.topic,
+                        SubscriptionCacheField.formatOneToken, entry.deviceToken,
+                        SubscriptionCacheField.formatOneTitle, entry.alertTitle,
+                        SubscriptionCacheField.formatOneBody, entry.alertBody,
                     ]
                 ).throwingError()
             } else {

@@ -13,6 +13,14 @@ public enum SubscriptionCacheField {
     public static let part = "part"
     /// `1` in a negative entry: no such subscription in Postgres (short-lived).
     public static let missing = "missing"
+    /// The fields ingresses before queue format 2 read instead of `part`. A fill
+    /// writes them too while both may run side by side (a rolling upgrade): an older
+    /// ingress that found a live entry without them would enqueue a push with no
+    /// device token. Remove them once no format-1 ingress can be running.
+    public static let formatOneTopic = "topic"
+    public static let formatOneToken = "token"
+    public static let formatOneTitle = "title"
+    public static let formatOneBody = "body"
 }
 
 public enum AppCacheField {
