@@ -85,7 +85,6 @@ public final class RedisMultiplexer: Sendable {
         let redisLogger = logger?.child(
             "redis", metadata: ["redis.endpoint": "\(url.host):\(url.port)/\(url.database)"])
         core = Core(url: url, options: options, loop: loop, logger: redisLogger)
-        core.batchAnswered = { [weak self] in self?.scheduleDrain() }
     }
 
     /// Parses `REDIS_URL` (see `RedisURL`).
@@ -191,19 +190,6 @@ public final class RedisMultiplexer: Sendable {
         }
     }
 
-    /// Loop thread, after a batched command was answered: the items it held back leave
-    /// with the drain at the end of this iteration, together with what the iteration
-    /// still reads (an HTTP server sharing the loop answers and reads after the reply),
-    /// as one command rather than two.
-    private func scheduleDrain() {
-        let first = inbox.withLock { inbox in
-            if inbox.closed || inbox.drainScheduled { return false }
-            inbox.drainScheduled = true
-            return true
-        }
-        if first { loop.deferToEndOfIteration { [self] in drain() } }
-    }
-
     /// Loop thread: takes everything submitted so far, swapping in the spare buffer
     /// (moved out of `core` first, so it is uniquely referenced and appending to it
     /// does not copy): in the steady state neither array is reallocated.
@@ -271,9 +257,6 @@ extension RedisMultiplexer {
         /// Batch items waiting for a batched command in flight to be answered.
         var held: [Submission] = []
         var batchesInFlight = 0
-        /// Called when a batched command is answered; the multiplexer then drains (and
-        /// so releases what is held) at the end of the iteration.
-        var batchAnswered: (() -> Void)?
         /// Two, so Redis has the next batch at hand while the ingress reads the last one's answer.
         static let batchesInFlightLimit = 2
 
@@ -365,8 +348,7 @@ extension RedisMultiplexer {
 
         /// Commands leave at once; batch items leave at once too unless
         /// `batchesInFlightLimit` batched commands are already on their way. Then they
-        /// wait for one of those to be answered and leave together, with what else
-        /// the loop reads in that iteration (`scheduleDrain`): batches grow with
+        /// wait for one of those to be answered and leave together: batches grow with
         /// the load (Redis pays its cost per script run and per read fewer times),
         /// and at low load nothing waits. Items may thereby pass commands submitted
         /// after them; each caller's own item and command stay in order, since a
@@ -391,7 +373,7 @@ extension RedisMultiplexer {
             // Answers arrive on the loop's thread (or, once closed, in `shutDown` there).
             let requests = RedisMultiplexer.requests(items) { [self] in
                 batchesInFlight -= 1
-                batchAnswered?()
+                releaseHeld()
             }
             batchesInFlight += requests.count
             dispatch(requests)
