@@ -83,6 +83,25 @@ import Testing
         }
     }
 
+    /// Pushes sent at once are mostly decided in one script run: each still as if alone,
+    /// so the window admits exactly the limit, refused pushes leave no time behind, and
+    /// the quota counts exactly the accepted ones (a key created with its lifetime).
+    @Test func aBurstKeepsTheWindowExactAndCountsTheQuotaOfTheAcceptedOnly() async throws {
+        try await IngressTestApp.with(["RATE_LIMIT_PUSH": "3/60"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 { group.addTask { try await app.push(id).status } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.sorted() == [201, 201, 201, 429, 429, 429, 429, 429])
+            #expect(try await app.redis.send("LLEN", app.keys.pushRate(id)).int == 3)
+            let quota = app.keys.quota(account: fixture.accountID, month: RedisKeys.quotaMonth())
+            #expect(try await app.redis.send("GET", quota).int == 3)
+            #expect(try await app.redis.send("TTL", quota).int.map { $0 > 0 } == true)
+        }
+    }
+
     @Test func clientIPComesFromTrustedProxiesRightMostUntrustedHop() {
         func head(peer: [UInt8], forwarded: [String]) -> HTTPRequestHead {
             HTTPRequestHead(

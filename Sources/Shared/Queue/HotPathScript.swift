@@ -254,19 +254,22 @@ public enum HotPathScript {
     //   untouched; the script adds what it decided (account, credential, quota key).
     // - Times go to Redis as strings made once per run (a Lua number argument costs
     //   Redis a float formatting).
-    // - The quota is reserved by one INCR and checked on its result (given back by
-    //   DECR in the rare over-quota case: a reservation never stands above the limit,
-    //   and the key is back to what it was); a refusal that comes after the quota in
-    //   the answer order (no credential, circuit flag) is known before anything is
-    //   reserved, so it only reads the quota.
-    // - The sliding window is exact and costs one read and one write: a list of the
-    //   subscription's accepted times (ms), newest first. Times only grow and a push
-    //   is added only while fewer than the limit are in the window, so the window
-    //   never holds more than the limit: a push is refused exactly when the list's
-    //   limit-th newest time is still in the window (newer than now − window), and
-    //   that time plus the window is when a slot frees up. Older times are left
-    //   behind and cut off in one LTRIM when the list reaches twice the limit
-    //   (bounded like the window itself, at no write per push).
+    // - The quota is counted in the run and written once per quota key at its end
+    //   (INCRBY; EXPIRE when the run created the key): each push sees the count before
+    //   the run (one GET, only when the account has a limit) plus what the pushes
+    //   before it reserved, which is what it would have read alone, since the run is
+    //   atomic. A refusal that comes after the quota in the answer order (no
+    //   credential, circuit flag) reserves nothing.
+    // - The sliding window is exact: a list of the subscription's accepted times (ms),
+    //   newest first. Times only grow and a push stays only while fewer than the limit
+    //   were in the window, so the window never holds more than the limit. The push's
+    //   time is added first (LPUSH answers the length): while the list is no longer
+    //   than the limit, that is the whole check (one write). Otherwise the limit-th
+    //   newest time before it is read (LINDEX); if it is still in the window (newer than
+    //   now − window) the push is refused and its time taken back (LPOP), and that time
+    //   plus the window is when a slot frees up. Older times are left behind and cut off
+    //   in one LTRIM when the list reaches twice the limit (bounded like the window
+    //   itself, at no write per push).
     // - The rate window's expiry is refreshed (to twice the window) only when less
     //   than one window is left: every entry still outlives its window, and most
     //   pushes read PTTL instead of writing a PEXPIRE.
@@ -280,10 +283,14 @@ public enum HotPathScript {
         -- Whole milliseconds (13 digits) print exactly with Lua's %.14g.
         local nowText, windowStart = tostring(now), now - window
         local rateLifetimeText = tostring(2 * window)
-        -- The rate window's index of the rateLimit-th newest push, and when to trim it.
-        local lastIndexText, trimLength = tostring(rateLimit - 1), 2 * rateLimit
+        -- The rate window's index of the rateLimit-th newest push before (after) this
+        -- one is added, and when to trim it.
+        local lastIndexText, rateLimitText, trimLength = tostring(rateLimit - 1), tostring(rateLimit), 2 * rateLimit
         -- What the batch has read of apps, accounts and circuit flags, by key.
         local read = {}
+        -- Per quota key: what the run's pushes reserved, and the count before the run
+        -- (read once, when a limit needs it).
+        local quotas = {}
 
         -- The message part's first item: the ciphertext, after its LEB128 length.
         local function ciphertext(message)
@@ -324,9 +331,15 @@ public enum HotPathScript {
           if app[2] ~= '1' or limit == 0 then return {3} end
           if mode ~= 'app' then
             local rate = prefix .. 'rate:pushes:' .. id
-            local last = redis.call('LINDEX', rate, lastIndexText)
-            if last and tonumber(last) > windowStart then return {4, tonumber(last) + window - now} end
-            if redis.call('LPUSH', rate, nowText) > trimLength then redis.call('LTRIM', rate, 0, lastIndexText) end
+            local length = redis.call('LPUSH', rate, nowText)
+            if length > rateLimit then
+              local last = tonumber(redis.call('LINDEX', rate, rateLimitText))
+              if last > windowStart then
+                redis.call('LPOP', rate)
+                return {4, last + window - now}
+              end
+              if length > trimLength then redis.call('LTRIM', rate, 0, lastIndexText) end
+            end
             if redis.call('PTTL', rate) < window then redis.call('PEXPIRE', rate, rateLifetimeText) end
           end
           if sub[2] ~= 'active' then
@@ -355,31 +368,38 @@ public enum HotPathScript {
               refusal = 'provider_error'
             end
           end
+          local quota = quotas[quotaKey]
+          if not quota then
+            quota = {reserved = 0}
+            quotas[quotaKey] = quota
+          end
+          if limit > 0 then
+            if not quota.used then quota.used = tonumber(redis.call('GET', quotaKey) or '0') end
+            if quota.used + quota.reserved >= limit then return {5} end
+          end
           if mode == 'check' or refusal then
-            if limit > 0 and tonumber(redis.call('GET', quotaKey) or '0') >= limit then return {5} end
             if refusal then return {7, refusal} end
             return {6}
           end
-          local reserved = redis.call('INCR', quotaKey)
-          if limit > 0 and reserved > limit then
-            redis.call('DECR', quotaKey)
-            return {5}
-          end
           local entry = redis.pcall('XADD', stream, '*', 'v', '2', 's', sub[4], 'm', message, 'acct', app[1],
             'cred', credential, 'qk', quotaKey)
-          if type(entry) == 'table' then
-            if reserved == 1 then redis.call('DEL', quotaKey) else redis.call('DECR', quotaKey) end
-            error(entry)
-          end
-          if reserved == 1 then redis.call('EXPIRE', quotaKey, quotaLifetime) end
+          if type(entry) == 'table' then error(entry) end
+          quota.reserved = quota.reserved + 1
           return {0, entry}
         end
 
         local results = {}
         for base = 8, #ARGV, 3 do
-          local ok, result = pcall(decide, unpack(ARGV, base, base + 2))
+          local ok, result = pcall(decide, ARGV[base], ARGV[base + 1], ARGV[base + 2])
           if not ok then result = {err = type(result) == 'table' and result.err or tostring(result)} end
           results[#results + 1] = result
+        end
+        -- The run's reservations, one write per quota key; a key this run created
+        -- gets its lifetime.
+        for quotaKey, quota in pairs(quotas) do
+          if quota.reserved > 0 and redis.call('INCRBY', quotaKey, quota.reserved) == quota.reserved then
+            redis.call('EXPIRE', quotaKey, quotaLifetime)
+          end
         end
         return results
         """
