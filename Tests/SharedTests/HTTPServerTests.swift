@@ -159,6 +159,45 @@ import Testing
         }
     }
 
+    /// A request still waiting for its handler at the shutdown deadline is handed back
+    /// to libmicrohttpd before the stop (which aborts the process while a connection
+    /// is suspended), and the handler's late answer does not resume a connection the
+    /// stop freed: the process carries on.
+    @Test(arguments: pollings) func anAnswerAfterTheShutdownDeadlineIsDropped(polling: Polling) async throws {
+        struct LateHandler: HTTPHandler {
+            let started = AsyncStream<Void>.makeStream()
+            let answered = AsyncStream<Void>.makeStream()
+            func handle(_ request: HTTPRequest) async -> HTTPResponse {
+                started.continuation.yield()
+                try? await Task.sleep(for: .milliseconds(300))
+                defer { answered.continuation.yield() }
+                return .text(200, "too late")
+            }
+        }
+        let handler = LateHandler()
+        let (logger, _) = TestEnvironment.capturingLogger()
+        var configuration = HTTPServer.Configuration(address: ListenAddress(host: "127.0.0.1", port: 0))
+        let loop: EventLoop? = if case .eventLoop = polling { EventLoop(name: "http-server-test") } else { nil }
+        defer { loop?.shutdown() }
+        configuration.eventLoop = loop
+        let server = HTTPServer(configuration: configuration, handler: handler, logger: logger)
+        try server.start()
+        let port = server.port
+        let cutOff = Task { try await RawHTTPClient(port: port).request("GET", "/") }
+        for await _ in handler.started.stream { break }
+        await server.shutdown(deadline: .milliseconds(20))
+        #expect(server.suspended.isStopping)
+        // Closed, or answered with the handler's `unavailable` (a plain 503 here) if
+        // libmicrohttpd got to write it before the stop: never the late answer.
+        do {
+            #expect(try await cutOff.value.status == 503)
+        } catch {
+            #expect(error is RawHTTPClient.Failure)
+        }
+        for await _ in handler.answered.stream { break }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+
     /// A handler answering from the loop's own thread (as the Web Push route does from
     /// a Redis multiplexer sharing the loop) gets its response written, connection
     /// after connection and request after request on a kept-alive one.

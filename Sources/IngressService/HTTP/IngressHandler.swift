@@ -36,6 +36,10 @@ final class IngressHandler: HTTPHandler {
 
     func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { PushAPIError.tooLarge.response }
 
+    /// Cut off by a shutdown: the push may or may not be queued, so never a 201;
+    /// a 503 (1005) tells the sender to retry.
+    func unavailable(_ head: HTTPRequestHead) -> HTTPResponse { PushAPIError.storageUnavailable.response }
+
     func handleOversized(_ head: HTTPRequestHead) async -> HTTPResponse {
         let start = ContinuousClock.now
         let route = Route(method: head.method, path: head.path)

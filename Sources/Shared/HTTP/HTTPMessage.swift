@@ -84,12 +84,16 @@ public protocol HTTPHandler: Sendable {
     /// that delivers a Redis reply), which saves two thread hops per request. Called
     /// on one of the server's threads: it must not block.
     func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void)
+    /// The answer for a request still waiting for its handler when the server stops
+    /// (past the shutdown deadline) or arriving while it stops. By default a plain 503.
+    func unavailable(_ head: HTTPRequestHead) -> HTTPResponse
 }
 
 extension HTTPHandler {
     public func maximumBodySize(for head: HTTPRequestHead) -> Int { 64 * 1024 }
     public func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { .text(413, "request body too large\n") }
     public func handleOversized(_ head: HTTPRequestHead) async -> HTTPResponse { bodyTooLarge(head) }
+    public func unavailable(_ head: HTTPRequestHead) -> HTTPResponse { .text(503, "shutting down\n") }
     public func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         Task { respond(await handle(request)) }
     }

@@ -67,13 +67,15 @@ let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method
     let oversized = context.bodyTooLarge
     let request = HTTPRequest(head: context.head, body: context.body)
     context.body = []
-    MHD_suspend_connection(connection)
+    guard server.suspended.suspend(connection, context: context) else {
+        return queue(handler.unavailable(context.head), on: connection)
+    }
     let suspended = SuspendedConnection(connection)
     let driver = server.driver
+    let waiting = server.suspended
     let respond: @Sendable (HTTPResponse) -> Void = { response in
         context.response.withLock { $0 = response }
-        MHD_resume_connection(suspended.pointer)
-        driver?.connectionResumed()
+        if waiting.resume(suspended.pointer) { driver?.connectionResumed() }
     }
     if oversized {
         Task { respond(await handler.handleOversized(request.head)) }

@@ -56,6 +56,8 @@ public final class HTTPServer: Sendable {
     private let state = Mutex(State())
     /// Requests begun and not yet completed (for draining on shutdown).
     let inFlight = Atomic<Int>(0)
+    /// Connections waiting for their handlers' answers.
+    let suspended = SuspendedConnections()
 
     /// Raw pointers are not Sendable; these are only read under the lock, and
     /// `stop()` takes them out before freeing, so no two threads free them.
@@ -122,8 +124,10 @@ public final class HTTPServer: Sendable {
     /// `deadline`), then closes every connection. Idempotent.
     public func shutdown(deadline: Duration = .seconds(10)) async {
         guard let daemon = state.withLock({ $0.daemon }) else { return }
+        // Quiescing hands the listening socket to us; libmicrohttpd's threads may still
+        // touch it until the daemon is stopped, so it is closed after the stop.
         let listener = if let driver { await driver.quiesce() } else { MHD_quiesce_daemon(daemon) }
-        if listener >= 0 { close(listener) }
+        defer { if listener >= 0 { close(listener) } }
         let clock = ContinuousClock()
         let end = clock.now.advanced(by: deadline)
         while inFlight.load(ordering: .acquiring) > 0 && clock.now < end {
@@ -141,6 +145,8 @@ public final class HTTPServer: Sendable {
             return taken
         }
         guard let daemon = taken.daemon else { return }
+        let cutOff = suspended.releaseAll(answering: handler.unavailable)
+        if cutOff > 0 { logger.warning("answered unavailable at shutdown", metadata: ["requests": "\(cutOff)"]) }
         if let driver {
             await driver.stop()
         } else {
