@@ -28,9 +28,13 @@ final class APNsPendingRequest: @unchecked Sendable {
     /// `fields` (emptied first).
     func writeRequest(into fields: inout HTTP2HeaderFields) -> [UInt8] {
         fields.removeAll()
-        submission.notifications[index].appendRequestHeaders(
-            to: &fields, authority: submission.key.environment.authority, providerToken: submission.token)
-        return submission.notifications[index].payload
+        // Read in place: the array's subscript would copy the notification (and
+        // retain and release each of its strings) for each of the two reads.
+        return submission.notifications.withUnsafeBufferPointer { notifications in
+            notifications[index].appendRequestHeaders(
+                to: &fields, authority: submission.key.environment.authority, providerToken: submission.token)
+            return notifications[index].payload
+        }
     }
 
     func complete(_ result: Result<APNsResponse, APNsClientError>) {

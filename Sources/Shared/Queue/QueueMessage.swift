@@ -262,7 +262,20 @@ public struct QueueMessage: Sendable, Equatable {
         private static let nameBytes = names.map { Array($0.utf8) }
 
         static func of(_ name: ArraySlice<UInt8>) -> Int? {
-            for (slot, candidate) in nameBytes.enumerated() where candidate.elementsEqual(name) { return slot }
+            // Format 2's one-letter names without a search: every entry read has three.
+            if name.count == 1 {
+                switch name[name.startIndex] {
+                case UInt8(ascii: "v"): return version
+                case UInt8(ascii: "s"): return subscriptionPart
+                case UInt8(ascii: "m"): return messagePart
+                case UInt8(ascii: "n"): return attempts
+                default: return nil
+                }
+            }
+            for (slot, candidate) in nameBytes.enumerated()
+            where candidate.count == name.count && candidate.elementsEqual(name) {
+                return slot
+            }
             return nil
         }
     }
