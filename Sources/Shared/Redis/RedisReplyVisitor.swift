@@ -27,7 +27,8 @@ public protocol RedisReplyVisitor: AnyObject, Sendable {
 enum RedisVisitingReader {
     /// What a read collects besides what the visitor keeps: a top-level error reply.
     final class Session {
-        let visitor: any RedisReplyVisitor
+        /// Not retained per element: the read that made the session holds the visitor.
+        unowned(unsafe) let visitor: any RedisReplyVisitor
         var error: String?
 
         init(visitor: any RedisReplyVisitor) { self.visitor = visitor }
