@@ -43,6 +43,16 @@ import Testing
             NotificationBuilder.appendBase64URL(input, to: &bytes)
             #expect(String(decoding: bytes, as: UTF8.self) == Base64URL.encode(input))
         }
+        // Every byte value in each of a group's three positions, after a prefix
+        // (the payload's JSON), so every 12-bit pair entry is exercised.
+        var everyByte: [UInt8] = []
+        for value in 0...255 {
+            let byte = UInt8(value)
+            everyByte += [byte, byte &* 7, 255 - byte, byte &+ 85, byte, byte &* 13]
+        }
+        var bytes = Array(#"{"c":""#.utf8)
+        NotificationBuilder.appendBase64URL(everyByte + [1], to: &bytes)
+        #expect(String(decoding: bytes, as: UTF8.self) == #"{"c":""# + Base64URL.encode(everyByte + [1]))
     }
 
     @Test func headersComeFromTheMessage() {
@@ -168,6 +178,16 @@ import Testing
         // Unknown fields are ignored and the last of a repeated field wins.
         let extended = Self.message.fields + [Array("future".utf8), [1], Array("n".utf8), Array("5".utf8)]
         #expect(try QueueMessage(entry: StreamEntryFields(extended)).attempts == 5)
+    }
+
+    @Test func fieldNamesMatchOnlyExactlyAndReplyBytesAppendLikeArrays() throws {
+        // Unknown names, one letter or sharing a known name's first bytes, are passed over.
+        let noise = ["x", "", "vv", "mm", "ctx", "acc", "replyy"].flatMap { [Array($0.utf8), Array("junk".utf8)] }
+        let fields = noise + Self.message.fields + noise
+        var read = StreamEntryFields()
+        for item in fields { item.withUnsafeBytes { read.append($0) } }
+        #expect(read == StreamEntryFields(fields))
+        #expect(try QueueMessage(entry: read) == Self.message)
     }
 
     @Test func format2KeepsEveryByteOfTheCiphertextAndTellsAbsentFromEmptyOptionals() throws {
