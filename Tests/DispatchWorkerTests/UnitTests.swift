@@ -23,6 +23,18 @@ import Testing
         #expect(((object["aps"] as? [String: Any])?["alert"] as? [String: String])?["title"] == "Say \"hi\"\n")
     }
 
+    @Test func alertsWithoutEscapesAreCopiedAsTheyAreAndEscapesAreFoundAnywhere() {
+        func literal(_ text: String) -> String {
+            var bytes: [UInt8] = []
+            NotificationBuilder.appendJSONString(text, to: &bytes)
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        #expect(literal("") == #""""#)
+        #expect(literal("Grüße 👋 / <ok>") == #""Grüße 👋 / <ok>""#)
+        #expect(literal("end\u{7F}") == #""end\u007f""#)
+        #expect(literal("ends in a quote\"") == #""ends in a quote\"""#)
+    }
+
     @Test func cIsKeptUpTo4096BytesAndLeftOutBeyond() {
         // Without c, and its room: `,"c":""` takes 7 bytes; 3 bytes of ciphertext are 4 characters.
         let empty = NotificationBuilder.payload(for: Self.message(ciphertext: [])).count - 7

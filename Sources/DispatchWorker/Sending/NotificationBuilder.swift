@@ -91,6 +91,14 @@ enum NotificationBuilder {
     static func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
         let hex: StaticString = "0123456789abcdef"  // no array built per call: this runs per message
         bytes.append(UInt8(ascii: "\""))
+        // Alerts rarely need escaping: then one copy instead of a byte-by-byte walk.
+        var text = text
+        let copied = text.withUTF8 { utf8 in
+            guard !utf8.contains(where: needsEscape) else { return false }
+            bytes.append(contentsOf: utf8)
+            return true
+        }
+        if copied { return bytes.append(UInt8(ascii: "\"")) }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
@@ -106,5 +114,9 @@ enum NotificationBuilder {
             }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    private static func needsEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
     }
 }
