@@ -28,12 +28,13 @@ final class APNsPendingRequest: @unchecked Sendable {
     /// `fields` (emptied first).
     func writeRequest(into fields: inout HTTP2HeaderFields) -> [UInt8] {
         fields.removeAll()
-        // Read in place: the array's subscript would copy the notification (and
-        // retain and release each of its strings) for each of the two reads.
+        // Read in place through `pointee`: a subscript would copy the notification
+        // (retaining and releasing each of its strings) for each of the two reads.
         return submission.notifications.withUnsafeBufferPointer { notifications in
-            notifications[index].appendRequestHeaders(
+            let notification = notifications.baseAddress.unsafelyUnwrapped + index
+            notification.pointee.appendRequestHeaders(
                 to: &fields, authority: submission.key.environment.authority, providerToken: submission.token)
-            return notifications[index].payload
+            return notification.pointee.payload
         }
     }
 
