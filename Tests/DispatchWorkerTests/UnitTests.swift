@@ -23,6 +23,18 @@ import Testing
         #expect(((object["aps"] as? [String: Any])?["alert"] as? [String: String])?["title"] == "Say \"hi\"\n")
     }
 
+    @Test func alertsWithoutEscapesAreCopiedAsTheyAreAndEscapesAreFoundAnywhere() {
+        func literal(_ text: String) -> String {
+            var bytes: [UInt8] = []
+            NotificationBuilder.appendJSONString(text, to: &bytes)
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        #expect(literal("") == #""""#)
+        #expect(literal("Grüße 👋 / <ok>") == #""Grüße 👋 / <ok>""#)
+        #expect(literal("end\u{7F}") == #""end\u007f""#)
+        #expect(literal("ends in a quote\"") == #""ends in a quote\"""#)
+    }
+
     @Test func cIsKeptUpTo4096BytesAndLeftOutBeyond() {
         // Without c, and its room: `,"c":""` takes 7 bytes; 3 bytes of ciphertext are 4 characters.
         let empty = NotificationBuilder.payload(for: Self.message(ciphertext: [])).count - 7
@@ -43,6 +55,16 @@ import Testing
             NotificationBuilder.appendBase64URL(input, to: &bytes)
             #expect(String(decoding: bytes, as: UTF8.self) == Base64URL.encode(input))
         }
+        // Every byte value in each of a group's three positions, after a prefix
+        // (the payload's JSON), so every 12-bit pair entry is exercised.
+        var everyByte: [UInt8] = []
+        for value in 0...255 {
+            let byte = UInt8(value)
+            everyByte += [byte, byte &* 7, 255 - byte, byte &+ 85, byte, byte &* 13]
+        }
+        var bytes = Array(#"{"c":""#.utf8)
+        NotificationBuilder.appendBase64URL(everyByte + [1], to: &bytes)
+        #expect(String(decoding: bytes, as: UTF8.self) == #"{"c":""# + Base64URL.encode(everyByte + [1]))
     }
 
     @Test func headersComeFromTheMessage() {
@@ -168,6 +190,16 @@ import Testing
         // Unknown fields are ignored and the last of a repeated field wins.
         let extended = Self.message.fields + [Array("future".utf8), [1], Array("n".utf8), Array("5".utf8)]
         #expect(try QueueMessage(entry: StreamEntryFields(extended)).attempts == 5)
+    }
+
+    @Test func fieldNamesMatchOnlyExactlyAndReplyBytesAppendLikeArrays() throws {
+        // Unknown names, one letter or sharing a known name's first bytes, are passed over.
+        let noise = ["x", "", "vv", "mm", "ctx", "acc", "replyy"].flatMap { [Array($0.utf8), Array("junk".utf8)] }
+        let fields = noise + Self.message.fields + noise
+        var read = StreamEntryFields()
+        for item in fields { item.withUnsafeBytes { read.append($0) } }
+        #expect(read == StreamEntryFields(fields))
+        #expect(try QueueMessage(entry: read) == Self.message)
     }
 
     @Test func format2KeepsEveryByteOfTheCiphertextAndTellsAbsentFromEmptyOptionals() throws {

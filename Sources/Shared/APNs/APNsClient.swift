@@ -90,12 +90,15 @@ public final class APNsClient: Sendable {
     ) async {
         var valid: [Int] = []
         valid.reserveCapacity(notifications.count)
-        for (index, notification) in notifications.enumerated() {
-            do {
-                try notification.validate()
-                valid.append(index)
-            } catch {
-                completion(index, .failure(error))
+        // Checked in place (`pointee`), not copied out of the array one by one.
+        notifications.withUnsafeBufferPointer { notifications in
+            for index in notifications.indices {
+                do throws(APNsClientError) {
+                    try (notifications.baseAddress.unsafelyUnwrapped + index).pointee.validate()
+                    valid.append(index)
+                } catch {
+                    completion(index, .failure(error))
+                }
             }
         }
         guard !valid.isEmpty else { return }

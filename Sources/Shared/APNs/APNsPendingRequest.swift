@@ -28,9 +28,14 @@ final class APNsPendingRequest: @unchecked Sendable {
     /// `fields` (emptied first).
     func writeRequest(into fields: inout HTTP2HeaderFields) -> [UInt8] {
         fields.removeAll()
-        submission.notifications[index].appendRequestHeaders(
-            to: &fields, authority: submission.key.environment.authority, providerToken: submission.token)
-        return submission.notifications[index].payload
+        // Read in place through `pointee`: a subscript would copy the notification
+        // (retaining and releasing each of its strings) for each of the two reads.
+        return submission.notifications.withUnsafeBufferPointer { notifications in
+            let notification = notifications.baseAddress.unsafelyUnwrapped + index
+            notification.pointee.appendRequestHeaders(
+                to: &fields, authority: submission.key.environment.authority, providerToken: submission.token)
+            return notification.pointee.payload
+        }
     }
 
     func complete(_ result: Result<APNsResponse, APNsClientError>) {

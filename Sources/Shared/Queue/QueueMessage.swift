@@ -169,7 +169,8 @@ public struct QueueMessage: Sendable, Equatable {
     public init(entry fields: StreamEntryFields) throws(QueueMessageError) {
         // One pass, no dictionary and no String per field name: the worker decodes
         // every entry it reads. The last value of a repeated field wins.
-        var slots = [Range<Int>?](repeating: nil, count: Slot.names.count)
+        var slots = SlotValues.Slots(repeating: nil)
+        assert(slots.count == Slot.names.count)
         var index = 0
         while index + 1 < fields.count {
             if let slot = Slot.of(fields[index]) { slots[slot] = fields.range(of: index + 1) }
@@ -262,15 +263,31 @@ public struct QueueMessage: Sendable, Equatable {
         private static let nameBytes = names.map { Array($0.utf8) }
 
         static func of(_ name: ArraySlice<UInt8>) -> Int? {
-            for (slot, candidate) in nameBytes.enumerated() where candidate.elementsEqual(name) { return slot }
+            // Format 2's one-letter names without a search: every entry read has three.
+            if name.count == 1 {
+                switch name[name.startIndex] {
+                case UInt8(ascii: "v"): return version
+                case UInt8(ascii: "s"): return subscriptionPart
+                case UInt8(ascii: "m"): return messagePart
+                case UInt8(ascii: "n"): return attempts
+                default: return nil
+                }
+            }
+            for (slot, candidate) in nameBytes.enumerated()
+            where candidate.count == name.count && candidate.elementsEqual(name) {
+                return slot
+            }
             return nil
         }
     }
 
     /// An entry's values by slot.
     private struct SlotValues {
+        /// One per `Slot.names` entry, on the stack: no allocation per entry decoded.
+        typealias Slots = InlineArray<21, Range<Int>?>
+
         let bytes: [UInt8]
-        let slots: [Range<Int>?]
+        let slots: Slots
 
         func value(_ slot: Int) throws(QueueMessageError) -> ArraySlice<UInt8> {
             guard let range = slots[slot] else {

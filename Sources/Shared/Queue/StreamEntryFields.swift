@@ -35,6 +35,14 @@ public struct StreamEntryFields: Sendable, Equatable {
         ends.append(bytes.count)
     }
 
+    /// `append` for the bytes a reply reader hands over. Not generic, so callers in
+    /// other modules get the copy specialized here rather than an element-by-element
+    /// generic one (a visible share of reading a batch).
+    public mutating func append(_ item: UnsafeRawBufferPointer) {
+        bytes.append(contentsOf: item)
+        ends.append(bytes.count)
+    }
+
     /// The items as separate arrays (script arguments).
     public var list: [[UInt8]] { (0..<count).map { Array(self[$0]) } }
 }

@@ -27,7 +27,8 @@ public protocol RedisReplyVisitor: AnyObject, Sendable {
 enum RedisVisitingReader {
     /// What a read collects besides what the visitor keeps: a top-level error reply.
     final class Session {
-        let visitor: any RedisReplyVisitor
+        /// Not retained per element: the read that made the session holds the visitor.
+        unowned(unsafe) let visitor: any RedisReplyVisitor
         var error: String?
 
         init(visitor: any RedisReplyVisitor) { self.visitor = visitor }
@@ -46,16 +47,22 @@ enum RedisVisitingReader {
     /// Never dereferenced.
     nonisolated(unsafe) static let placeholder = UnsafeMutableRawPointer(bitPattern: 1)!
 
-    /// The session, depth and index of `task`.
-    static func locate(_ task: UnsafePointer<redisReadTask>) -> (Session, depth: Int, index: Int) {
+    /// Runs `body` with the session, depth and index of `task`. The session is
+    /// borrowed, not retained: `RedisConnection` keeps it alive for the whole read,
+    /// and a retain/release pair per element was a visible share of reading a batch.
+    static func visit(
+        _ task: UnsafePointer<redisReadTask>, _ body: (Session, _ depth: Int, _ index: Int) -> Void
+    ) {
         var depth = 0
         var root = task
         while let parent = root.pointee.parent {
             depth += 1
             root = UnsafePointer(parent)
         }
-        let session = Unmanaged<Session>.fromOpaque(root.pointee.privdata!).takeUnretainedValue()
-        return (session, depth, max(Int(task.pointee.idx), 0))
+        let index = max(Int(task.pointee.idx), 0)
+        Unmanaged<Session>.fromOpaque(root.pointee.privdata!)._withUnsafeGuaranteedRef { session in
+            body(session, depth, index)
+        }
     }
 }
 
@@ -63,33 +70,38 @@ private func visitString(
     _ task: UnsafePointer<redisReadTask>?, _ text: UnsafeMutablePointer<CChar>?, _ length: Int
 ) -> UnsafeMutableRawPointer? {
     guard let task else { return nil }
-    let (session, depth, index) = RedisVisitingReader.locate(task)
     let bytes = UnsafeRawBufferPointer(start: text, count: text == nil ? 0 : length)
-    switch task.pointee.type {
-    case REDIS_REPLY_STRING: session.visitor.visitBulk(depth: depth, index: index, bytes: bytes)
-    case REDIS_REPLY_ERROR where depth == 0: session.error = String(decoding: bytes, as: UTF8.self)
-    default: session.visitor.visitStatus(depth: depth, index: index, text: bytes)
+    let type = task.pointee.type
+    RedisVisitingReader.visit(task) { session, depth, index in
+        switch type {
+        case REDIS_REPLY_STRING: session.visitor.visitBulk(depth: depth, index: index, bytes: bytes)
+        case REDIS_REPLY_ERROR where depth == 0: session.error = String(decoding: bytes, as: UTF8.self)
+        default: session.visitor.visitStatus(depth: depth, index: index, text: bytes)
+        }
     }
     return RedisVisitingReader.placeholder
 }
 
 private func visitArray(_ task: UnsafePointer<redisReadTask>?, _ count: Int32) -> UnsafeMutableRawPointer? {
     guard let task else { return nil }
-    let (session, depth, index) = RedisVisitingReader.locate(task)
-    session.visitor.visitArray(depth: depth, index: index, count: Int(count))
+    RedisVisitingReader.visit(task) { session, depth, index in
+        session.visitor.visitArray(depth: depth, index: index, count: Int(count))
+    }
     return RedisVisitingReader.placeholder
 }
 
 private func visitInteger(_ task: UnsafePointer<redisReadTask>?, _ value: Int64) -> UnsafeMutableRawPointer? {
     guard let task else { return nil }
-    let (session, depth, index) = RedisVisitingReader.locate(task)
-    session.visitor.visitInteger(depth: depth, index: index, value: value)
+    RedisVisitingReader.visit(task) { session, depth, index in
+        session.visitor.visitInteger(depth: depth, index: index, value: value)
+    }
     return RedisVisitingReader.placeholder
 }
 
 private func visitNil(_ task: UnsafePointer<redisReadTask>?) -> UnsafeMutableRawPointer? {
     guard let task else { return nil }
-    let (session, depth, index) = RedisVisitingReader.locate(task)
-    session.visitor.visitNull(depth: depth, index: index)
+    RedisVisitingReader.visit(task) { session, depth, index in
+        session.visitor.visitNull(depth: depth, index: index)
+    }
     return RedisVisitingReader.placeholder
 }
