@@ -166,10 +166,12 @@ import Testing
     @Test(arguments: pollings) func anAnswerAfterTheShutdownDeadlineIsDropped(polling: Polling) async throws {
         struct LateHandler: HTTPHandler {
             let started = AsyncStream<Void>.makeStream()
+            let released = AsyncStream<Void>.makeStream()
             let answered = AsyncStream<Void>.makeStream()
+            /// Answers only once the test releases it, after the server has stopped.
             func handle(_ request: HTTPRequest) async -> HTTPResponse {
                 started.continuation.yield()
-                try? await Task.sleep(for: .milliseconds(300))
+                for await _ in released.stream { break }
                 defer { answered.continuation.yield() }
                 return .text(200, "too late")
             }
@@ -187,6 +189,7 @@ import Testing
         for await _ in handler.started.stream { break }
         await server.shutdown(deadline: .milliseconds(20))
         #expect(server.suspended.isStopping)
+        handler.released.continuation.yield()
         // Closed, or answered with the handler's `unavailable` (a plain 503 here) if
         // libmicrohttpd got to write it before the stop: never the late answer.
         do {
