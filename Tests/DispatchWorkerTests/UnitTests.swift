@@ -48,25 +48,6 @@ import Testing
         #expect(!String(decoding: payload, as: UTF8.self).contains(#""c":"#))
     }
 
-    @Test func theInlineBase64URLMatchesShared() {
-        for length in 0..<40 {
-            let input = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 251) }
-            var bytes: [UInt8] = []
-            NotificationBuilder.appendBase64URL(input, to: &bytes)
-            #expect(String(decoding: bytes, as: UTF8.self) == Base64URL.encode(input))
-        }
-        // Every byte value in each of a group's three positions, after a prefix
-        // (the payload's JSON), so every 12-bit pair entry is exercised.
-        var everyByte: [UInt8] = []
-        for value in 0...255 {
-            let byte = UInt8(value)
-            everyByte += [byte, byte &* 7, 255 - byte, byte &+ 85, byte, byte &* 13]
-        }
-        var bytes = Array(#"{"c":""#.utf8)
-        NotificationBuilder.appendBase64URL(everyByte + [1], to: &bytes)
-        #expect(String(decoding: bytes, as: UTF8.self) == #"{"c":""# + Base64URL.encode(everyByte + [1]))
-    }
-
     @Test func headersComeFromTheMessage() {
         let notification = NotificationBuilder.notification(for: Self.message())
         #expect(notification.pushType == .alert)

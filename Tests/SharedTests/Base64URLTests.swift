@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import Shared
@@ -18,6 +19,33 @@ import Testing
     @Test(arguments: rfc4648Vectors)
     func encodesRFC4648VectorWithoutPadding(plain: String, encoded: String) {
         #expect(Base64URL.encode(Array(plain.utf8)) == encoded)
+    }
+
+    /// Foundation's base64 with the URL alphabet and no padding: an independent
+    /// reference for the table-driven encoder.
+    static func reference(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    @Test func appendMatchesTheReferenceAfterAPrefix() {
+        for length in 0..<40 {
+            let input = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 251) }
+            var bytes: [UInt8] = []
+            Base64URL.append(input, to: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == Self.reference(input))
+            #expect(Base64URL.encode(input) == Self.reference(input))
+        }
+        // Every byte value in each of a group's three positions, after a prefix
+        // (a payload's JSON), so every 12-bit pair entry is exercised.
+        var everyByte: [UInt8] = []
+        for value in 0...255 {
+            let byte = UInt8(value)
+            everyByte += [byte, byte &* 7, 255 - byte, byte &+ 85, byte, byte &* 13]
+        }
+        var bytes = Array(#"{"c":""#.utf8)
+        Base64URL.append(everyByte + [1], to: &bytes)
+        #expect(String(decoding: bytes, as: UTF8.self) == #"{"c":""# + Self.reference(everyByte + [1]))
     }
 
     @Test(arguments: rfc4648Vectors)

@@ -34,56 +34,11 @@ enum NotificationBuilder {
         // `,"c":"` + text + `"` + the closing `}`.
         if bytes.count + 7 + encodedLength + 1 <= maximumPayloadBytes {
             bytes.append(contentsOf: #","c":""#.utf8)
-            appendBase64URL(message.ciphertext, to: &bytes)
+            Base64URL.append(message.ciphertext, to: &bytes)
             bytes.append(UInt8(ascii: "\""))
         }
         bytes.append(UInt8(ascii: "}"))
         return bytes
-    }
-
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
-    /// The two characters of every 12-bit value, first one in the low byte: three
-    /// input bytes become two lookups and two 2-byte stores instead of four and four.
-    private static let pairs: [UInt16] = (0..<4096).map {
-        UInt16(alphabet[$0 >> 6]) | UInt16(alphabet[$0 & 0x3F]) << 8
-    }
-
-    /// Unpadded base64url of `input` (as `Base64URL.encode`), written straight into the payload.
-    static func appendBase64URL(_ input: [UInt8], to bytes: inout [UInt8]) {
-        let start = bytes.count
-        let length = (input.count * 4 + 2) / 3
-        bytes.append(contentsOf: repeatElement(0, count: length))
-        pairs.withUnsafeBufferPointer { pairs in
-            alphabet.withUnsafeBufferPointer { table in
-                input.withUnsafeBufferPointer { source in
-                    bytes.withUnsafeMutableBytes { output in
-                        var index = 0
-                        var out = start
-                        let count = source.count
-                        while index + 3 <= count {
-                            let group =
-                                Int(source[index]) << 16 | Int(source[index + 1]) << 8 | Int(source[index + 2])
-                            output.storeBytes(of: pairs[group >> 12].littleEndian, toByteOffset: out, as: UInt16.self)
-                            output.storeBytes(
-                                of: pairs[group & 0xFFF].littleEndian, toByteOffset: out + 2, as: UInt16.self)
-                            index += 3
-                            out += 4
-                        }
-                        if count - index == 1 {
-                            let group = Int(source[index]) << 16
-                            output[out] = table[group >> 18 & 0x3F]
-                            output[out + 1] = table[group >> 12 & 0x3F]
-                        } else if count - index == 2 {
-                            let group = Int(source[index]) << 16 | Int(source[index + 1]) << 8
-                            output[out] = table[group >> 18 & 0x3F]
-                            output[out + 1] = table[group >> 12 & 0x3F]
-                            output[out + 2] = table[group >> 6 & 0x3F]
-                        }
-                    }
-                }
-            }
-        }
     }
 
     /// A JSON string literal: quotes, backslashes and control characters escaped,
