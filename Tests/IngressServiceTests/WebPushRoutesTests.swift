@@ -229,6 +229,21 @@ import Testing
         }
     }
 
+    @Test func aQueuedPushIsAnswered201EvenWhenItsQuotaCountCannotBeWritten() async throws {
+        // An unlimited account never reads its count, so a quota key of the wrong type
+        // shows only at the run's final write, after the XADD: the push is queued and
+        // must be answered as such, not as a storage failure a sender would retry.
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres, plan: "enterprise")
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let quotaKey = app.keys.quota(account: fixture.accountID, month: RedisKeys.quotaMonth())
+            _ = try await app.redis.send("RPUSH", quotaKey, "not a counter")
+            let before = try await app.queueLength()
+            #expect(try await app.push(id).status == 201)
+            #expect(try await app.queueLength() == before + 1)
+        }
+    }
+
     @Test func disabledAppAndLitePlanAnswer403AfterInvalidation() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)

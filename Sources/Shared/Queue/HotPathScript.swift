@@ -395,9 +395,11 @@ public enum HotPathScript {
           results[#results + 1] = result
         end
         -- The run's reservations, one write per quota key; a key this run created
-        -- gets its lifetime.
+        -- gets its lifetime. Its pushes are on the queue by now, so an error here
+        -- (a key of the wrong type) must not turn their answers into failures:
+        -- pcall, and the count of that key is left as it was.
         for quotaKey, quota in pairs(quotas) do
-          if quota.reserved > 0 and redis.call('INCRBY', quotaKey, quota.reserved) == quota.reserved then
+          if quota.reserved > 0 and redis.pcall('INCRBY', quotaKey, quota.reserved) == quota.reserved then
             redis.call('EXPIRE', quotaKey, quotaLifetime)
           end
         end
