@@ -129,7 +129,9 @@ import Testing
         let first = try await client.query("SELECT pg_backend_pid() AS pid")[0].decode("pid", as: Int32.self)
 
         let sleeping = Task { try await client.query("SELECT pg_sleep(5)") }
-        try await Task.sleep(for: .milliseconds(200))
+        // Killed only once the statement runs (a fixed sleep could kill the idle backend
+        // first on a loaded machine, and the pool would then replace it before the query).
+        try await Self.waitUntilRunning(pid: first, query: "SELECT pg_sleep(5)")
         try await Self.terminate(first)
         let error = try await #require(throws: PostgresError.self) { try await sleeping.value }
         #expect(error.code == .connectionClosed)
@@ -137,6 +139,19 @@ import Testing
         let second = try await client.query("SELECT pg_backend_pid() AS pid")[0].decode("pid", as: Int32.self)
         #expect(second != first)
         #expect(client.openConnections == 1)
+    }
+
+    /// Waits until backend `pid` is running `query`.
+    static func waitUntilRunning(pid: Int32, query: String) async throws {
+        let admin = try await PostgresConnection.connect(url: TestEnvironment.databaseURL)
+        defer { admin.close() }
+        for _ in 0..<250 {
+            let rows = try await admin.query(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE pid = \(pid) AND state = 'active' AND query = \(query)")
+            if try rows[0].decode("n", as: Int.self) == 1 { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("backend \(pid) did not start \(query)")
     }
 
     /// Terminates a backend from another connection and waits until it is gone.
