@@ -27,7 +27,7 @@ import Testing
         }
     }
 
-    @Test func thePerAppLimitIsSharedByAllEndpointsAndAnswers429WithRetryAfter() async throws {
+    @Test func thePerAppLimitIsSharedByAllEndpointsAndAnswers429With1006AndRetryAfter() async throws {
         try await DeliveryStack.with(ingress: ["RATE_LIMIT_APP_API": "3/60"]) { stack in
             let key = try await stack.apiKey()
             let otherKey = try await stack.apiKey()  // same app: same window
@@ -38,6 +38,7 @@ import Testing
             let limited = try await stack.api("GET", "/users/\(user)/devices", key: otherKey)
             #expect(limited.status == 429)
             #expect(Int(limited.headers["retry-after"] ?? "") ?? 0 >= 1)
+            #expect(limited.text == #"{"error": "1006 Too many requests"}"#)
         }
     }
 
