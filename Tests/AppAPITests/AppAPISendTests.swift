@@ -70,6 +70,7 @@ import Testing
                 ])
             #expect(answered[0]["reason"] == "provider_error")
             #expect(answered[1]["reason"] == "")
+            #expect(answered[8]["reason"] == "")
             #expect(stack.recordings(token: sent.token).count == 1)
             #expect(stack.recordings(token: overQuota.token).isEmpty)
         }
