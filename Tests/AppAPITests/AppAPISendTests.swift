@@ -22,6 +22,24 @@ import Testing
         }
     }
 
+    /// The spec allows 100 messages of up to 8 KB each in one request: the body
+    /// (about 1.1 MB of base64url) must not be cut off by the 64 KB JSON limit.
+    @Test func aHundredMessagesOfEightKilobytesFitInOneRequest() async throws {
+        try await DeliveryStack.with { stack in
+            let key = try await stack.apiKey()
+            let device = try await stack.device()
+            let full = Base64URL.encode(SecureRandom.bytes(SendBatch.maximumPayloadBytes))
+            let over = Base64URL.encode(SecureRandom.bytes(SendBatch.maximumPayloadBytes + 1))
+            var messages = Array(repeating: ("AAAAAAAAAAAAAAAAAAAAAA", full), count: 98)
+            messages += [(device.id, over), (device.id, "not base64url!")]
+            let answered = try await stack.send(messages, key: key)
+            #expect(answered.count == 100)
+            #expect(statuses(answered) == Array(repeating: "not_found", count: 98) + ["invalid", "invalid"])
+            // As README documents: `reason` is empty unless the status is `failed`.
+            #expect(answered.allSatisfy { $0["reason"] == "" })
+        }
+    }
+
     /// Every status in one batch, in request order. Enqueued before the worker
     /// starts, so the quota's last units go to exactly the messages before the
     /// quota_exceeded one.

@@ -5,6 +5,9 @@ import Shared
 struct SendBatch: Sendable {
     static let maximumMessages = 100
     static let maximumPayloadBytes = 8 * 1024
+    /// The largest request body: 100 messages with a full 8 KB payload each (base64url,
+    /// ~10.9 KB) plus room per message for its id, urgency and JSON punctuation.
+    static let maximumBodyBytes = maximumMessages * ((maximumPayloadBytes + 2) / 3 * 4 + 512)
 
     struct Message: Sendable {
         let subscriptionID: String
