@@ -18,7 +18,7 @@ import Testing
         }
     }
 
-    @Test func unknownRouteIs404AndWrongMethodIs405() async throws {
+    @Test func unknownRouteIs404AndWrongMethodIs405WithAllow() async throws {
         try await AdminHarness.with { admin in
             let unknown = try await admin.call("GET", "/nothing-here")
             #expect(unknown.status == 404)
@@ -26,6 +26,10 @@ import Testing
             let method = try await admin.call("POST", "/accounts/x/usage")
             #expect(method.status == 405)
             #expect(method.errorCode == "method_not_allowed")
+            #expect(method.headers["allow"] == "GET")
+            let push = try await admin.call("POST", "/apps/x/push")
+            #expect(push.status == 405)
+            #expect(push.headers["allow"] == "PATCH, PUT")
             let missing = try await admin.call("GET", "/accounts/\(AdminHarness.unique("none"))")
             #expect(missing.status == 404)
             #expect(missing.errorCode == "not_found")
