@@ -40,6 +40,21 @@ import Testing
         }
     }
 
+    /// Base64url as RFC 4648 §5 defines it may keep its `=` padding (Python's
+    /// `urlsafe_b64encode` does); only misplaced padding is invalid.
+    @Test func aPaddedBase64URLPayloadIsAcceptedAndMisplacedPaddingIsInvalid() async throws {
+        try await DeliveryStack.with(ingress: ["APP_API_SEND_DEADLINE_MS": "300"]) { stack in
+            let key = try await stack.apiKey()
+            let device = try await stack.device()
+            let padded = Data(SecureRandom.bytes(100)).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            #expect(padded.hasSuffix("=="))
+            let answered = try await stack.send(
+                [(device.id, padded), (device.id, "AAAA="), (device.id, "AA=A"), (device.id, "A===")], key: key)
+            #expect(statuses(answered) == ["queued", "invalid", "invalid", "invalid"])
+        }
+    }
+
     /// Every status in one batch, in request order. Enqueued before the worker
     /// starts, so the quota's last units go to exactly the messages before the
     /// quota_exceeded one.
