@@ -64,4 +64,25 @@ import Testing
             #expect(badID.errorCode == "invalid_request")
         }
     }
+
+    /// README's bodies such as `{id?, name?, plan?}` are all optional: no body means `{}`;
+    /// a route with required fields names the first one missing.
+    @Test func aMissingBodyIsAnEmptyObject() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.call("POST", "/accounts")
+            #expect(account.status == 201)
+            #expect(account.json["plan"] as? String == "lite")
+            let id = try #require(account.json["id"] as? String)
+            let app = try await admin.call("POST", "/accounts/\(id)/apps")
+            #expect(app.status == 201)
+            let appID = try #require(app.json["id"] as? String)
+            let key = try await admin.call("POST", "/apps/\(appID)/keys")
+            #expect(key.status == 201)
+            #expect(key.json["scopes"] as? [String] == ["push:send"])
+            let credential = try await admin.call("POST", "/accounts/\(id)/credentials")
+            #expect(credential.status == 400)
+            #expect(credential.errorMessage == "field keyId is required")
+            #expect(try await admin.call("DELETE", "/accounts/\(id)").status == 204)
+        }
+    }
 }

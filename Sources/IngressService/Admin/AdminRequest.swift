@@ -33,11 +33,11 @@ struct AdminRequest: Sendable {
         return value
     }
 
-    /// The JSON body as `Body`. Messages name the field, never its value.
+    /// The JSON body as `Body`; no body reads as `{}` (most bodies have only optional
+    /// fields; a missing required one is named). Messages name the field, never its value.
     func decode<Body: Decodable>(_ type: Body.Type) throws(AdminError) -> Body {
-        guard !http.body.isEmpty else { throw .invalid("a JSON request body is required") }
         do {
-            return try AdminJSON.decoder.decode(Body.self, from: Data(http.body))
+            return try AdminJSON.decoder.decode(Body.self, from: http.body.isEmpty ? Data("{}".utf8) : Data(http.body))
         } catch let error as AdminError {
             throw error
         } catch let error as DecodingError {
