@@ -85,4 +85,20 @@ import Testing
             #expect(try await admin.call("DELETE", "/accounts/\(id)").status == 204)
         }
     }
+
+    /// The HTTP server hands over the path percent-decoded already: `%2541` is the
+    /// id `x%41` (refused: `%` is not allowed), never the user `xA`.
+    @Test func thePathIsPercentDecodedOnce() async throws {
+        try await AdminHarness.with { admin in
+            let base = AdminHarness.unique("user")
+            let literal = try await admin.call("PUT", "/users/\(base)%2541")
+            #expect(literal.status == 400)
+            #expect(literal.errorCode == "invalid_request")
+            #expect(try await admin.call("GET", "/users/\(base)A").status == 404)
+            let encoded = try await admin.call("PUT", "/users/\(base)%40x")
+            #expect(encoded.status == 201)
+            #expect(encoded.json["id"] as? String == "\(base)@x")
+            #expect(try await admin.call("DELETE", "/users/\(base)@x").status == 204)
+        }
+    }
 }

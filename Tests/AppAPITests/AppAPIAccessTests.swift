@@ -93,4 +93,20 @@ import Testing
             #expect(try await stack.devices(alice, key: key).isEmpty)
         }
     }
+
+    /// The HTTP server hands over the path percent-decoded already; decoding it again
+    /// would turn a user id holding a literal `%41` into another user's (`A`).
+    @Test func theUserIDInThePathIsPercentDecodedOnce() async throws {
+        try await DeliveryStack.with { stack in
+            let key = try await stack.apiKey()
+            let user = "u%41-" + Base64URL.encode(SecureRandom.bytes(6))
+            try await stack.postgres.execute("INSERT INTO users (id) VALUES (\(user))")
+            try await stack.postgres.execute(
+                "INSERT INTO app_authorizations (user_id, app_id) VALUES (\(user), \(stack.fixture.appID))")
+            let device = try await stack.device()
+            #expect(try await stack.bind(device.id, secret: device.secret, user: user, key: key).status == 204)
+            let listed = try await stack.devices(user.replacingOccurrences(of: "%", with: "%25"), key: key)
+            #expect(listed.map { $0["id"] as? String } == [device.id])
+        }
+    }
 }

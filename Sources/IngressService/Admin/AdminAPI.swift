@@ -73,8 +73,9 @@ public struct AdminAPI: HTTPHandler {
             return AdminResponse.error(
                 AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)"))
         }
+        // The HTTP server (libmicrohttpd) has percent-decoded the path already.
         let segments = request.path.dropFirst(Self.prefix.count).split(separator: "/", omittingEmptySubsequences: true)
-            .map { String($0).removingPercentEncoding ?? String($0) }
+            .map(String.init)
         var allowed: [String] = []  // methods of the routes whose path matches
         for route in routes {
             guard let parameters = route.match(segments) else { continue }
