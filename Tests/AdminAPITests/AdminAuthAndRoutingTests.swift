@@ -18,7 +18,7 @@ import Testing
         }
     }
 
-    @Test func unknownRouteIs404AndWrongMethodIs405() async throws {
+    @Test func unknownRouteIs404AndWrongMethodIs405WithAllow() async throws {
         try await AdminHarness.with { admin in
             let unknown = try await admin.call("GET", "/nothing-here")
             #expect(unknown.status == 404)
@@ -26,6 +26,10 @@ import Testing
             let method = try await admin.call("POST", "/accounts/x/usage")
             #expect(method.status == 405)
             #expect(method.errorCode == "method_not_allowed")
+            #expect(method.headers["allow"] == "GET")
+            let push = try await admin.call("POST", "/apps/x/push")
+            #expect(push.status == 405)
+            #expect(push.headers["allow"] == "PATCH, PUT")
             let missing = try await admin.call("GET", "/accounts/\(AdminHarness.unique("none"))")
             #expect(missing.status == 404)
             #expect(missing.errorCode == "not_found")
@@ -43,9 +47,58 @@ import Testing
             let badType = try await admin.call("POST", "/accounts", ["name": 5])
             #expect(badType.status == 400)
             #expect(badType.errorMessage == "field name must be a string")
+            let notObject = try await admin.call("POST", "/accounts", raw: "[]")
+            #expect(notObject.status == 400)
+            #expect(notObject.errorMessage == "the request body must be a JSON object")
+            let null = try await admin.call("POST", "/accounts", raw: "null")
+            #expect(null.errorMessage == "the request body must be a JSON object")
+            let notArray = try await admin.call("PATCH", "/apps/x/push", ["bundleIds": 5])
+            #expect(notArray.status == 400)
+            #expect(notArray.errorMessage == "field bundleIds must be an array")
+            let scopes = try await admin.call("POST", "/apps/x/keys", ["scopes": "push:send"])
+            #expect(scopes.errorMessage == "field scopes must be an array")
+            let nested = try await admin.call("PATCH", "/apps/x/push", ["bundleIds": [5]])
+            #expect(nested.errorMessage == "field bundleIds[0] must be a string")
             let badID = try await admin.call("POST", "/accounts", ["id": "has space"])
             #expect(badID.status == 400)
             #expect(badID.errorCode == "invalid_request")
+        }
+    }
+
+    /// README's bodies such as `{id?, name?, plan?}` are all optional: no body means `{}`;
+    /// a route with required fields names the first one missing.
+    @Test func aMissingBodyIsAnEmptyObject() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.call("POST", "/accounts")
+            #expect(account.status == 201)
+            #expect(account.json["plan"] as? String == "lite")
+            let id = try #require(account.json["id"] as? String)
+            let app = try await admin.call("POST", "/accounts/\(id)/apps")
+            #expect(app.status == 201)
+            let appID = try #require(app.json["id"] as? String)
+            let key = try await admin.call("POST", "/apps/\(appID)/keys")
+            #expect(key.status == 201)
+            #expect(key.json["scopes"] as? [String] == ["push:send"])
+            let credential = try await admin.call("POST", "/accounts/\(id)/credentials")
+            #expect(credential.status == 400)
+            #expect(credential.errorMessage == "field keyId is required")
+            #expect(try await admin.call("DELETE", "/accounts/\(id)").status == 204)
+        }
+    }
+
+    /// The HTTP server hands over the path percent-decoded already: `%2541` is the
+    /// id `x%41` (refused: `%` is not allowed), never the user `xA`.
+    @Test func thePathIsPercentDecodedOnce() async throws {
+        try await AdminHarness.with { admin in
+            let base = AdminHarness.unique("user")
+            let literal = try await admin.call("PUT", "/users/\(base)%2541")
+            #expect(literal.status == 400)
+            #expect(literal.errorCode == "invalid_request")
+            #expect(try await admin.call("GET", "/users/\(base)A").status == 404)
+            let encoded = try await admin.call("PUT", "/users/\(base)%40x")
+            #expect(encoded.status == 201)
+            #expect(encoded.json["id"] as? String == "\(base)@x")
+            #expect(try await admin.call("DELETE", "/users/\(base)@x").status == 204)
         }
     }
 }

@@ -45,6 +45,8 @@ struct AdminHarness {
     struct Answer {
         let status: Int
         let text: String
+        /// Header names in lower case.
+        var headers: [String: String] = [:]
         var json: [String: Any] {
             (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
         }
@@ -66,7 +68,7 @@ struct AdminHarness {
         }
         let response = try await RawHTTPClient(port: port).request(
             method, "/admin/v1" + path, headers: allHeaders, body: bytes)
-        return Answer(status: response.status, text: response.text)
+        return Answer(status: response.status, text: response.text, headers: response.headers)
     }
 
     /// `call` with a raw body.

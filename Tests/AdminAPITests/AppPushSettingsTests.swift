@@ -58,6 +58,33 @@ import Testing
         }
     }
 
+    /// `"credentialId": null` detaches (as README documents): nothing is left to
+    /// verify the kept bundle ids with, so APNs is not asked and the save succeeds.
+    @Test func aNullCredentialDetachesItAndKeepsTheBundleIDs() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.account()
+            let app = try await admin.app(account: account)
+            let bundle = Self.bundleID("detach")
+            try await admin.insertIdentifier(bundle, app: app)
+            let subscription = try await admin.insertSubscription(app: app, topic: bundle)
+            let credential = try await admin.insertCredential(account: account)
+            try await admin.postgres.execute(
+                "UPDATE apps SET push_enabled = true, credential_id = \(credential) WHERE id = \(app)")
+
+            let detached = try await admin.call("PATCH", "/apps/\(app)/push", ["credentialId": NSNull()])
+            #expect(detached.status == 200)
+            #expect(detached.json["credentialId"] is NSNull)
+            #expect(detached.json["bundleIds"] as? [String] == [bundle])
+            #expect((detached.json["warning"] as? [String: Any])?["code"] as? String == "credential_missing")
+            #expect(try await admin.subscriptionExists(subscription))
+            // Adding a bundle id still needs a credential to verify it with.
+            let added = try await admin.call(
+                "PATCH", "/apps/\(app)/push", ["bundleIds": [bundle, Self.bundleID("added")]])
+            #expect(added.status == 422)
+            #expect(added.errorCode == "credential_required")
+        }
+    }
+
     @Test func bundleIDsAreCheckedAndOneListedTwiceIsRefused() async throws {
         try await AdminHarness.with { admin in
             let app = try await admin.app(account: try await admin.account())

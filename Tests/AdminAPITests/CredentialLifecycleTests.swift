@@ -81,4 +81,14 @@ import Testing
             await #expect(throws: PushCredentialReader.Failure.self) { try await reader.credential(id: other) }
         }
     }
+
+    /// The workers store Apple's answer as the reason ("APNs answered …"); the warning
+    /// shown on the card and the apps reads once, without "APNs rejected … (APNs answered …)".
+    @Test func theRejectedWarningQuotesTheWorkersReasonOnce() {
+        let warning = PushWarning.rejected(reason: "APNs answered InvalidProviderToken", at: nil)
+        #expect(
+            warning.message
+                == "this credential was rejected (APNs answered InvalidProviderToken); sends fail until it is replaced")
+        #expect(PushWarning.rejected(reason: nil, at: nil).message.contains("(InvalidProviderToken)"))
+    }
 }

@@ -27,7 +27,7 @@ import Testing
         }
     }
 
-    @Test func thePerAppLimitIsSharedByAllEndpointsAndAnswers429WithRetryAfter() async throws {
+    @Test func thePerAppLimitIsSharedByAllEndpointsAndAnswers429With1006AndRetryAfter() async throws {
         try await DeliveryStack.with(ingress: ["RATE_LIMIT_APP_API": "3/60"]) { stack in
             let key = try await stack.apiKey()
             let otherKey = try await stack.apiKey()  // same app: same window
@@ -38,6 +38,7 @@ import Testing
             let limited = try await stack.api("GET", "/users/\(user)/devices", key: otherKey)
             #expect(limited.status == 429)
             #expect(Int(limited.headers["retry-after"] ?? "") ?? 0 >= 1)
+            #expect(limited.text == #"{"error": "1006 Too many requests"}"#)
         }
     }
 
@@ -90,6 +91,22 @@ import Testing
             let pending = try await stack.device(activate: false)
             #expect(try await stack.bind(pending.id, secret: pending.secret, user: alice, key: key).status == 204)
             #expect(try await stack.devices(alice, key: key).isEmpty)
+        }
+    }
+
+    /// The HTTP server hands over the path percent-decoded already; decoding it again
+    /// would turn a user id holding a literal `%41` into another user's (`A`).
+    @Test func theUserIDInThePathIsPercentDecodedOnce() async throws {
+        try await DeliveryStack.with { stack in
+            let key = try await stack.apiKey()
+            let user = "u%41-" + Base64URL.encode(SecureRandom.bytes(6))
+            try await stack.postgres.execute("INSERT INTO users (id) VALUES (\(user))")
+            try await stack.postgres.execute(
+                "INSERT INTO app_authorizations (user_id, app_id) VALUES (\(user), \(stack.fixture.appID))")
+            let device = try await stack.device()
+            #expect(try await stack.bind(device.id, secret: device.secret, user: user, key: key).status == 204)
+            let listed = try await stack.devices(user.replacingOccurrences(of: "%", with: "%25"), key: key)
+            #expect(listed.map { $0["id"] as? String } == [device.id])
         }
     }
 }

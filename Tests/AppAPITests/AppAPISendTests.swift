@@ -22,6 +22,39 @@ import Testing
         }
     }
 
+    /// The spec allows 100 messages of up to 8 KB each in one request: the body
+    /// (about 1.1 MB of base64url) must not be cut off by the 64 KB JSON limit.
+    @Test func aHundredMessagesOfEightKilobytesFitInOneRequest() async throws {
+        try await DeliveryStack.with { stack in
+            let key = try await stack.apiKey()
+            let device = try await stack.device()
+            let full = Base64URL.encode(SecureRandom.bytes(SendBatch.maximumPayloadBytes))
+            let over = Base64URL.encode(SecureRandom.bytes(SendBatch.maximumPayloadBytes + 1))
+            var messages = Array(repeating: ("AAAAAAAAAAAAAAAAAAAAAA", full), count: 98)
+            messages += [(device.id, over), (device.id, "not base64url!")]
+            let answered = try await stack.send(messages, key: key)
+            #expect(answered.count == 100)
+            #expect(statuses(answered) == Array(repeating: "not_found", count: 98) + ["invalid", "invalid"])
+            // As README documents: `reason` is empty unless the status is `failed`.
+            #expect(answered.allSatisfy { $0["reason"] == "" })
+        }
+    }
+
+    /// Base64url as RFC 4648 §5 defines it may keep its `=` padding (Python's
+    /// `urlsafe_b64encode` does); only misplaced padding is invalid.
+    @Test func aPaddedBase64URLPayloadIsAcceptedAndMisplacedPaddingIsInvalid() async throws {
+        try await DeliveryStack.with(ingress: ["APP_API_SEND_DEADLINE_MS": "300"]) { stack in
+            let key = try await stack.apiKey()
+            let device = try await stack.device()
+            let padded = Data(SecureRandom.bytes(100)).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            #expect(padded.hasSuffix("=="))
+            let answered = try await stack.send(
+                [(device.id, padded), (device.id, "AAAA="), (device.id, "AA=A"), (device.id, "A===")], key: key)
+            #expect(statuses(answered) == ["queued", "invalid", "invalid", "invalid"])
+        }
+    }
+
     /// Every status in one batch, in request order. Enqueued before the worker
     /// starts, so the quota's last units go to exactly the messages before the
     /// quota_exceeded one.
@@ -70,6 +103,7 @@ import Testing
                 ])
             #expect(answered[0]["reason"] == "provider_error")
             #expect(answered[1]["reason"] == "")
+            #expect(answered[8]["reason"] == "")
             #expect(stack.recordings(token: sent.token).count == 1)
             #expect(stack.recordings(token: overQuota.token).isEmpty)
         }

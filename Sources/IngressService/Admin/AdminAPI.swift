@@ -73,13 +73,16 @@ public struct AdminAPI: HTTPHandler {
             return AdminResponse.error(
                 AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)"))
         }
+        // The HTTP server (libmicrohttpd) has percent-decoded the path already.
         let segments = request.path.dropFirst(Self.prefix.count).split(separator: "/", omittingEmptySubsequences: true)
-            .map { String($0).removingPercentEncoding ?? String($0) }
-        var pathMatched = false
+            .map(String.init)
+        var allowed: [String] = []  // methods of the routes whose path matches
         for route in routes {
             guard let parameters = route.match(segments) else { continue }
-            pathMatched = true
-            guard route.method == request.method else { continue }
+            guard route.method == request.method else {
+                allowed.append(route.method)
+                continue
+            }
             do {
                 return try await route.handler(AdminRequest(http: request, parameters: parameters, actor: actor))
             } catch let error as AdminError {
@@ -91,9 +94,11 @@ public struct AdminAPI: HTTPHandler {
                 return AdminResponse.error(AdminError(500, "internal", "the request failed; see the service log"))
             }
         }
-        if pathMatched {
-            return AdminResponse.error(
+        if !allowed.isEmpty {
+            var response = AdminResponse.error(
                 AdminError(405, "method_not_allowed", "\(request.method) is not allowed on \(request.path)"))
+            response.headers.add("Allow", allowed.joined(separator: ", "))  // RFC 9110 §15.5.6
+            return response
         }
         return AdminResponse.error(
             AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)"))

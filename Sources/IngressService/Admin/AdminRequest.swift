@@ -33,11 +33,11 @@ struct AdminRequest: Sendable {
         return value
     }
 
-    /// The JSON body as `Body`. Messages name the field, never its value.
+    /// The JSON body as `Body`; no body reads as `{}` (most bodies have only optional
+    /// fields; a missing required one is named). Messages name the field, never its value.
     func decode<Body: Decodable>(_ type: Body.Type) throws(AdminError) -> Body {
-        guard !http.body.isEmpty else { throw .invalid("a JSON request body is required") }
         do {
-            return try AdminJSON.decoder.decode(Body.self, from: Data(http.body))
+            return try AdminJSON.decoder.decode(Body.self, from: http.body.isEmpty ? Data("{}".utf8) : Data(http.body))
         } catch let error as AdminError {
             throw error
         } catch let error as DecodingError {
@@ -48,11 +48,21 @@ struct AdminRequest: Sendable {
     }
 
     static func describe(_ error: DecodingError) -> String {
+        /// `bundleIds[0]`, `a.b`: the field's path as a client writes it.
         func path(_ context: DecodingError.Context, _ key: (any CodingKey)? = nil) -> String {
             let keys = context.codingPath + (key.map { [$0] } ?? [])
-            return keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            return keys.reduce(into: "") { path, key in
+                if let index = key.intValue {
+                    path += "[\(index)]"
+                } else {
+                    path += (path.isEmpty ? "" : ".") + key.stringValue
+                }
+            }
         }
         switch error {
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty,
+            .valueNotFound(_, let context) where context.codingPath.isEmpty:
+            return "the request body must be a JSON object"
         case .keyNotFound(let key, let context): return "field \(path(context, key)) is required"
         case .typeMismatch(let type, let context): return "field \(path(context)) must be \(describe(type))"
         case .valueNotFound(let type, let context): return "field \(path(context)) must be \(describe(type)), not null"
@@ -69,6 +79,9 @@ struct AdminRequest: Sendable {
         case is Bool.Type: "true or false"
         case is Int.Type, is Int64.Type, is Double.Type: "a number"
         case is [String].Type: "an array of strings"
+        // What JSONDecoder reports when a container is of the wrong kind.
+        case is [Any].Type: "an array"
+        case is [String: Any].Type: "an object"
         default: "a \(type)"
         }
     }

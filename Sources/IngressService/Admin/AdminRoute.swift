@@ -16,7 +16,7 @@ struct AdminRoute: Sendable {
         self.handler = handler
     }
 
-    /// The parameters if `segments` (already percent-decoded) fit the pattern.
+    /// The parameters if `segments` (percent-decoded by the HTTP server) fit the pattern.
     func match(_ segments: [String]) -> [String: String]? {
         guard segments.count == pattern.count else { return nil }
         var parameters: [String: String] = [:]

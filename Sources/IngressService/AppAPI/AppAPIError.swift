@@ -17,8 +17,10 @@ struct AppAPIError: Error, Sendable, Equatable {
     static func invalid(_ detail: String) -> AppAPIError {
         AppAPIError(status: 400, message: "invalid request: " + detail)
     }
+    /// The spec's "429 with code 1006" for every limit, so the message leads with the code.
     static func tooManyRequests(retryAfter: Int) -> AppAPIError {
-        AppAPIError(status: 429, message: "too many requests", retryAfter: max(retryAfter, 1))
+        let code = PushAPIError.Code.tooManyRequests
+        return AppAPIError(status: 429, message: "\(code.rawValue) \(code.message)", retryAfter: max(retryAfter, 1))
     }
 
     var response: HTTPResponse {

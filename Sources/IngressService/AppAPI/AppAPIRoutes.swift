@@ -61,8 +61,8 @@ struct AppAPIRoutes: Sendable {
     }
 
     /// `GET /users/{userId}/devices` → `{devices: [...]}`, active devices in this app.
+    /// `user` is final: the HTTP server has percent-decoded the path already.
     func devices(_ user: String, app: String) async throws -> HTTPResponse {
-        let user = user.removingPercentEncoding ?? user
         let devices = try await repository.devicesJSON(user: user, app: app)
         return .json(200, "{\"devices\":[" + devices.joined(separator: ",") + "]}")
     }

@@ -29,7 +29,7 @@ struct AppAPISender: Sendable {
                 continue
             }
             guard let ciphertext = message.ciphertext else {
-                outcomes.append(SendOutcome(id, "invalid", reason: "payload must be base64url of at most 8 KB"))
+                outcomes.append(SendOutcome(id, "invalid"))
                 continue
             }
             guard target.active else {

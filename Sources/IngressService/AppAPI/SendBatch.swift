@@ -5,6 +5,9 @@ import Shared
 struct SendBatch: Sendable {
     static let maximumMessages = 100
     static let maximumPayloadBytes = 8 * 1024
+    /// The largest request body: 100 messages with a full 8 KB payload each (base64url,
+    /// ~10.9 KB) plus room per message for its id, urgency and JSON punctuation.
+    static let maximumBodyBytes = maximumMessages * ((maximumPayloadBytes + 2) / 3 * 4 + 512)
 
     struct Message: Sendable {
         let subscriptionID: String
@@ -29,7 +32,7 @@ struct SendBatch: Sendable {
                 throw AppAPIError.invalid("each message needs a subscriptionId")
             }
             var ciphertext: [UInt8]? = nil
-            if let payload = fields["payload"] as? String, let bytes = Base64URL.decode(payload), !bytes.isEmpty,
+            if let payload = fields["payload"] as? String, let bytes = Self.decodePayload(payload), !bytes.isEmpty,
                 bytes.count <= Self.maximumPayloadBytes
             {
                 ciphertext = bytes
@@ -41,5 +44,14 @@ struct SendBatch: Sendable {
                     priority: urgency == "low" || urgency == "very-low" ? 5 : 10))
         }
         self.messages = messages
+    }
+
+    /// Base64url with or without its `=` padding (RFC 4648 §5 allows both; Python's
+    /// `urlsafe_b64encode` keeps it). Padding must complete the last group of four.
+    static func decodePayload(_ text: String) -> [UInt8]? {
+        let padding = text.utf8.reversed().prefix { $0 == UInt8(ascii: "=") }.count
+        guard padding > 0 else { return Base64URL.decode(text) }
+        guard padding <= 2, text.utf8.count % 4 == 0 else { return nil }
+        return Base64URL.decode(text.dropLast(padding))
     }
 }

@@ -1,6 +1,7 @@
 import Shared
 
-/// One message's answer in `POST /send`: `{subscriptionId, status, reason}`.
+/// One message's answer in `POST /send`: `{subscriptionId, status, reason}`; `reason`
+/// is empty unless `status` is `failed` (README's contract), so clients can switch on it.
 struct SendOutcome: Sendable, Equatable {
     let subscriptionID: String
     var status: String

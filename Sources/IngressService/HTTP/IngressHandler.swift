@@ -1,7 +1,7 @@
 import Shared
 
 /// The public API's `HTTPHandler`: routes each request, applies the body limits
-/// (8 KB for Web Push, 64 KB for JSON), turns errors into the spec's error
+/// (8 KB for Web Push, a full batch for App API sends, 64 KB for other JSON), turns errors into the spec's error
 /// bodies and records the request metrics.
 /// A class so the per-request closures retain one reference, not every field.
 final class IngressHandler: HTTPHandler {
@@ -30,8 +30,11 @@ final class IngressHandler: HTTPHandler {
     }
 
     func maximumBodySize(for head: HTTPRequestHead) -> Int {
-        if case .deliver = Route(method: head.method, path: head.path) { return WebPushRoutes.bodyLimit(head) }
-        return Self.jsonBodyLimit
+        switch Route(method: head.method, path: head.path) {
+        case .deliver: return WebPushRoutes.bodyLimit(head)
+        case .appSend: return SendBatch.maximumBodyBytes
+        default: return Self.jsonBodyLimit
+        }
     }
 
     func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { PushAPIError.tooLarge.response }

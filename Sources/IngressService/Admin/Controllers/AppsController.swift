@@ -118,7 +118,8 @@ struct AppsController: Sendable {
     /// - bundle ids are unique site-wide, ignoring case (409 `bundle_id_taken`, naming
     ///   the id and the app that has it) and each new one is verified with an APNs probe
     ///   against the credential's team (422 `bundle_id_not_in_team` with Apple's reason);
-    ///   with a new credential every bundle id is verified again;
+    ///   with a new credential every bundle id is verified again; `credentialId: null`
+    ///   detaches it and keeps the bundle ids (only adding one needs a credential);
     /// - removing a bundle id deletes its device subscriptions.
     /// The change and its activity record commit together; caches are invalidated after.
     func updatePush(_ request: AdminRequest) async throws -> HTTPResponse {
@@ -155,7 +156,9 @@ struct AppsController: Sendable {
                 throw AdminError.conflict(
                     "bundle_id_taken", "bundle id \(conflict.bundleID) is already used by app \(conflict.appID)")
             }
-            let toVerify = credentialID != before.credentialId ? bundleIDs : added
+            // A new credential must reach every bundle id; detaching one leaves nothing to
+            // verify the kept ids with (sends fail credential_missing until one is chosen).
+            let toVerify = credentialID != before.credentialId && credentialID != nil ? bundleIDs : added
             if !toVerify.isEmpty {
                 guard let credential else {
                     throw AdminError.unprocessable(

@@ -66,7 +66,7 @@ struct UsersController: Sendable {
     }
 
     func ban(_ request: AdminRequest) async throws -> HTTPResponse {
-        let body = request.http.body.isEmpty ? BanRequest() : try request.decode(BanRequest.self)
+        let body = try request.decode(BanRequest.self)
         let reason = try AdminValidation.reason(body.reason)
         return try await changeBan(request, action: "user.ban") { id, _, connection in
             try await users.ban(id, reason: reason, on: connection)

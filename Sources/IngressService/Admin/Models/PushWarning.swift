@@ -12,8 +12,9 @@ struct PushWarning: Sendable, Codable, Equatable {
     static func rejected(reason: String?, at: Date?) -> PushWarning {
         PushWarning(
             code: "credential_rejected",
+            // `reason` is the workers' "APNs answered <Apple's reason>".
             message:
-                "APNs rejected this credential (\(reason ?? "InvalidProviderToken")); sends fail until it is replaced",
+                "this credential was rejected (\(reason ?? "InvalidProviderToken")); sends fail until it is replaced",
             at: at)
     }
 
