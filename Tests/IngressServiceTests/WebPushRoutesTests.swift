@@ -80,6 +80,35 @@ import Testing
         }
     }
 
+    /// Stalwart's push (2022–2025) sends the text form with `Content-Encoding: aes128gcm`
+    /// too, padded; other senders put the message itself under a JSON content type.
+    @Test func base64URLTextWithContentEncodingAndAJSONTypeIsDecodedAndTheBinaryFormKept() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let headers = [("TTL", "86400"), ("Content-Type", "application/json"), ("Content-Encoding", "aes128gcm")]
+            let message = Fixture.message()
+            let largest = Fixture.message(recordLength: 8192 - 86, recordSize: 9000)
+            for body in [message, largest] {
+                let padded = Data(body).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                    .replacingOccurrences(of: "/", with: "_")
+                let response = try await app.push(id, body: Array(padded.utf8), headers: headers)
+                #expect(response.status == 201, "\(response.text)")
+            }
+            #expect(try await app.push(id, body: message, headers: headers).status == 201)
+            #expect(try await app.queueEntries().map(\.ciphertext) == [message, largest, message])
+            let over = Base64URL.encode(Fixture.message(recordLength: 8192 - 86 + 1, recordSize: 9000))
+            let tooLarge = try await app.push(id, body: Array(over.utf8), headers: headers)
+            #expect(tooLarge.status == 413)
+            #expect(tooLarge.text == errorBody(1004, "Message too large"))
+            let binaryTooLarge = try await app.push(
+                id, body: Fixture.message(recordLength: 8192 - 86 + 1, recordSize: 9000), headers: headers)
+            #expect(binaryTooLarge.status == 413)
+            let garbage = try await app.push(id, body: Array("not*base64".utf8), headers: headers)
+            #expect(garbage.text == errorBody(1001, "Invalid parameters: body is not base64url"))
+        }
+    }
+
     @Test func realRFC8291BodyFromPywebpushIsAccepted() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)
