@@ -100,6 +100,23 @@ import Testing
         }
     }
 
+    /// 64 KB holds any device call, but not an App API batch of 100 messages with
+    /// payloads of up to 8 KB each (12 of 4 KB were refused with 413): the batch's body
+    /// is read and answered by the App API (here 401, without a key).
+    @Test func anAppAPIBatchOfTheLargestMessagesIsReadWhileOtherJSONStaysWithin64KB() async throws {
+        try await IngressTestApp.with { app in
+            let id = String(repeating: "A", count: 22)
+            let payload = String(repeating: "A", count: 10_923)  // 8 KB of base64url
+            let message = #"{"subscriptionId":"\#(id)","payload":"\#(payload)","urgency":"very-low"}"#
+            let batch = #"{"messages":["# + Array(repeating: message, count: 100).joined(separator: ",") + "]}"
+            let read = try await app.request("POST", "/api/v1/app/push/send", body: Array(batch.utf8))
+            #expect(read.status == 401)
+            let register = try await app.request(
+                "POST", "/api/push/v1/subscriptions", body: Array(repeating: UInt8(ascii: " "), count: 64 * 1024 + 1))
+            #expect(register.status == 413)
+        }
+    }
+
     @Test func routesMatchTheirTemplates() {
         #expect(Route(method: "POST", path: "/api/push/v1/subscriptions") == .register)
         #expect(Route(method: "PUT", path: "/api/push/v1/subscriptions/abc") == .update(id: "abc"))

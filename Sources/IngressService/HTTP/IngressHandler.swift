@@ -6,6 +6,10 @@ import Shared
 /// A class so the per-request closures retain one reference, not every field.
 final class IngressHandler: HTTPHandler {
     static let jsonBodyLimit = 64 * 1024
+    /// An App API batch: its most messages, each an 8 KB payload's base64url text with
+    /// room for the id, the urgency and the JSON around them.
+    static let appSendBodyLimit =
+        SendBatch.maximumMessages * ((SendBatch.maximumPayloadBytes + 2) / 3 * 4 + 256)
 
     let device: DeviceRoutes
     let webPush: WebPushRoutes
@@ -30,8 +34,11 @@ final class IngressHandler: HTTPHandler {
     }
 
     func maximumBodySize(for head: HTTPRequestHead) -> Int {
-        if case .deliver = Route(method: head.method, path: head.path) { return WebPushRoutes.bodyLimit(head) }
-        return Self.jsonBodyLimit
+        switch Route(method: head.method, path: head.path) {
+        case .deliver: WebPushRoutes.bodyLimit(head)
+        case .appSend: Self.appSendBodyLimit
+        default: Self.jsonBodyLimit
+        }
     }
 
     func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { PushAPIError.tooLarge.response }
