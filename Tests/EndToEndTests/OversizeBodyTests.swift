@@ -27,4 +27,24 @@ import Testing
                     == #"{"aps":{"alert":{"title":"Inbox","body":"You have new mail"},"mutable-content":1}}"#)
         }
     }
+
+    /// The longest placeholder registration accepts (200 characters of 4 bytes, 1000
+    /// of 3) still fits APNs's 4096-byte payload: Apple takes it, without `c`.
+    @Test func theLongestPlaceholderRegistrationAcceptsIsStillTakenByAPNs() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let title = String(repeating: "😀", count: 200)
+            let body = String(repeating: "漢", count: 1000)
+            let app = try await App.register(stack, alert: (title, body))
+            try await app.activate()
+            let sent = try await Parties.send(Parties.jmap("StateChange"), to: app.endpoint, keys: app.keys)
+            #expect(sent.status == 201)
+            try await eventually("the notification at the simulator") { stack.recordings(token: app.token).count == 1 }
+            let payload = try #require(try app.delivered().first)
+            let aps = try #require(payload["aps"] as? [String: Any])
+            let alert = try #require(aps["alert"] as? [String: String])
+            #expect(alert == ["title": title, "body": body])
+            #expect(payload["c"] == nil)
+        }
+    }
 }

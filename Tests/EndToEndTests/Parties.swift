@@ -37,14 +37,20 @@ enum Parties {
             response = WebPusher(info, requests_session=Recording()).send(
                 plaintext, {}, ttl=3600, content_encoding='aes128gcm', timeout=10)
             print(json.dumps({'status': response.status_code, 'sent': b64(Recording.sent), 'text': response.text}))
-        elif mode == 'send-legacy':
-            # An older Stalwart: the aes128gcm body as base64url text, JSON content type, no Content-Encoding.
+        elif mode in ('send-legacy', 'send-stalwart'):
+            # The aes128gcm body as base64url text with a JSON content type. send-legacy: bare,
+            # no Content-Encoding. send-stalwart: what Stalwart's push (2022-2025) put on the
+            # wire, padded text with Content-Encoding: aes128gcm all the same.
             from pywebpush import WebPusher
             endpoint, p256dh, auth, plaintext = sys.argv[2], sys.argv[3], sys.argv[4], unb64(sys.argv[5])
             info = {'endpoint': endpoint, 'keys': {'p256dh': p256dh, 'auth': auth}}
             body = WebPusher(info).encode(plaintext, content_encoding='aes128gcm')['body']
-            response = requests.post(endpoint, data=b64(body).encode(), timeout=10,
-                                     headers={'Content-Type': 'application/json', 'TTL': '3600'})
+            if mode == 'send-legacy':
+                text, headers = b64(body), {'Content-Type': 'application/json', 'TTL': '3600'}
+            else:
+                text = base64.urlsafe_b64encode(body).decode()
+                headers = {'Content-Type': 'application/json', 'TTL': '86400', 'Content-Encoding': 'aes128gcm'}
+            response = requests.post(endpoint, data=text.encode(), timeout=10, headers=headers)
             print(json.dumps({'status': response.status_code, 'sent': b64(body), 'text': response.text}))
         elif mode == 'decrypt':
             import http_ece
@@ -82,10 +88,27 @@ enum Parties {
             auth: try #require(object["auth"] as? String))
     }
 
+    /// How the sender puts the aes128gcm message on the wire.
+    enum Form: String {
+        /// RFC 8291, by pywebpush.
+        case rfc8291 = "send"
+        /// Base64url text, `Content-Type: application/json`, no `Content-Encoding`.
+        case legacyText = "send-legacy"
+        /// Older Stalwart releases: padded base64url text, `Content-Type: application/json`
+        /// and `Content-Encoding: aes128gcm`.
+        case olderStalwart = "send-stalwart"
+    }
+
     /// The sender pushes `plaintext` to `endpoint`, encrypted for `keys`.
     static func send(_ plaintext: [UInt8], to endpoint: String, keys: DeviceKeys, legacy: Bool = false) async throws -> Sent {
+        try await send(plaintext, to: endpoint, keys: keys, form: legacy ? .legacyText : .rfc8291)
+    }
+
+    static func send(_ plaintext: [UInt8], to endpoint: String, keys: DeviceKeys, form: Form) async throws
+        -> Sent
+    {
         let object = try object(
-            try await run([legacy ? "send-legacy" : "send", endpoint, keys.p256dh, keys.auth, Base64URL.encode(plaintext)]))
+            try await run([form.rawValue, endpoint, keys.p256dh, keys.auth, Base64URL.encode(plaintext)]))
         let sent = try #require(object["sent"] as? String)
         return Sent(
             status: try #require(object["status"] as? Int), ciphertext: try #require(Base64URL.decode(sent)),

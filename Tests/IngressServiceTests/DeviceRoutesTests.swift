@@ -84,6 +84,26 @@ import Testing
             #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": {"body": "\#(String(repeating: "x", count: 1001))"}}"#,
             "alert.body must be at most 1000 characters"
         ),
+        // Postgres cannot store NUL: a client's mistake, not a storage error.
+        (#"{"topic": "TOPIC\u0000", "token": "TOKEN", "sandbox": false}"#, "topic must be a bundle id"),
+        (#"{"topic": " TOPIC", "token": "TOKEN", "sandbox": false}"#, "topic must be a bundle id"),
+        (
+            #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": {"title": "a\u0000b"}}"#,
+            "alert.title must not contain control characters"
+        ),
+        (
+            #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": {"body": "ding\u0007"}}"#,
+            "alert.body must not contain control characters"
+        ),
+        // The placeholder alone must fit APNs's 4 KB payload: few characters, many bytes.
+        (
+            #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": {"title": "e\#(String(repeating: "\u{0301}", count: 800))"}}"#,
+            "alert.title must be at most 800 bytes"
+        ),
+        (
+            #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "alert": {"body": "\#(String(repeating: "😀", count: 751))"}}"#,
+            "alert.body must be at most 3000 bytes"
+        ),
         (
             #"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false, "keys": {"p256dh": "P256"}}"#,
             "keys needs both p256dh and auth"
@@ -118,6 +138,14 @@ import Testing
                 #expect(response.text == errorBody(1001, "Invalid parameters: \(detail)"), "\(template)")
             }
         }
+    }
+
+    @Test func alertTextsAreMeasuredAsThePayloadsJSONCarriesThem() {
+        #expect(SubscriptionInput.payloadLength("Mail") == 4)
+        #expect(SubscriptionInput.payloadLength("\"\\\n\t\r") == 10)
+        #expect(SubscriptionInput.payloadLength("漢😀") == 7)
+        #expect(SubscriptionInput.payloadLength("a\u{0}") == nil)
+        #expect(SubscriptionInput.payloadLength("a\u{7F}") == nil)
     }
 
     @Test func unknownTopicDisabledAppAndLitePlanAnswer1008() async throws {
@@ -203,6 +231,11 @@ import Testing
             let malformed = try await app.request(
                 "PUT", "/api/push/v1/subscriptions/\(id)", headers: auth, body: Array("{".utf8))
             #expect(malformed.status == 400)
+            let nul = try await app.request(
+                "PUT", "/api/push/v1/subscriptions/\(id)", headers: auth,
+                body: Array(#"{"alert": {"title": "\u0000"}}"#.utf8))
+            #expect(nul.status == 400)
+            #expect(nul.text == errorBody(1001, "Invalid parameters: alert.title must not contain control characters"))
         }
     }
 

@@ -53,6 +53,70 @@ import Testing
         }
     }
 
+    /// The spec's error format holds for every answer of the public API, not only
+    /// its routes' own: a sender or app parsing `{"error": "<code> …"}` finds a code.
+    @Test func unknownPathsAndWrongMethodsAnswerInTheSpecsErrorFormat() async throws {
+        try await IngressTestApp.with { app in
+            for path in ["/nothing", "/api/push/v1/subscriptions/abc/other", "/api/push/p/", "/api/push//p/abc"] {
+                let response = try await app.request("POST", path, body: Array("{}".utf8))
+                #expect(response.status == 404, "\(path)")
+                #expect(response.headers["content-type"] == "application/json")
+                #expect(response.text == errorBody(1001, "Invalid parameters: no such endpoint"), "\(path)")
+            }
+            let get = try await app.request("GET", "/api/push/p/abc")
+            #expect(get.status == 405)
+            #expect(get.headers["allow"] == "POST")
+            #expect(get.text == errorBody(1001, "Invalid parameters: method must be POST"))
+            let options = try await app.request("OPTIONS", "/api/push/v1/subscriptions/abc")
+            #expect(options.status == 405)
+            #expect(options.headers["allow"] == "PUT, DELETE")
+            #expect(options.text == errorBody(1001, "Invalid parameters: method must be PUT or DELETE"))
+            // The App API keeps its own format.
+            let appAPI = try await app.request("GET", "/api/v1/app/push/send")
+            #expect(appAPI.status == 405)
+            #expect(appAPI.text == #"{"error": "method not allowed"}"#)
+            #expect(try await app.request("GET", "/api/v1/app/push/nothing").text == #"{"error": "not found"}"#)
+        }
+    }
+
+    /// A trailing slash names the same resource: a sender that adds one to its push
+    /// URL must not be told the subscription is gone.
+    @Test func aTrailingSlashReachesTheSameRoute() async throws {
+        #expect(Route(method: "POST", path: "/api/push/p/abc/") == .deliver(id: "abc"))
+        #expect(Route(method: "POST", path: "/api/push/v1/subscriptions/") == .register)
+        #expect(Route(method: "PUT", path: "/api/push/v1/subscriptions/abc/") == .update(id: "abc"))
+        #expect(Route(method: "GET", path: "/api/push/v1/subscriptions/abc/pending/") == .pending(id: "abc"))
+        #expect(Route(method: "POST", path: "/api/push/p/") == .notFound)
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
+            let push = try await app.request(
+                "POST", "/api/push/p/\(id)/", headers: Fixture.pushHeaders, body: Fixture.message())
+            #expect(push.status == 201)
+            let pending = try await app.request(
+                "GET", "/api/push/v1/subscriptions/\(id)/pending/", headers: [("Authorization", "Bearer \(secret)")])
+            #expect(pending.status == 200)
+            #expect(pending.text.hasPrefix(#"{"messages":[""#))
+        }
+    }
+
+    /// 64 KB holds any device call, but not an App API batch of 100 messages with
+    /// payloads of up to 8 KB each (12 of 4 KB were refused with 413): the batch's body
+    /// is read and answered by the App API (here 401, without a key).
+    @Test func anAppAPIBatchOfTheLargestMessagesIsReadWhileOtherJSONStaysWithin64KB() async throws {
+        try await IngressTestApp.with { app in
+            let id = String(repeating: "A", count: 22)
+            let payload = String(repeating: "A", count: 10_923)  // 8 KB of base64url
+            let message = #"{"subscriptionId":"\#(id)","payload":"\#(payload)","urgency":"very-low"}"#
+            let batch = #"{"messages":["# + Array(repeating: message, count: 100).joined(separator: ",") + "]}"
+            let read = try await app.request("POST", "/api/v1/app/push/send", body: Array(batch.utf8))
+            #expect(read.status == 401)
+            let register = try await app.request(
+                "POST", "/api/push/v1/subscriptions", body: Array(repeating: UInt8(ascii: " "), count: 64 * 1024 + 1))
+            #expect(register.status == 413)
+        }
+    }
+
     @Test func routesMatchTheirTemplates() {
         #expect(Route(method: "POST", path: "/api/push/v1/subscriptions") == .register)
         #expect(Route(method: "PUT", path: "/api/push/v1/subscriptions/abc") == .update(id: "abc"))

@@ -80,6 +80,35 @@ import Testing
         }
     }
 
+    /// Stalwart's push (2022–2025) sends the text form with `Content-Encoding: aes128gcm`
+    /// too, padded; other senders put the message itself under a JSON content type.
+    @Test func base64URLTextWithContentEncodingAndAJSONTypeIsDecodedAndTheBinaryFormKept() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let headers = [("TTL", "86400"), ("Content-Type", "application/json"), ("Content-Encoding", "aes128gcm")]
+            let message = Fixture.message()
+            let largest = Fixture.message(recordLength: 8192 - 86, recordSize: 9000)
+            for body in [message, largest] {
+                let padded = Data(body).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                    .replacingOccurrences(of: "/", with: "_")
+                let response = try await app.push(id, body: Array(padded.utf8), headers: headers)
+                #expect(response.status == 201, "\(response.text)")
+            }
+            #expect(try await app.push(id, body: message, headers: headers).status == 201)
+            #expect(try await app.queueEntries().map(\.ciphertext) == [message, largest, message])
+            let over = Base64URL.encode(Fixture.message(recordLength: 8192 - 86 + 1, recordSize: 9000))
+            let tooLarge = try await app.push(id, body: Array(over.utf8), headers: headers)
+            #expect(tooLarge.status == 413)
+            #expect(tooLarge.text == errorBody(1004, "Message too large"))
+            let binaryTooLarge = try await app.push(
+                id, body: Fixture.message(recordLength: 8192 - 86 + 1, recordSize: 9000), headers: headers)
+            #expect(binaryTooLarge.status == 413)
+            let garbage = try await app.push(id, body: Array("not*base64".utf8), headers: headers)
+            #expect(garbage.text == errorBody(1001, "Invalid parameters: body is not base64url"))
+        }
+    }
+
     @Test func realRFC8291BodyFromPywebpushIsAccepted() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)
@@ -356,6 +385,76 @@ import Testing
             // No quota was reserved for the refused pushes.
             let month = RedisKeys.quotaMonth()
             #expect(try await app.redis.send("GET", app.keys.quota(account: none.accountID, month: month)) == .null)
+        }
+    }
+
+    /// What senders put on the wire besides a plain Content-Length POST: chunked bodies
+    /// (the 8 KB limit counts the body, not the framing), HTTP/1.0, `Expect:
+    /// 100-continue`, header names in any case, a query string.
+    @Test func chunkedHTTP10ExpectContinueAndHeaderCaseAreAcceptedLikeAPlainPost() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            func send(_ head: String, _ body: [UInt8]) async throws -> RawHTTPClient.Response {
+                var raw = try await app.client.exchange(Array(head.utf8) + body)
+                let interim = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+                if raw.starts(with: interim) { raw.removeFirst(interim.count) }
+                return try RawHTTPClient.parse(raw)
+            }
+            func chunked(_ body: [UInt8]) -> [UInt8] {
+                stride(from: 0, to: body.count, by: 1000).flatMap { start in
+                    let chunk = body[start..<min(start + 1000, body.count)]
+                    return Array((String(chunk.count, radix: 16) + "\r\n").utf8) + chunk + Array("\r\n".utf8)
+                } + Array("0\r\n\r\n".utf8)
+            }
+            let path = "/api/push/p/\(id)"
+            let pushHead = "Host: x\r\nConnection: close\r\nTTL: 60\r\nContent-Encoding: aes128gcm\r\n"
+            let exact = Fixture.message(recordLength: 8192 - 86, recordSize: 9000)
+            let over = Fixture.message(recordLength: 8192 - 86 + 1, recordSize: 9000)
+            let streamed = "POST \(path) HTTP/1.1\r\n\(pushHead)Transfer-Encoding: chunked\r\n\r\n"
+            #expect(try await send(streamed, chunked(exact)).status == 201)
+            let tooLarge = try await send(streamed, chunked(over))
+            #expect(tooLarge.status == 413)
+            #expect(tooLarge.text == errorBody(1004, "Message too large"))
+
+            let message = Fixture.message()
+            let old = try await send(
+                "POST \(path) HTTP/1.0\r\n\(pushHead)Content-Length: \(message.count)\r\n\r\n", message)
+            #expect(old.status == 201)
+            let expecting = try await send(
+                "POST \(path)?x=1 HTTP/1.1\r\n\(pushHead)Expect: 100-continue\r\nContent-Length: \(message.count)\r\n\r\n",
+                message)
+            #expect(expecting.status == 201)
+            let shouting = try await send(
+                "POST \(path) HTTP/1.1\r\nHOST: x\r\nCONNECTION: close\r\nttl: 30\r\nCONTENT-ENCODING: AES128GCM\r\n"
+                    + "CONTENT-LENGTH: \(message.count)\r\n\r\n", message)
+            #expect(shouting.status == 201)
+            #expect(shouting.headers["ttl"] == "30")
+            #expect(try await app.queueEntries().map(\.ciphertext).suffix(3) == [message, message, message])
+        }
+    }
+
+    /// A sender reusing its connection after refusals (a missing TTL, a body far over
+    /// the limit that is never buffered) is still served on it.
+    @Test func aKeptAliveConnectionStillServesAfterRefusedPushes() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let port = app.app.port
+            let statuses = try await onThread {
+                let connection = try KeepAliveClient(port: port)
+                defer { connection.close() }
+                let path = "/api/push/p/\(id)"
+                return [
+                    try connection.post(path, headers: [("Content-Encoding", "aes128gcm")], body: Fixture.message()),
+                    try connection.post(
+                        path, headers: Fixture.pushHeaders,
+                        body: Fixture.message(recordLength: 70_000, recordSize: 80_000)),
+                    try connection.post("/api/push/v1/subscriptions", headers: [], body: Array("{".utf8)),
+                    try connection.post(path, headers: Fixture.pushHeaders, body: Fixture.message()),
+                ].map(\.status)
+            }
+            #expect(statuses == [400, 413, 400, 201])
         }
     }
 

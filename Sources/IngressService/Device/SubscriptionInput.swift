@@ -10,6 +10,12 @@ import Shared
 struct SubscriptionInput: Sendable, Equatable {
     static let maximumTitleLength = 200
     static let maximumBodyLength = 1000
+    /// The placeholder alert must fit APNs's 4096-byte payload on its own (only the
+    /// ciphertext is left out when the payload would be too large), so the texts are
+    /// also limited in bytes as the payload's JSON carries them (`payloadLength`):
+    /// 800 + 3000 + the 67 bytes of JSON around them stay under 4096.
+    static let maximumTitleBytes = 800
+    static let maximumBodyBytes = 3000
     static let defaultBody = "New notification"
 
     var topic: String?
@@ -48,7 +54,7 @@ struct SubscriptionInput: Sendable, Equatable {
             throw .invalid("body must be a JSON object")
         }
         if let topic = body.topic {
-            guard !topic.isEmpty, topic.utf8.count <= 155 else { throw .invalid("topic must be a bundle id") }
+            guard Self.isBundleID(topic) else { throw .invalid("topic must be a bundle id") }
             self.topic = topic
         }
         if let token = body.token {
@@ -60,15 +66,12 @@ struct SubscriptionInput: Sendable, Equatable {
         }
         sandbox = body.sandbox
         if let title = body.alert?.title {
-            guard title.count <= Self.maximumTitleLength else {
-                throw .invalid("alert.title must be at most \(Self.maximumTitleLength) characters")
-            }
-            alertTitle = title
+            alertTitle = try Self.alertText(
+                title, field: "alert.title", characters: Self.maximumTitleLength, bytes: Self.maximumTitleBytes)
         }
         if let text = body.alert?.body {
-            guard text.count <= Self.maximumBodyLength else {
-                throw .invalid("alert.body must be at most \(Self.maximumBodyLength) characters")
-            }
+            let text = try Self.alertText(
+                text, field: "alert.body", characters: Self.maximumBodyLength, bytes: Self.maximumBodyBytes)
             alertBody = text.isEmpty ? Self.defaultBody : text
         }
         if let keys = body.keys {
@@ -94,6 +97,47 @@ struct SubscriptionInput: Sendable, Equatable {
         guard topic != nil else { throw .invalid("topic is required") }
         guard token != nil else { throw .invalid("token is required") }
         guard sandbox != nil else { throw .invalid("sandbox must be a boolean") }
+    }
+
+    /// A placeholder text within its limits, without control characters (Postgres
+    /// cannot store NUL, and APNs shows none of them).
+    private static func alertText(
+        _ text: String, field: String, characters: Int, bytes: Int
+    ) throws(PushAPIError) -> String {
+        guard text.count <= characters else { throw .invalid("\(field) must be at most \(characters) characters") }
+        guard let length = payloadLength(text) else { throw .invalid("\(field) must not contain control characters") }
+        guard length <= bytes else { throw .invalid("\(field) must be at most \(bytes) bytes") }
+        return text
+    }
+
+    /// The bytes `text` takes in the notification payload's JSON: its UTF-8, with
+    /// quote, backslash, tab, newline and carriage return escaped to two bytes; nil
+    /// when it holds any other control character.
+    static func payloadLength(_ text: String) -> Int? {
+        var length = 0
+        for byte in text.utf8 {
+            switch byte {
+            case 0x09, 0x0A, 0x0D, UInt8(ascii: "\""), UInt8(ascii: "\\"): length += 2
+            case 0..<0x20, 0x7F: return nil
+            default: length += 1
+            }
+        }
+        return length
+    }
+
+    /// Whether `topic` could be a registered app identifier: 1 to 155 ASCII letters,
+    /// digits, dots and hyphens (anything else could only fail the lookup, or, with
+    /// a NUL, Postgres).
+    static func isBundleID(_ topic: String) -> Bool {
+        (1...155).contains(topic.utf8.count)
+            && topic.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "-"):
+                    true
+                default: false
+                }
+            }
     }
 
     /// Unpadded base64url; trailing `=` padding tolerated.

@@ -71,6 +71,13 @@ public struct PushAPIError: Error, Sendable, Equatable, CustomStringConvertible 
     public static let unknownApp = PushAPIError(.unknownApp)
     public static let quotaExceeded = PushAPIError(.quotaExceeded)
     public static let pushDisabled = PushAPIError(.pushDisabled)
+    /// A path without a route.
+    public static let noSuchEndpoint = PushAPIError(.invalidParameters, status: 404, detail: "no such endpoint")
+    /// A path that exists, with another method; `allowed` as in `Allow` (`PUT, DELETE`).
+    public static func methodNotAllowed(allowed: String) -> PushAPIError {
+        let methods = allowed.replacingOccurrences(of: ", ", with: " or ")
+        return PushAPIError(.invalidParameters, status: 405, detail: "method must be \(methods)")
+    }
     public static func tooManyRequests(retryAfter: Int) -> PushAPIError {
         PushAPIError(.tooManyRequests, retryAfter: max(retryAfter, 1))
     }

@@ -31,9 +31,9 @@ final class IngressHandler: HTTPHandler {
 
     func maximumBodySize(for head: HTTPRequestHead) -> Int {
         switch Route(method: head.method, path: head.path) {
-        case .deliver: return WebPushRoutes.bodyLimit(head)
-        case .appSend: return SendBatch.maximumBodyBytes
-        default: return Self.jsonBodyLimit
+        case .deliver: WebPushRoutes.bodyLimit(head)
+        case .appSend: SendBatch.maximumBodyBytes
+        default: Self.jsonBodyLimit
         }
     }
 
@@ -86,9 +86,7 @@ final class IngressHandler: HTTPHandler {
         case .readyz: return await health.readyz()
         case .metrics: return health.metricsText()
         case .appBind, .appUnbind, .appDevices, .appSend: return await appAPI.respond(route, request)
-        case .notFound: return .json(404, #"{"error": "not found"}"#)
-        case .methodNotAllowed(let allowed):
-            return .json(405, #"{"error": "method not allowed"}"#, headers: HTTPHeaders([("Allow", allowed)]))
+        case .notFound, .methodNotAllowed: return unroutable(route, path: request.path)
         default: break
         }
         let client = clientIP.clientKey(request.head)
@@ -99,7 +97,7 @@ final class IngressHandler: HTTPHandler {
             case .pending(let id): return try await device.pending(request, id: id, client: client)
             case .activate(let id): return try await device.activate(request, id: id, client: client)
             case .delete(let id): return try await device.delete(request, id: id, client: client)
-            default: return .json(404, #"{"error": "not found"}"#)
+            default: return unroutable(.notFound, path: request.path)
             }
         } catch {
             if StorageFailure.isStorageError(error) {
@@ -107,6 +105,19 @@ final class IngressHandler: HTTPHandler {
             }
             return StorageFailure.apiError(for: error).response
         }
+    }
+
+    /// 404 for a path without a route, 405 (with `Allow`) for a method the path does not
+    /// take: in the App API's error format under its prefix, in the spec's everywhere else.
+    private func unroutable(_ route: Route, path: String) -> HTTPResponse {
+        if path.hasPrefix(Route.appAPIPrefix) {
+            guard case .methodNotAllowed(let allowed) = route else { return .json(404, #"{"error": "not found"}"#) }
+            return .json(405, #"{"error": "method not allowed"}"#, headers: HTTPHeaders([("Allow", allowed)]))
+        }
+        guard case .methodNotAllowed(let allowed) = route else { return PushAPIError.noSuchEndpoint.response }
+        var response = PushAPIError.methodNotAllowed(allowed: allowed).response
+        response.headers.add("Allow", allowed)
+        return response
     }
 
     private func record(_ route: Route, _ response: HTTPResponse, since start: ContinuousClock.Instant) {

@@ -21,6 +21,9 @@ enum Route: Sendable, Equatable {
     static let appAPIPrefix = "/api/v1/app/push/"
 
     init(method: String, path: String) {
+        // One trailing slash names the same resource: a sender or app that adds it
+        // must not be told its subscription is gone (404, 1003).
+        let path = path.utf8.count > 1 && path.utf8.last == UInt8(ascii: "/") ? String(path.dropLast()) : path
         // The hot path first, compared as bytes (no Character walk).
         if path.utf8.starts(with: Self.pushPathPrefix.utf8) {
             let id = String(Substring(path.utf8.dropFirst(Self.pushPathPrefix.utf8.count)))

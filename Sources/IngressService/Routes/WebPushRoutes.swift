@@ -51,9 +51,12 @@ final class WebPushRoutes: Sendable {
         self.failureLog = failureLog
     }
 
-    /// The largest body read for a push: 8 KB, or its base64url text in the older form.
+    /// The largest body read for a push: 8 KB, or its base64url text when the body may
+    /// be text (`Content-Type: application/json`, or no `Content-Encoding`).
     static func bodyLimit(_ head: HTTPRequestHead) -> Int {
-        if head.headers["Content-Encoding"] == nil { return (maximumMessageSize + 2) / 3 * 4 + 64 }
+        if head.headers["Content-Encoding"] == nil || WebPushHeaders.isJSON(head.headers) {
+            return (maximumMessageSize + 2) / 3 * 4 + 64
+        }
         return maximumMessageSize
     }
 
@@ -117,7 +120,12 @@ final class WebPushRoutes: Sendable {
     private func prepare(_ request: HTTPRequest, id: String) throws -> Preparation {
         let headers = try WebPushHeaders(request.headers, maximumTTL: maximumTTL)
         var message = request.body
-        if headers.bodyFormat == .base64URLText { message = try AES128GCMMessage.decodeText(message) }
+        switch headers.bodyFormat {
+        case .aes128gcm: break
+        case .base64URLText: message = try AES128GCMMessage.decodeText(message)
+        case .aes128gcmOrText:
+            if !AES128GCMMessage.isBinary(message) { message = try AES128GCMMessage.decodeText(message) }
+        }
         if message.count > Self.maximumMessageSize { return .oversized(headers) }
         try AES128GCMMessage.validate(message)
         guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }

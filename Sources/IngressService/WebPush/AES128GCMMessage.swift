@@ -25,6 +25,12 @@ enum AES128GCMMessage {
         }
     }
 
+    /// Whether `body` starts like the message itself rather than its base64url text:
+    /// its keyid's first byte is 0x04, which no base64 character is.
+    static func isBinary(_ body: [UInt8]) -> Bool {
+        body.count > 21 && body[21] == 0x04
+    }
+
     /// The message inside the older base64url text form (bare, or quoted as a JSON
     /// string; padding and the standard alphabet tolerated).
     static func decodeText(_ body: [UInt8]) throws(PushAPIError) -> [UInt8] {

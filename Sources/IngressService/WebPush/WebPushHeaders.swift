@@ -7,9 +7,14 @@ struct WebPushHeaders: Sendable, Equatable {
     enum BodyFormat: Sendable, Equatable {
         /// `Content-Encoding: aes128gcm`: the body is the message (RFC 8291).
         case aes128gcm
-        /// Older Stalwart: no `Content-Encoding`, `Content-Type: application/json`, the
-        /// body is the message's base64url text (bare or as a JSON string).
+        /// No `Content-Encoding`, `Content-Type: application/json`: the body is the
+        /// message's base64url text (bare or as a JSON string).
         case base64URLText
+        /// `Content-Encoding: aes128gcm` with `Content-Type: application/json`: older
+        /// Stalwart releases send the message's (padded) base64url text this way, other
+        /// senders the message itself; the body tells them apart
+        /// (`AES128GCMMessage.isBinary`).
+        case aes128gcmOrText
     }
 
     /// The `TTL` kept, in seconds (capped at the configured maximum).
@@ -45,16 +50,22 @@ struct WebPushHeaders: Sendable, Equatable {
             topic = nil
         }
 
+        let json = Self.isJSON(headers)
         if let encoding = headers["Content-Encoding"]?.trimmingWhitespace {
             guard encoding.lowercasedUnlessLower == "aes128gcm" else {
                 throw .invalid("Content-Encoding must be aes128gcm")
             }
-            bodyFormat = .aes128gcm
-        } else if let type = headers["Content-Type"], type.lowercasedUnlessLower.hasPrefix("application/json") {
+            bodyFormat = json ? .aes128gcmOrText : .aes128gcm
+        } else if json {
             bodyFormat = .base64URLText
         } else {
             throw .invalid("Content-Encoding must be aes128gcm")
         }
+    }
+
+    /// Whether the body may be base64url text: `Content-Type: application/json`.
+    static func isJSON(_ headers: HTTPHeaders) -> Bool {
+        headers["Content-Type"]?.lowercasedUnlessLower.hasPrefix("application/json") == true
     }
 
     static func isBase64URLCharacter(_ byte: UInt8) -> Bool {
