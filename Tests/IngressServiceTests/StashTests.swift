@@ -44,6 +44,30 @@ import Testing
         }
     }
 
+    /// Every push renews the stash list's expiry, so an entry past its own lifetime
+    /// must leave Redis when the next push is stashed, not only be hidden by GET /pending.
+    @Test func anExpiredEntryLeavesRedisWhenTheNextPushIsStashed() async throws {
+        try await IngressTestApp.with(["STASH_TTL_SECONDS": "2"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
+            let (first, second, third) = (Fixture.message(), Fixture.message(), Fixture.message())
+            #expect(try await app.push(id, body: first).status == 201)
+            try await Task.sleep(for: .milliseconds(1200))
+            // The list now lives until 2 s after this push.
+            #expect(try await app.push(id, body: second).status == 201)
+            try await Task.sleep(for: .milliseconds(1200))
+            // `first` is 2.4 s old: past its lifetime, though the list is not.
+            #expect(try await app.push(id, body: third).status == 201)
+            let stored = try await app.redis.send("LRANGE", app.keys.stash(id), 0, -1).array ?? []
+            let ciphertexts = stored.compactMap { $0.bytes.map { Array($0.drop { $0 != UInt8(ascii: ":") }.dropFirst()) } }
+            let keptFirst = ciphertexts.contains(first)
+            let lastIsThird = ciphertexts.last == third
+            #expect(!keptFirst)
+            #expect(lastIsThird)
+            #expect(try await pending(app, id, secret).last == Base64URL.encode(third))
+        }
+    }
+
     @Test func activateClearsTheStashAndLaterPushesAreQueued() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)

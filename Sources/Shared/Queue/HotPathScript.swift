@@ -283,6 +283,8 @@ public enum HotPathScript {
         -- Whole milliseconds (13 digits) print exactly with Lua's %.14g.
         local nowText, windowStart = tostring(now), now - window
         local rateLifetimeText = tostring(2 * window)
+        -- Stash entries accepted at or before this are past their lifetime.
+        local stashOldest = now - tonumber(stashLifetime)
         -- The rate window's index of the rateLimit-th newest push before (after) this
         -- one is added, and when to trim it.
         local lastIndexText, rateLimitText, trimLength = tostring(rateLimit - 1), tostring(rateLimit), 2 * rateLimit
@@ -346,6 +348,13 @@ public enum HotPathScript {
             if mode == 'app' then return {9} end
             if mode == 'check' then return {6} end
             local stash = prefix .. 'stash:' .. id
+            -- The list's expiry is renewed by every push, so older entries past their
+            -- own lifetime are dropped here (oldest first; at most the stash limit).
+            local head = redis.call('LINDEX', stash, 0)
+            while head and tonumber(string.match(head, '^%d+')) <= stashOldest do
+              redis.call('LPOP', stash)
+              head = redis.call('LINDEX', stash, 0)
+            end
             redis.call('RPUSH', stash, nowText .. ':' .. ciphertext(message))
             redis.call('LTRIM', stash, -stashLimit, -1)
             redis.call('PEXPIRE', stash, stashLifetime)
