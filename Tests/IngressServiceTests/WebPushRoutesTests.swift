@@ -225,6 +225,45 @@ import Testing
         }
     }
 
+    /// A fill reads the row, the row changes and the cache is invalidated, then the
+    /// fill writes: the old values must not come back (for the cache lifetime).
+    @Test func aCacheFillThatReadTheRowBeforeItChangedDoesNotWriteItBack() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let repository = SubscriptionRepository(postgres: app.postgres)
+            let cache = HotPathCache(
+                redis: app.redis, keys: app.keys, subscriptions: repository,
+                directory: AppDirectory(postgres: app.postgres), lifetimeMilliseconds: 60_000)
+
+            // Activation: a stale "pending" entry would stash pushes instead of sending them.
+            let (pending, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
+            var generation = try await cache.generation(of: app.keys.subscription(pending))
+            let pendingRow = try await repository.cacheEntry(pending)
+            #expect(pendingRow?.active == false)
+            let activated = try await app.request(
+                "POST", "/api/push/v1/subscriptions/\(pending)/activate",
+                headers: [("Authorization", "Bearer \(secret)")])
+            #expect(activated.status == 204)
+            #expect(try await cache.store(subscription: pending, pendingRow, generation: generation) == false)
+            #expect(try await app.push(pending).status == 201)
+            #expect(try await app.queueLength() == 1)
+
+            // Deletion: a stale live entry would keep accepting pushes for a deleted device.
+            let (deleted, _) = try await app.subscribe(topic: fixture.topic)
+            generation = try await cache.generation(of: app.keys.subscription(deleted))
+            let deletedRow = try await repository.cacheEntry(deleted)
+            #expect(deletedRow != nil)
+            try await app.postgres.execute("DELETE FROM subscriptions WHERE id = \(deleted)")
+            try await app.app.invalidation.subscriptionsDeleted([deleted])
+            #expect(try await cache.store(subscription: deleted, deletedRow, generation: generation) == false)
+            #expect(try await app.push(deleted).status == 404)
+
+            // A fill that began after the change writes what it read.
+            generation = try await cache.generation(of: app.keys.subscription(deleted))
+            #expect(try await cache.store(subscription: deleted, deletedRow, generation: generation))
+        }
+    }
+
     @Test func aCacheEntryOfTheOlderLayoutIsFilledAgain() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)

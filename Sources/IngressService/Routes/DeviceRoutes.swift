@@ -79,7 +79,7 @@ struct DeviceRoutes: Sendable {
         try await limiter.admit(.device, client: client)
         _ = try await authenticate(request, id: id)
         guard try await subscriptions.activate(id) else { throw PushAPIError.notFound }
-        _ = try await redis.send("DEL", keys.subscription(id), keys.stash(id))
+        try await invalidation.subscriptionActivated(id)
         return HTTPResponse(status: 204)
     }
 

@@ -5,15 +5,17 @@
 /// | after… | call |
 /// |---|---|
 /// | a subscription's token, alert, sandbox or state changed | `subscriptionChanged(_:)` |
+/// | a subscription was activated | `subscriptionActivated(_:)` (drops the stash too) |
 /// | subscriptions deleted (by id, by identifier or app removal, by the sweep) | `subscriptionsDeleted(_:)` |
 /// | a device token died (APNs 410 / BadDeviceToken) | `subscriptionGone(_:)` (adds the 410 tombstone) |
 /// | an app's push switch or chosen credential changed, the app was deleted | `appChanged(_:)` |
 /// | a credential was rejected, restored or deleted | `appChanged(_:)` for each app using it |
 /// | an account's plan changed | `accountChanged(_:)` |
 ///
-/// A push that filled the cache from a row read just before the change may write
-/// the old values back after the invalidation; such an entry lives at most the
-/// cache lifetime (`CACHE_TTL_SECONDS`).
+/// Each invalidation first moves the entry's generation on (`RedisKeys.cacheGeneration`),
+/// then drops the entry. A fill reads the generation before it reads Postgres and
+/// writes only if it is unchanged (`HotPathCache`), so a fill that read a row just
+/// before the change cannot write the old values back after the invalidation.
 public struct CacheInvalidation: Sendable {
     public let redis: RedisClient
     public let keys: RedisKeys
@@ -21,6 +23,10 @@ public struct CacheInvalidation: Sendable {
     public let tombstoneLifetimeSeconds: Int
 
     public static let defaultTombstoneLifetimeSeconds = 30 * 86_400
+    /// How long a generation outlives its last change: far longer than a fill takes
+    /// (one Postgres read). A generation that expired reads as none, which no fill
+    /// that read one before can match.
+    public static let generationLifetimeSeconds = 600
 
     public init(redis: RedisClient, keys: RedisKeys, tombstoneLifetimeSeconds: Int = defaultTombstoneLifetimeSeconds) {
         self.redis = redis
@@ -29,16 +35,19 @@ public struct CacheInvalidation: Sendable {
     }
 
     public func subscriptionChanged(_ id: String) async throws {
-        _ = try await redis.send("DEL", keys.subscription(id))
+        try await invalidate([keys.subscription(id)])
+    }
+
+    /// Drops the cache entry and the pending stash.
+    public func subscriptionActivated(_ id: String) async throws {
+        try await invalidate([keys.subscription(id)], alsoDeleting: [keys.stash(id)])
     }
 
     /// Drops the cache, the pending stash and the rate window of each subscription.
     public func subscriptionsDeleted(_ ids: [String]) async throws {
-        guard !ids.isEmpty else { return }
         for batch in stride(from: 0, to: ids.count, by: 500).map({ ids[$0..<min($0 + 500, ids.count)] }) {
-            var arguments: [any RedisValueConvertible] = []
-            for id in batch { arguments += [keys.subscription(id), keys.stash(id), keys.pushRate(id)] }
-            _ = try await redis.send(RedisCommand("DEL", arguments: arguments))
+            try await invalidate(
+                batch.map(keys.subscription), alsoDeleting: batch.flatMap { [keys.stash($0), keys.pushRate($0)] })
         }
     }
 
@@ -51,10 +60,26 @@ public struct CacheInvalidation: Sendable {
     }
 
     public func appChanged(_ id: String) async throws {
-        _ = try await redis.send("DEL", keys.app(id))
+        try await invalidate([keys.app(id)])
     }
 
     public func accountChanged(_ id: String) async throws {
-        _ = try await redis.send("DEL", keys.account(id))
+        try await invalidate([keys.account(id)])
+    }
+
+    /// Moves each entry's generation on, then deletes the entries and `others`, in one
+    /// pipeline (Redis runs it in order: a fill between the two steps is refused by
+    /// the generation, one before them is deleted).
+    private func invalidate(_ entries: [String], alsoDeleting others: [String] = []) async throws {
+        guard !entries.isEmpty else { return }
+        var commands: [RedisCommand] = []
+        commands.reserveCapacity(2 * entries.count + 1)
+        for entry in entries {
+            let generation = keys.cacheGeneration(of: entry)
+            commands.append(RedisCommand("INCR", generation))
+            commands.append(RedisCommand("EXPIRE", generation, Self.generationLifetimeSeconds))
+        }
+        commands.append(RedisCommand("DEL", arguments: entries + others))
+        for reply in try await redis.pipeline(commands) { _ = try reply.throwingError() }
     }
 }

@@ -12,6 +12,7 @@ import Foundation
 /// | `<ns>:{t}:sub:<id>` | hash | ingress (cache fill) | subscription cache (`SubscriptionCacheField`) or `missing=1` |
 /// | `<ns>:{t}:app:<id>` | hash | ingress (cache fill) | app cache (`AppCacheField`) |
 /// | `<ns>:{t}:acct:<id>` | hash | ingress (cache fill) | account cache (`AccountCacheField`) |
+/// | `<ns>:{t}:gen:<entry>` | string | whoever invalidates a cache entry | its generation: a fill only writes the generation it read before Postgres (`CacheInvalidation`) |
 /// | `<ns>:{t}:gone:<id>` | string | worker | tombstone: the token died, answer 410 |
 /// | `<ns>:{t}:stash:<id>` | list | ingress | pending stash: `<accepted ms>:` + ciphertext, oldest first |
 /// | `<ns>:{t}:rate:pushes:<id>` | list | ingress | per-subscription sliding window: accepted times (ms), newest first (`HotPathScript`) |
@@ -48,6 +49,8 @@ public struct RedisKeys: Sendable, Equatable {
     public func subscription(_ id: String) -> String { prefix + "sub:" + id }
     public func app(_ id: String) -> String { prefix + "app:" + id }
     public func account(_ id: String) -> String { prefix + "acct:" + id }
+    /// The generation of the cache entry `entryKey` (`subscription`, `app` or `account`).
+    public func cacheGeneration(of entryKey: String) -> String { prefix + "gen:" + entryKey.dropFirst(prefix.count) }
     public func tombstone(_ subscriptionID: String) -> String { prefix + "gone:" + subscriptionID }
     public func stash(_ subscriptionID: String) -> String { prefix + "stash:" + subscriptionID }
     /// Until the list window, `rate:push:<id>` held the window as a sorted set; those
