@@ -17,6 +17,12 @@ import Testing
             let many = Array(repeating: item, count: 101).joined(separator: ",")
             #expect(try await stack.api("POST", "/send", key: key, json: #"{"messages":[\#(many)]}"#).status == 400)
             #expect(try await stack.api("POST", "/send", key: key, json: "not json").status == 400)
+            let urgent = #"{"messages":[{"subscriptionId":"AAAAAAAAAAAAAAAAAAAAAA","payload":"AAAA","urgency":"urgent"}]}"#
+            let badUrgency = try await stack.api("POST", "/send", key: key, json: urgent)
+            #expect(badUrgency.status == 400)
+            #expect(badUrgency.text.contains("urgency must be very-low, low, normal or high"))
+            let numeric = #"{"messages":[{"subscriptionId":"AAAAAAAAAAAAAAAAAAAAAA","payload":"AAAA","urgency":5}]}"#
+            #expect(try await stack.api("POST", "/send", key: key, json: numeric).status == 400)
             let hundred = Array(repeating: item, count: 100).joined(separator: ",")
             #expect(try await stack.api("POST", "/send", key: key, json: #"{"messages":[\#(hundred)]}"#).status == 200)
         }

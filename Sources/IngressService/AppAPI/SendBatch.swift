@@ -37,13 +37,22 @@ struct SendBatch: Sendable {
             {
                 ciphertext = bytes
             }
-            let urgency = (fields["urgency"] as? String)?.lowercased() ?? "high"
             messages.append(
-                Message(
-                    subscriptionID: id, ciphertext: ciphertext,
-                    priority: urgency == "low" || urgency == "very-low" ? 5 : 10))
+                Message(subscriptionID: id, ciphertext: ciphertext, priority: try Self.priority(of: fields["urgency"])))
         }
         self.messages = messages
+    }
+
+    /// `apns-priority` for a message's `urgency` (Web Push's values, any case; high
+    /// when absent or null). Anything else is refused like Web Push's `Urgency` header, rather
+    /// than sent at a priority the caller did not ask for.
+    static func priority(of urgency: Any?) throws(AppAPIError) -> Int {
+        guard let urgency, !(urgency is NSNull) else { return 10 }
+        switch (urgency as? String)?.lowercased() {
+        case "very-low", "low": return 5
+        case "normal", "high": return 10
+        default: throw AppAPIError.invalid("urgency must be very-low, low, normal or high")
+        }
     }
 
     /// Base64url with or without its `=` padding (RFC 4648 §5 allows both; Python's
