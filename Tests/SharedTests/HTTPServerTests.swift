@@ -106,6 +106,25 @@ import Testing
         }
     }
 
+    /// A client that asks before sending (`Expect: 100-continue`) a body declared over
+    /// the limit is refused at once, not invited to send it.
+    @Test(arguments: pollings) func refusesADeclaredOversizedBodyBeforeInvitingIt(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
+            let raw = Array(
+                "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 100000\r\n\r\n".utf8)
+            let received = try await RawHTTPClient(port: server.port).exchange(raw)
+            let text = String(decoding: received, as: UTF8.self)
+            #expect(!text.contains("100 Continue"))
+            #expect(try RawHTTPClient.parse(received).status == 413)
+            // Within the limit, the client is still invited to send.
+            let small = Array(
+                "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabcd".utf8)
+            let answered = String(decoding: try await RawHTTPClient(port: server.port).exchange(small), as: UTF8.self)
+            #expect(answered.hasPrefix("HTTP/1.1 100 Continue"))
+            #expect(answered.contains("bytes=4"))
+        }
+    }
+
     /// Every request waits until all of them are inside the handler at once. With
     /// one server thread this only completes if waiting handlers do not hold it.
     @Test(arguments: [Polling.threads(1), .eventLoop])

@@ -41,6 +41,14 @@ let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method
         }
         server.inFlight.add(1, ordering: .relaxed)
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
+        // A client that waits for "100 Continue" before sending a body declared over
+        // the limit is answered now: libmicrohttpd sends no "100 Continue" once a
+        // response is queued, and closes instead of reading the body. (A client that
+        // sends at once has its body read and dropped first: closing with it unread
+        // could reset the connection before the answer arrives.)
+        if context.bodyTooLarge, head.headers["Expect"]?.caseInsensitiveEquals("100-continue") == true {
+            return dispatch(HTTPRequest(head: head, body: []), of: context, on: connection, server: server)
+        }
         return .YES
     }
     let context = Unmanaged<HTTPRequestContext>.fromOpaque(existing).takeUnretainedValue()
@@ -63,10 +71,18 @@ let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method
         uploadSize.pointee = 0  // consumed (or discarded past the limit, never buffered)
         return .YES
     }
-    let handler = server.handler
-    let oversized = context.bodyTooLarge
     let request = HTTPRequest(head: context.head, body: context.body)
     context.body = []
+    return dispatch(request, of: context, on: connection, server: server)
+}
+
+/// Hands `request` to the handler on a suspended connection (`handleOversized` when
+/// its body was over the limit); the call after the resume queues the response.
+private func dispatch(
+    _ request: HTTPRequest, of context: HTTPRequestContext, on connection: OpaquePointer, server: HTTPServer
+) -> MHD_Result {
+    let handler = server.handler
+    let oversized = context.bodyTooLarge
     guard server.suspended.suspend(connection, context: context) else {
         return queue(handler.unavailable(context.head), on: connection)
     }
