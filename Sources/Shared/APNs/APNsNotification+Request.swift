@@ -55,16 +55,19 @@ extension APNsNotification {
         }
     }
 
-    /// Whether every UTF-8 byte of `value` passes `test`, read from contiguous
-    /// storage (a generic walk of `utf8` costs more than the rest of the check).
+    /// Whether every UTF-8 byte of `value` passes `test`, read in place from its
+    /// storage (a generic walk of `utf8` costs more than the rest of the check;
+    /// `withUTF8` would first copy a string that is not stored as UTF-8).
+    @inline(__always)
     private static func all(_ value: String, _ test: (UInt8) -> Bool) -> Bool {
+        if let result = value.utf8.withContiguousStorageIfAvailable({ $0.allSatisfy(test) }) { return result }
         var value = value
         return value.withUTF8 { $0.allSatisfy(test) }
     }
 
+    /// 0-9, a-f or A-F: two comparisons (`| 0x20` makes a letter lower-case).
     private static func isHexDigit(_ byte: UInt8) -> Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
-            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+        byte &- UInt8(ascii: "0") < 10 || (byte | 0x20) &- UInt8(ascii: "a") < 6
     }
 
     /// No control characters (CR, LF, NUL…) that could split or end a header.

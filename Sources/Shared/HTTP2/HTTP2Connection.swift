@@ -26,9 +26,13 @@ public protocol HTTP2ConnectionDelegate: AnyObject {
     /// TLS is up and our connection preface (SETTINGS) is on its way: requests may be sent.
     func connectionDidBecomeReady(_ connection: HTTP2Connection)
     /// A stream's peer finished sending (END_STREAM): for a server a whole request,
-    /// for a client a whole response.
+    /// for a client a whole response. Implement this or the `fields` variant below.
     func connection(
         _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8])
+    /// The same, with the header fields as received bytes: no String per field.
+    /// By default passes them on as `HTTP2Header`s to the variant above.
+    func connection(
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, fields: HTTP2ReceivedFields, body: [UInt8])
     /// A stream closed before the peer finished it (RST_STREAM, e.g. REFUSED_STREAM,
     /// or the connection went away). Not called for streams that finished.
     func connection(_ connection: HTTP2Connection, streamWasReset streamID: Int32, errorCode: UInt32)
@@ -42,6 +46,14 @@ public protocol HTTP2ConnectionDelegate: AnyObject {
 }
 
 extension HTTP2ConnectionDelegate {
+    public func connection(
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]
+    ) {}
+    public func connection(
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, fields: HTTP2ReceivedFields, body: [UInt8]
+    ) {
+        self.connection(connection, streamDidFinish: streamID, headers: fields.headers, body: body)
+    }
     public func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int) {}
     public func connection(_ connection: HTTP2Connection, didReceivePingAck: Void) {}
     public func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32) {}
@@ -69,7 +81,9 @@ public final class HTTP2Connection: TLSStreamDelegate {
     public var keptHeaderNames: [StaticString]?
 
     fileprivate var session: OpaquePointer?
-    fileprivate var streams: [Int32: StreamState] = [:]
+    // Looked up in every nghttp2 callback, only on the loop and never during another
+    // access: the runtime's exclusivity check is skipped for these (and the states' fields).
+    @exclusivity(unchecked) fileprivate var streams: [Int32: StreamState] = [:]
     private var closeError: (any Error)?
     /// True while nghttp2 runs (`mem_recv`/`mem_send`): its callbacks reach our
     /// delegate, which may submit frames, but nghttp2 forbids calling `mem_send` or
@@ -78,16 +92,16 @@ public final class HTTP2Connection: TLSStreamDelegate {
     private var flushRequested = false
 
     fileprivate final class StreamState {
-        var headers: [HTTP2Header] = []
-        var body: [UInt8] = []
+        @exclusivity(unchecked) var fields = HTTP2ReceivedFields()
+        @exclusivity(unchecked) var body: [UInt8] = []
         /// What we send on this stream, and how much of it nghttp2 has taken.
-        var outgoing: [UInt8] = []
+        @exclusivity(unchecked) var outgoing: [UInt8] = []
         var outgoingOffset = 0
         var finished = false
 
         /// Ready for another stream, keeping its arrays' memory where nobody else holds them.
         func reset() {
-            headers.removeAll(keepingCapacity: true)
+            fields.removeAll()
             body.removeAll(keepingCapacity: true)
             outgoing = []
             outgoingOffset = 0
@@ -96,7 +110,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
     }
 
     /// States of closed streams, reused for new ones (a stream is short, and there are many).
-    private var spareStates: [StreamState] = []
+    @exclusivity(unchecked) private var spareStates: [StreamState] = []
 
     fileprivate func makeStreamState() -> StreamState { spareStates.popLast() ?? StreamState() }
 
@@ -271,17 +285,19 @@ public final class HTTP2Connection: TLSStreamDelegate {
     }
 
     private var flushDeferred = false
+    /// `flushAtEndOfIteration`'s work, made once rather than for every iteration.
+    private lazy var deferredFlush: () -> Void = { [weak self] in
+        guard let self else { return }
+        self.flushDeferred = false
+        self.flush()
+    }
 
     /// Requests and responses are flushed once per event-loop iteration, so the
     /// frames of everything submitted meanwhile leave in one TLS write.
     private func flushAtEndOfIteration() {
         guard !flushDeferred, let tls else { return }
         flushDeferred = true
-        tls.loop.deferToEndOfIteration { [weak self] in
-            guard let self else { return }
-            self.flushDeferred = false
-            self.flush()
-        }
+        tls.loop.deferToEndOfIteration(deferredFlush)
     }
 
     /// Moves whatever nghttp2 wants to send into the TLS stream. Called inside an
@@ -350,7 +366,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
                 !state.finished
             else { return }
             state.finished = true
-            delegate?.connection(self, streamDidFinish: header.stream_id, headers: state.headers, body: state.body)
+            delegate?.connection(self, streamDidFinish: header.stream_id, fields: state.fields, body: state.body)
         default:
             break
         }
@@ -403,10 +419,9 @@ private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength,
             return
         }
         guard let state = http2.streams[frame.pointee.hd.stream_id] else { return }
-        state.headers.append(
-            HTTP2Header(
-                String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self),
-                String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)))
+        state.fields.append(
+            name: UnsafeBufferPointer(start: name, count: nameLength),
+            value: UnsafeBufferPointer(start: value, count: valueLength))
     }
     return 0
 }
