@@ -64,13 +64,12 @@ public struct APNsResponse: Sendable, Equatable, CustomStringConvertible {
         return parsed ? UUID(uuid: bytes) : nil
     }
 
+    /// 0-9, a-f or A-F as a number (`| 0x20` makes a letter lower-case); nil for anything else.
     private static func hexValue(_ char: UInt8) -> UInt8? {
-        switch char {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): char - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): char - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): char - UInt8(ascii: "A") + 10
-        default: nil
-        }
+        let digit = char &- UInt8(ascii: "0")
+        if digit < 10 { return digit }
+        let letter = (char | 0x20) &- UInt8(ascii: "a")
+        return letter < 6 ? letter + 10 : nil
     }
 
     /// For `Unregistered`, when APNs last confirmed the token was no longer valid.

@@ -114,6 +114,18 @@ public final class HTTP2Connection: TLSStreamDelegate {
 
     fileprivate func makeStreamState() -> StreamState { spareStates.popLast() ?? StreamState() }
 
+    /// The stream looked up last: the callbacks of one header block (each field,
+    /// then the frame) ask for the same stream in a row. Dropped when it closes.
+    private var lastLookedUp: (id: Int32, state: StreamState)?
+
+    /// The open stream `id`'s state.
+    fileprivate func state(of id: Int32) -> StreamState? {
+        if let lastLookedUp, lastLookedUp.id == id { return lastLookedUp.state }
+        guard let state = streams[id] else { return nil }
+        lastLookedUp = (id, state)
+        return state
+    }
+
     /// `settings` are our SETTINGS (e.g. the server's MAX_CONCURRENT_STREAMS).
     public init(role: Role, settings: [(id: Int32, value: UInt32)] = []) throws(HTTP2Error) {
         self.role = role
@@ -278,6 +290,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
         isGoingAway = true
         let unfinished = streams.filter { !$0.value.finished }.keys.sorted()
         streams.removeAll()
+        lastLookedUp = nil
         for id in unfinished {
             delegate?.connection(self, streamWasReset: id, errorCode: NGHTTP2_CANCEL.rawValue)
         }
@@ -362,7 +375,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
         case NGHTTP2_PING.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
             delegate?.connection(self, didReceivePingAck: ())
         case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
-            guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let state = streams[header.stream_id],
+            guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let state = state(of: header.stream_id),
                 !state.finished
             else { return }
             state.finished = true
@@ -372,8 +385,23 @@ public final class HTTP2Connection: TLSStreamDelegate {
         }
     }
 
+    fileprivate func headerReceived(
+        streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>
+    ) {
+        if let keptHeaderNames,
+            !keptHeaderNames.contains(where: {
+                $0.utf8CodeUnitCount == name.count
+                    && memcmp($0.utf8Start, name.baseAddress.unsafelyUnwrapped, name.count) == 0
+            })
+        {
+            return
+        }
+        state(of: streamID)?.fields.append(name: name, value: value)
+    }
+
     fileprivate func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let state = streams.removeValue(forKey: streamID) else { return }
+        if lastLookedUp?.id == streamID { lastLookedUp = nil }
         let finished = state.finished
         if spareStates.count < 256 {
             state.reset()
@@ -412,15 +440,9 @@ private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, user
 
 private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
     guard let frame, let name, let value else { return 0 }
-    withConnection(userData) { http2 in
-        if let kept = http2.keptHeaderNames,
-            !kept.contains(where: { $0.utf8CodeUnitCount == nameLength && memcmp($0.utf8Start, name, nameLength) == 0 })
-        {
-            return
-        }
-        guard let state = http2.streams[frame.pointee.hd.stream_id] else { return }
-        state.fields.append(
-            name: UnsafeBufferPointer(start: name, count: nameLength),
+    withConnection(userData) {
+        $0.headerReceived(
+            streamID: frame.pointee.hd.stream_id, name: UnsafeBufferPointer(start: name, count: nameLength),
             value: UnsafeBufferPointer(start: value, count: valueLength))
     }
     return 0
@@ -429,7 +451,7 @@ private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength,
 private let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
     guard let data else { return 0 }
     withConnection(userData) { http2 in
-        http2.streams[streamID]?.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
+        http2.state(of: streamID)?.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
     }
     return 0
 }
@@ -447,7 +469,7 @@ private let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, err
 
 /// Copies the next piece of a stream's outgoing body.
 private let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
-    guard let buffer, let flags, let state = withConnection(userData, { $0.streams[streamID] }) else {
+    guard let buffer, let flags, let state = withConnection(userData, { $0.state(of: streamID) }) else {
         return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
     }
     let count = min(length, state.outgoing.count - state.outgoingOffset)
