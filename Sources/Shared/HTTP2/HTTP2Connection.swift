@@ -99,6 +99,21 @@ public final class HTTP2Connection: TLSStreamDelegate {
         var outgoingOffset = 0
         var finished = false
 
+        /// Copies the next piece of the outgoing body into nghttp2's buffer; EOF after the last.
+        func copyOutgoing(into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>)
+            -> Int
+        {
+            let count = min(length, outgoing.count - outgoingOffset)
+            outgoing.withUnsafeBytes { bytes in
+                UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + outgoingOffset, byteCount: count)
+            }
+            outgoingOffset += count
+            if outgoingOffset == outgoing.count {
+                flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            }
+            return count
+        }
+
         /// Ready for another stream, keeping its arrays' memory where nobody else holds them.
         func reset() {
             fields.removeAll()
@@ -179,7 +194,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
         let state = makeStreamState()
         state.outgoing = body
         // nghttp2 copies the provider and the fields; the body stays in `state` until sent.
-        let streamID = withDataProvider(hasBody: !body.isEmpty) { provider in
+        let streamID = withDataProvider(reading: state) { provider in
             fields.withNameValues { nva in
                 nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, provider, nil)
             }
@@ -201,7 +216,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
         guard let session, let state = streams[streamID] else { return }
         state.outgoing = body
         state.outgoingOffset = 0
-        let status = withDataProvider(hasBody: !body.isEmpty) { provider in
+        let status = withDataProvider(reading: state) { provider in
             fields.withNameValues { nva in
                 nghttp2_submit_response(session, streamID, nva.baseAddress, nva.count, provider)
             }
@@ -346,12 +361,15 @@ public final class HTTP2Connection: TLSStreamDelegate {
         }
     }
 
-    /// A provider that reads the stream's `outgoing` bytes, or nil for no body.
-    private func withDataProvider<Result>(hasBody: Bool, _ body: (UnsafePointer<nghttp2_data_provider>?) -> Result)
-        -> Result
-    {
-        guard hasBody else { return body(nil) }
-        var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBody)
+    /// A provider that reads `state`'s `outgoing` bytes, or nil for no body. Its
+    /// source is the unretained state, so `readBody` needs no lookup: `streams`
+    /// holds the state until nghttp2 closes the stream, after which it reads no more.
+    private func withDataProvider<Result>(
+        reading state: StreamState, _ body: (UnsafePointer<nghttp2_data_provider>?) -> Result
+    ) -> Result {
+        guard !state.outgoing.isEmpty else { return body(nil) }
+        var provider = nghttp2_data_provider(
+            source: nghttp2_data_source(ptr: Unmanaged.passUnretained(state).toOpaque()), read_callback: readBody)
         return withUnsafePointer(to: &provider) { body($0) }
     }
 
@@ -467,18 +485,12 @@ private let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, err
     return 0
 }
 
-/// Copies the next piece of a stream's outgoing body.
-private let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
-    guard let buffer, let flags, let state = withConnection(userData, { $0.state(of: streamID) }) else {
+/// Copies the next piece of a stream's outgoing body (the source is its unretained state).
+private let readBody: nghttp2_data_source_read_callback = { _, _, buffer, length, flags, source, _ in
+    guard let buffer, let flags, let state = source?.pointee.ptr else {
         return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
     }
-    let count = min(length, state.outgoing.count - state.outgoingOffset)
-    state.outgoing.withUnsafeBytes { bytes in
-        UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + state.outgoingOffset, byteCount: count)
+    return Unmanaged<HTTP2Connection.StreamState>.fromOpaque(state)._withUnsafeGuaranteedRef { state in
+        state.copyOutgoing(into: buffer, length: length, flags: flags)
     }
-    state.outgoingOffset += count
-    if state.outgoingOffset == state.outgoing.count {
-        flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-    }
-    return count
 }
