@@ -90,11 +90,11 @@ public final class APNsClient: Sendable {
     ) async {
         var valid: [Int] = []
         valid.reserveCapacity(notifications.count)
-        // Checked in place (`pointee`), not copied out of the array one by one.
+        // Checked in place through a pointer, not copied out of the array one by one.
         notifications.withUnsafeBufferPointer { notifications in
             for index in notifications.indices {
                 do throws(APNsClientError) {
-                    try (notifications.baseAddress.unsafelyUnwrapped + index).pointee.validate()
+                    try APNsNotification.validate(notifications.baseAddress.unsafelyUnwrapped + index)
                     valid.append(index)
                 } catch {
                     completion(index, .failure(error))

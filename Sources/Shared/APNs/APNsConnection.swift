@@ -28,9 +28,14 @@ final class APNsConnection: HTTP2ConnectionDelegate {
     private let http2: HTTP2Connection
     private let configuration: APNsClient.Configuration
     private let loop: EventLoop
-    private var inFlight: [Int32: APNsPendingRequest] = [:]
+    // Touched for every request and answer, only on the loop and never while another
+    // access is under way: the runtime's exclusivity check is skipped for these.
+    @exclusivity(unchecked) private var inFlight: [Int32: APNsPendingRequest] = [:]
     /// Request after request's header fields, written here just before nghttp2 copies them.
-    private var requestFields = HTTP2HeaderFields(reservingCapacity: 11, bytes: 1024)
+    @exclusivity(unchecked) private var requestFields = HTTP2HeaderFields(reservingCapacity: 11, bytes: 1024)
+    /// No request in flight has an earlier deadline (answered requests do not move
+    /// it on), so `tick` looks for expired ones only from then on; nil: none in flight.
+    private var earliestDeadline: ContinuousClock.Instant?
     private var settingsKnown = false
     private var lastActivity = ContinuousClock.now
     private var pingSentAt: ContinuousClock.Instant?
@@ -76,6 +81,7 @@ final class APNsConnection: HTTP2ConnectionDelegate {
             let payload = request.writeRequest(into: &requestFields)
             let streamID = try http2.sendRequest(requestFields, body: payload)
             inFlight[streamID] = request
+            earliestDeadline = min(earliestDeadline ?? request.deadline, request.deadline)
             return true
         } catch {
             state = .draining
@@ -89,13 +95,7 @@ final class APNsConnection: HTTP2ConnectionDelegate {
     /// `busyPingInterval` while requests wait for answers; no ack within
     /// `pingTimeout` closes the connection (the pool replaces it).
     func tick(now: ContinuousClock.Instant) {
-        let expired = inFlight.filter { $0.value.deadline <= now }
-        for (streamID, request) in expired {
-            inFlight[streamID] = nil
-            http2.resetStream(streamID, errorCode: NGHTTP2_CANCEL.rawValue)
-            request.fail(APNsClientError(.timeout, "no answer from APNs within the request timeout"))
-        }
-        if !expired.isEmpty { pool.connectionHasCapacity(self) }
+        if let earliestDeadline, now >= earliestDeadline { failExpired(now: now) }
         guard state == .ready || state == .draining else { return }
         if let pingSentAt {
             if now - pingSentAt > configuration.pingTimeout {
@@ -108,6 +108,17 @@ final class APNsConnection: HTTP2ConnectionDelegate {
             pingSentAt = now
             http2.ping()
         }
+    }
+
+    private func failExpired(now: ContinuousClock.Instant) {
+        let expired = inFlight.filter { $0.value.deadline <= now }
+        for (streamID, request) in expired {
+            inFlight[streamID] = nil
+            http2.resetStream(streamID, errorCode: NGHTTP2_CANCEL.rawValue)
+            request.fail(APNsClientError(.timeout, "no answer from APNs within the request timeout"))
+        }
+        earliestDeadline = inFlight.values.lazy.map(\.deadline).min()
+        if !expired.isEmpty { pool.connectionHasCapacity(self) }
     }
 
     /// Shutdown: fails what is still in flight with `error`, sends GOAWAY and closes.
@@ -145,14 +156,14 @@ final class APNsConnection: HTTP2ConnectionDelegate {
     }
 
     func connection(
-        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, fields: HTTP2ReceivedFields, body: [UInt8]
     ) {
         guard let request = inFlight.removeValue(forKey: streamID) else { return }
         // The peer's SETTINGS come first on a connection, so they are known now.
         settingsKnown = true
         hasAnswered = true
         lastActivity = .now
-        if let response = APNsResponse(headers: headers, body: body) {
+        if let response = APNsResponse(fields: fields, body: body) {
             request.complete(.success(response))
         } else {
             request.fail(APNsClientError(.protocolError, "an answer without a valid :status"))

@@ -8,10 +8,13 @@ public enum APNsExpiration: Hashable, Sendable {
     case at(Date)
 
     /// The header value.
-    public var headerValue: String {
+    public var headerValue: String { String(seconds) }
+
+    /// The header's value as a number: whole seconds since 1970, 0 for `immediately`.
+    var seconds: Int64 {
         switch self {
-        case .immediately: "0"
-        case .at(let date): String(max(Int64(date.timeIntervalSince1970.rounded(.down)), 0))
+        case .immediately: 0
+        case .at(let date): max(Int64(date.timeIntervalSince1970.rounded(.down)), 0)
         }
     }
 }

@@ -19,52 +19,85 @@ extension APNsNotification {
             authority.utf8.count + deviceToken.utf8.count + providerToken.utf8.count + topic.utf8.count
             + pushType.rawValue.utf8.count + (collapseID?.utf8.count ?? 0)
         var fields = HTTP2HeaderFields(reservingCapacity: 11, bytes: variable + 96)
-        appendRequestHeaders(to: &fields, authority: authority, providerToken: providerToken)
+        withUnsafePointer(to: self) { notification in
+            Self.appendRequestHeaders(of: notification, to: &fields, authority: authority, providerToken: providerToken)
+        }
         return fields
     }
 
-    /// Adds the request's header fields to `fields`; the notification must have passed `validate()`.
-    func appendRequestHeaders(to fields: inout HTTP2HeaderFields, authority: String, providerToken: String) {
+    /// Adds the header fields of `notification`'s request to `fields`; the
+    /// notification must have passed `validate()`. Takes a pointer so a caller
+    /// reading it in place from an array does not copy it first.
+    static func appendRequestHeaders(
+        of notification: UnsafePointer<APNsNotification>, to fields: inout HTTP2HeaderFields, authority: String,
+        providerToken: String
+    ) {
         fields.append(":method", "POST")
         fields.append(":scheme", "https")
         fields.append(":authority", authority)
-        fields.append(":path", prefix: "/3/device/", deviceToken)
+        fields.append(":path", prefix: "/3/device/", notification.pointee.deviceToken)
         fields.append("authorization", prefix: "bearer ", providerToken)
-        fields.append("apns-topic", topic)
-        fields.append("apns-push-type", pushType.rawValue)
-        fields.append("apns-priority", String(priority.rawValue))
-        if let expiration { fields.append("apns-expiration", expiration.headerValue) }
-        if let collapseID { fields.append("apns-collapse-id", collapseID) }
-        if let apnsID { fields.append("apns-id") { Self.appendLowercase(apnsID, to: &$0) } }
+        fields.append("apns-topic", notification.pointee.topic)
+        fields.append("apns-push-type", notification.pointee.pushType.rawValue)
+        fields.append("apns-priority") { appendDecimal(notification.pointee.priority.rawValue, to: &$0) }
+        if let expiration = notification.pointee.expiration {
+            fields.append("apns-expiration") { appendDecimal(expiration.seconds, to: &$0) }
+        }
+        if let collapseID = notification.pointee.collapseID { fields.append("apns-collapse-id", collapseID) }
+        if let apnsID = notification.pointee.apnsID { fields.append("apns-id") { appendLowercase(apnsID, to: &$0) } }
+    }
+
+    /// `value` in decimal, as `String(value)` writes it, without building the String.
+    private static func appendDecimal<Value: BinaryInteger>(_ value: Value, to bytes: inout [UInt8]) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        let start = bytes.count
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+            magnitude /= 10
+        } while magnitude > 0
+        bytes[start...].reverse()
     }
 
     /// Checks what would otherwise corrupt the request: the device token goes into
     /// the path, the others into header values.
     func validate() throws(APNsClientError) {
-        guard !deviceToken.isEmpty, deviceToken.utf8.count <= 200, Self.all(deviceToken, Self.isHexDigit) else {
+        try withUnsafePointer(to: self) { notification throws(APNsClientError) in try Self.validate(notification) }
+    }
+
+    /// `validate()` of the notification at `notification`, read field by field in
+    /// place (calling a method on `pointee` would copy the whole notification first).
+    static func validate(_ notification: UnsafePointer<APNsNotification>) throws(APNsClientError) {
+        let deviceToken = notification.pointee.deviceToken
+        guard !deviceToken.isEmpty, deviceToken.utf8.count <= 200, all(deviceToken, isHexDigit) else {
             throw APNsClientError(.invalidRequest, "the device token must be 1 to 200 hexadecimal characters")
         }
-        guard !topic.isEmpty, Self.all(topic, Self.isHeaderSafe) else {
+        let topic = notification.pointee.topic
+        guard !topic.isEmpty, all(topic, isHeaderSafe) else {
             throw APNsClientError(.invalidRequest, "the topic must be non-empty visible ASCII")
         }
-        guard !pushType.rawValue.isEmpty, Self.all(pushType.rawValue, Self.isHeaderSafe) else {
+        let pushType = notification.pointee.pushType.rawValue
+        guard !pushType.isEmpty, all(pushType, isHeaderSafe) else {
             throw APNsClientError(.invalidRequest, "the push type must be non-empty visible ASCII")
         }
-        if let collapseID, !Self.all(collapseID, Self.isHeaderSafe) {
+        if let collapseID = notification.pointee.collapseID, !all(collapseID, isHeaderSafe) {
             throw APNsClientError(.invalidRequest, "the collapse id must not contain control characters")
         }
     }
 
-    /// Whether every UTF-8 byte of `value` passes `test`, read from contiguous
-    /// storage (a generic walk of `utf8` costs more than the rest of the check).
+    /// Whether every UTF-8 byte of `value` passes `test`, read in place from its
+    /// storage (a generic walk of `utf8` costs more than the rest of the check;
+    /// `withUTF8` would first copy a string that is not stored as UTF-8).
+    @inline(__always)
     private static func all(_ value: String, _ test: (UInt8) -> Bool) -> Bool {
+        if let result = value.utf8.withContiguousStorageIfAvailable({ $0.allSatisfy(test) }) { return result }
         var value = value
         return value.withUTF8 { $0.allSatisfy(test) }
     }
 
+    /// 0-9, a-f or A-F: two comparisons (`| 0x20` makes a letter lower-case).
     private static func isHexDigit(_ byte: UInt8) -> Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
-            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+        byte &- UInt8(ascii: "0") < 10 || (byte | 0x20) &- UInt8(ascii: "a") < 6
     }
 
     /// No control characters (CR, LF, NUL…) that could split or end a header.

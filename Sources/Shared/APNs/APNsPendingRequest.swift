@@ -28,12 +28,14 @@ final class APNsPendingRequest: @unchecked Sendable {
     /// `fields` (emptied first).
     func writeRequest(into fields: inout HTTP2HeaderFields) -> [UInt8] {
         fields.removeAll()
-        // Read in place through `pointee`: a subscript would copy the notification
-        // (retaining and releasing each of its strings) for each of the two reads.
+        // Read field by field through the pointer: a subscript, or a method called on
+        // `pointee`, copies the whole notification (retaining and releasing each of its
+        // strings) first.
         return submission.notifications.withUnsafeBufferPointer { notifications in
             let notification = notifications.baseAddress.unsafelyUnwrapped + index
-            notification.pointee.appendRequestHeaders(
-                to: &fields, authority: submission.key.environment.authority, providerToken: submission.token)
+            APNsNotification.appendRequestHeaders(
+                of: notification, to: &fields, authority: submission.key.environment.authority,
+                providerToken: submission.token)
             return notification.pointee.payload
         }
     }

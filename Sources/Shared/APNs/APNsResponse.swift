@@ -20,9 +20,16 @@ public struct APNsResponse: Sendable, Equatable, CustomStringConvertible {
 
     /// A response from HTTP/2 headers and body; nil without a valid `:status`.
     init?(headers: [HTTP2Header], body: [UInt8]) {
-        guard let statusText = headers[":status"], let status = Int(statusText) else { return nil }
+        self.init(fields: HTTP2ReceivedFields(headers), body: body)
+    }
+
+    /// A response from the received header fields and body, read in place (the
+    /// `apns-id` of every answer is parsed from its bytes, never made a String).
+    init?(fields: HTTP2ReceivedFields, body: [UInt8]) {
+        guard let status = fields.withValue(of: ":status", { Int(String(decoding: $0, as: UTF8.self)) }) ?? nil
+        else { return nil }
         self.status = status
-        self.apnsID = headers["apns-id"].flatMap(Self.uuid)
+        self.apnsID = fields.withValue(of: "apns-id", Self.uuid) ?? nil
         self.reason = status == 200 ? nil : APNsReason(body: body)
     }
 
@@ -32,35 +39,37 @@ public struct APNsResponse: Sendable, Equatable, CustomStringConvertible {
     /// `UUID(uuidString:)` reads it but without its `sscanf`: every answer has one.
     static func uuid(_ text: String) -> UUID? {
         var text = text
-        return text.withUTF8 { chars -> UUID? in
-            guard chars.count == 36 else { return nil }
-            var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-            let parsed = withUnsafeMutableBytes(of: &bytes) { out -> Bool in
-                var position = 0
-                for index in 0..<16 {
-                    if index == 4 || index == 6 || index == 8 || index == 10 {
-                        guard chars[position] == UInt8(ascii: "-") else { return false }
-                        position += 1
-                    }
-                    guard let high = hexValue(chars[position]), let low = hexValue(chars[position + 1]) else {
-                        return false
-                    }
-                    out[index] = high << 4 | low
-                    position += 2
-                }
-                return true
-            }
-            return parsed ? UUID(uuid: bytes) : nil
-        }
+        return text.withUTF8(uuid)
     }
 
-    private static func hexValue(_ char: UInt8) -> UInt8? {
-        switch char {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): char - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): char - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): char - UInt8(ascii: "A") + 10
-        default: nil
+    /// The UUID written in `chars`, as `uuid(_:)` reads it.
+    static func uuid(_ chars: UnsafeBufferPointer<UInt8>) -> UUID? {
+        guard chars.count == 36 else { return nil }
+        var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let parsed = withUnsafeMutableBytes(of: &bytes) { out -> Bool in
+            var position = 0
+            for index in 0..<16 {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    guard chars[position] == UInt8(ascii: "-") else { return false }
+                    position += 1
+                }
+                guard let high = hexValue(chars[position]), let low = hexValue(chars[position + 1]) else {
+                    return false
+                }
+                out[index] = high << 4 | low
+                position += 2
+            }
+            return true
         }
+        return parsed ? UUID(uuid: bytes) : nil
+    }
+
+    /// 0-9, a-f or A-F as a number (`| 0x20` makes a letter lower-case); nil for anything else.
+    private static func hexValue(_ char: UInt8) -> UInt8? {
+        let digit = char &- UInt8(ascii: "0")
+        if digit < 10 { return digit }
+        let letter = (char | 0x20) &- UInt8(ascii: "a")
+        return letter < 6 ? letter + 10 : nil
     }
 
     /// For `Unregistered`, when APNs last confirmed the token was no longer valid.

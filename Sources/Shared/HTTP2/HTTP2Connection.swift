@@ -26,9 +26,13 @@ public protocol HTTP2ConnectionDelegate: AnyObject {
     /// TLS is up and our connection preface (SETTINGS) is on its way: requests may be sent.
     func connectionDidBecomeReady(_ connection: HTTP2Connection)
     /// A stream's peer finished sending (END_STREAM): for a server a whole request,
-    /// for a client a whole response.
+    /// for a client a whole response. Implement this or the `fields` variant below.
     func connection(
         _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8])
+    /// The same, with the header fields as received bytes: no String per field.
+    /// By default passes them on as `HTTP2Header`s to the variant above.
+    func connection(
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, fields: HTTP2ReceivedFields, body: [UInt8])
     /// A stream closed before the peer finished it (RST_STREAM, e.g. REFUSED_STREAM,
     /// or the connection went away). Not called for streams that finished.
     func connection(_ connection: HTTP2Connection, streamWasReset streamID: Int32, errorCode: UInt32)
@@ -42,6 +46,14 @@ public protocol HTTP2ConnectionDelegate: AnyObject {
 }
 
 extension HTTP2ConnectionDelegate {
+    public func connection(
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]
+    ) {}
+    public func connection(
+        _ connection: HTTP2Connection, streamDidFinish streamID: Int32, fields: HTTP2ReceivedFields, body: [UInt8]
+    ) {
+        self.connection(connection, streamDidFinish: streamID, headers: fields.headers, body: body)
+    }
     public func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int) {}
     public func connection(_ connection: HTTP2Connection, didReceivePingAck: Void) {}
     public func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32) {}
@@ -69,7 +81,9 @@ public final class HTTP2Connection: TLSStreamDelegate {
     public var keptHeaderNames: [StaticString]?
 
     fileprivate var session: OpaquePointer?
-    fileprivate var streams: [Int32: StreamState] = [:]
+    // Looked up in every nghttp2 callback, only on the loop and never during another
+    // access: the runtime's exclusivity check is skipped for these (and the states' fields).
+    @exclusivity(unchecked) fileprivate var streams: [Int32: StreamState] = [:]
     private var closeError: (any Error)?
     /// True while nghttp2 runs (`mem_recv`/`mem_send`): its callbacks reach our
     /// delegate, which may submit frames, but nghttp2 forbids calling `mem_send` or
@@ -78,16 +92,31 @@ public final class HTTP2Connection: TLSStreamDelegate {
     private var flushRequested = false
 
     fileprivate final class StreamState {
-        var headers: [HTTP2Header] = []
-        var body: [UInt8] = []
+        @exclusivity(unchecked) var fields = HTTP2ReceivedFields()
+        @exclusivity(unchecked) var body: [UInt8] = []
         /// What we send on this stream, and how much of it nghttp2 has taken.
-        var outgoing: [UInt8] = []
+        @exclusivity(unchecked) var outgoing: [UInt8] = []
         var outgoingOffset = 0
         var finished = false
 
+        /// Copies the next piece of the outgoing body into nghttp2's buffer; EOF after the last.
+        func copyOutgoing(into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>)
+            -> Int
+        {
+            let count = min(length, outgoing.count - outgoingOffset)
+            outgoing.withUnsafeBytes { bytes in
+                UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + outgoingOffset, byteCount: count)
+            }
+            outgoingOffset += count
+            if outgoingOffset == outgoing.count {
+                flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            }
+            return count
+        }
+
         /// Ready for another stream, keeping its arrays' memory where nobody else holds them.
         func reset() {
-            headers.removeAll(keepingCapacity: true)
+            fields.removeAll()
             body.removeAll(keepingCapacity: true)
             outgoing = []
             outgoingOffset = 0
@@ -96,9 +125,21 @@ public final class HTTP2Connection: TLSStreamDelegate {
     }
 
     /// States of closed streams, reused for new ones (a stream is short, and there are many).
-    private var spareStates: [StreamState] = []
+    @exclusivity(unchecked) private var spareStates: [StreamState] = []
 
     fileprivate func makeStreamState() -> StreamState { spareStates.popLast() ?? StreamState() }
+
+    /// The stream looked up last: the callbacks of one header block (each field,
+    /// then the frame) ask for the same stream in a row. Dropped when it closes.
+    private var lastLookedUp: (id: Int32, state: StreamState)?
+
+    /// The open stream `id`'s state.
+    fileprivate func state(of id: Int32) -> StreamState? {
+        if let lastLookedUp, lastLookedUp.id == id { return lastLookedUp.state }
+        guard let state = streams[id] else { return nil }
+        lastLookedUp = (id, state)
+        return state
+    }
 
     /// `settings` are our SETTINGS (e.g. the server's MAX_CONCURRENT_STREAMS).
     public init(role: Role, settings: [(id: Int32, value: UInt32)] = []) throws(HTTP2Error) {
@@ -153,7 +194,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
         let state = makeStreamState()
         state.outgoing = body
         // nghttp2 copies the provider and the fields; the body stays in `state` until sent.
-        let streamID = withDataProvider(hasBody: !body.isEmpty) { provider in
+        let streamID = withDataProvider(reading: state) { provider in
             fields.withNameValues { nva in
                 nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, provider, nil)
             }
@@ -175,7 +216,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
         guard let session, let state = streams[streamID] else { return }
         state.outgoing = body
         state.outgoingOffset = 0
-        let status = withDataProvider(hasBody: !body.isEmpty) { provider in
+        let status = withDataProvider(reading: state) { provider in
             fields.withNameValues { nva in
                 nghttp2_submit_response(session, streamID, nva.baseAddress, nva.count, provider)
             }
@@ -264,6 +305,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
         isGoingAway = true
         let unfinished = streams.filter { !$0.value.finished }.keys.sorted()
         streams.removeAll()
+        lastLookedUp = nil
         for id in unfinished {
             delegate?.connection(self, streamWasReset: id, errorCode: NGHTTP2_CANCEL.rawValue)
         }
@@ -271,17 +313,19 @@ public final class HTTP2Connection: TLSStreamDelegate {
     }
 
     private var flushDeferred = false
+    /// `flushAtEndOfIteration`'s work, made once rather than for every iteration.
+    private lazy var deferredFlush: () -> Void = { [weak self] in
+        guard let self else { return }
+        self.flushDeferred = false
+        self.flush()
+    }
 
     /// Requests and responses are flushed once per event-loop iteration, so the
     /// frames of everything submitted meanwhile leave in one TLS write.
     private func flushAtEndOfIteration() {
         guard !flushDeferred, let tls else { return }
         flushDeferred = true
-        tls.loop.deferToEndOfIteration { [weak self] in
-            guard let self else { return }
-            self.flushDeferred = false
-            self.flush()
-        }
+        tls.loop.deferToEndOfIteration(deferredFlush)
     }
 
     /// Moves whatever nghttp2 wants to send into the TLS stream. Called inside an
@@ -317,12 +361,15 @@ public final class HTTP2Connection: TLSStreamDelegate {
         }
     }
 
-    /// A provider that reads the stream's `outgoing` bytes, or nil for no body.
-    private func withDataProvider<Result>(hasBody: Bool, _ body: (UnsafePointer<nghttp2_data_provider>?) -> Result)
-        -> Result
-    {
-        guard hasBody else { return body(nil) }
-        var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBody)
+    /// A provider that reads `state`'s `outgoing` bytes, or nil for no body. Its
+    /// source is the unretained state, so `readBody` needs no lookup: `streams`
+    /// holds the state until nghttp2 closes the stream, after which it reads no more.
+    private func withDataProvider<Result>(
+        reading state: StreamState, _ body: (UnsafePointer<nghttp2_data_provider>?) -> Result
+    ) -> Result {
+        guard !state.outgoing.isEmpty else { return body(nil) }
+        var provider = nghttp2_data_provider(
+            source: nghttp2_data_source(ptr: Unmanaged.passUnretained(state).toOpaque()), read_callback: readBody)
         return withUnsafePointer(to: &provider) { body($0) }
     }
 
@@ -346,18 +393,33 @@ public final class HTTP2Connection: TLSStreamDelegate {
         case NGHTTP2_PING.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
             delegate?.connection(self, didReceivePingAck: ())
         case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
-            guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let state = streams[header.stream_id],
+            guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let state = state(of: header.stream_id),
                 !state.finished
             else { return }
             state.finished = true
-            delegate?.connection(self, streamDidFinish: header.stream_id, headers: state.headers, body: state.body)
+            delegate?.connection(self, streamDidFinish: header.stream_id, fields: state.fields, body: state.body)
         default:
             break
         }
     }
 
+    fileprivate func headerReceived(
+        streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>
+    ) {
+        if let keptHeaderNames,
+            !keptHeaderNames.contains(where: {
+                $0.utf8CodeUnitCount == name.count
+                    && memcmp($0.utf8Start, name.baseAddress.unsafelyUnwrapped, name.count) == 0
+            })
+        {
+            return
+        }
+        state(of: streamID)?.fields.append(name: name, value: value)
+    }
+
     fileprivate func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let state = streams.removeValue(forKey: streamID) else { return }
+        if lastLookedUp?.id == streamID { lastLookedUp = nil }
         let finished = state.finished
         if spareStates.count < 256 {
             state.reset()
@@ -396,17 +458,10 @@ private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, user
 
 private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
     guard let frame, let name, let value else { return 0 }
-    withConnection(userData) { http2 in
-        if let kept = http2.keptHeaderNames,
-            !kept.contains(where: { $0.utf8CodeUnitCount == nameLength && memcmp($0.utf8Start, name, nameLength) == 0 })
-        {
-            return
-        }
-        guard let state = http2.streams[frame.pointee.hd.stream_id] else { return }
-        state.headers.append(
-            HTTP2Header(
-                String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self),
-                String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)))
+    withConnection(userData) {
+        $0.headerReceived(
+            streamID: frame.pointee.hd.stream_id, name: UnsafeBufferPointer(start: name, count: nameLength),
+            value: UnsafeBufferPointer(start: value, count: valueLength))
     }
     return 0
 }
@@ -414,7 +469,7 @@ private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength,
 private let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
     guard let data else { return 0 }
     withConnection(userData) { http2 in
-        http2.streams[streamID]?.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
+        http2.state(of: streamID)?.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
     }
     return 0
 }
@@ -430,18 +485,12 @@ private let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, err
     return 0
 }
 
-/// Copies the next piece of a stream's outgoing body.
-private let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
-    guard let buffer, let flags, let state = withConnection(userData, { $0.streams[streamID] }) else {
+/// Copies the next piece of a stream's outgoing body (the source is its unretained state).
+private let readBody: nghttp2_data_source_read_callback = { _, _, buffer, length, flags, source, _ in
+    guard let buffer, let flags, let state = source?.pointee.ptr else {
         return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
     }
-    let count = min(length, state.outgoing.count - state.outgoingOffset)
-    state.outgoing.withUnsafeBytes { bytes in
-        UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + state.outgoingOffset, byteCount: count)
+    return Unmanaged<HTTP2Connection.StreamState>.fromOpaque(state)._withUnsafeGuaranteedRef { state in
+        state.copyOutgoing(into: buffer, length: length, flags: flags)
     }
-    state.outgoingOffset += count
-    if state.outgoingOffset == state.outgoing.count {
-        flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-    }
-    return count
 }

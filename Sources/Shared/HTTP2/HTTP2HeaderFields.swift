@@ -35,15 +35,22 @@ public struct HTTP2HeaderFields {
 
     /// Adds `name: value`; `name` must be lower-case.
     public mutating func append(_ name: StaticString, _ value: String) {
-        append(name) { $0.append(contentsOf: value.utf8) }
+        append(name) { Self.appendUTF8(of: value, to: &$0) }
     }
 
     /// Adds `name: prefix + value` (`authorization: bearer …`, `:path: /3/device/…`).
     public mutating func append(_ name: StaticString, prefix: StaticString, _ value: String) {
         append(name) { bytes in
             bytes.append(contentsOf: UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
-            bytes.append(contentsOf: value.utf8)
+            Self.appendUTF8(of: value, to: &bytes)
         }
+    }
+
+    /// Appends `value`'s UTF-8 in one copy from its storage (appending `utf8` as a
+    /// sequence takes a slower, generic path).
+    private static func appendUTF8(of value: String, to bytes: inout [UInt8]) {
+        let copied: Void? = value.utf8.withContiguousStorageIfAvailable { bytes.append(contentsOf: $0) }
+        if copied == nil { bytes.append(contentsOf: value.utf8) }
     }
 
     /// Adds `name` with the value `writeValue` appends to the buffer.
