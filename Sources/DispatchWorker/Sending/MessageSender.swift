@@ -33,8 +33,8 @@ final class MessageSender: Sendable {
             var batch: [Delivery] = []
             var others: [Delivery] = []
             for delivery in remaining {
-                if delivery.message.credentialID == first.message.credentialID
-                    && delivery.message.sandbox == first.message.sandbox
+                if delivery.message.sandbox == first.message.sandbox
+                    && delivery.message.hasSameCredential(as: first.message)
                 {
                     batch.append(delivery)
                 } else {
