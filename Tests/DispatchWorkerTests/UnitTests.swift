@@ -70,6 +70,20 @@ import Testing
         #expect(notification.collapseID == "k")
         #expect(notification.topic == "com.x")
     }
+
+    @Test func aBatchsNotificationsKeepEachMessagesTopicAndToken() {
+        let topics = ["com.example.one.app", "com.example.one.app", "com.example.two.app", "com.example.one.app"]
+        let batch = topics.enumerated().map { index, topic in
+            var message = Self.message()
+            (message.topic, message.deviceToken) = (topic, String(repeating: "\(index)", count: 64))
+            return Delivery(
+                entry: StreamEntry(id: "\(index)-0", fields: StreamEntryFields(), deliveryCount: 1), message: message,
+                context: StreamContext(keys: RedisKeys()))
+        }
+        let notifications = NotificationBuilder.notifications(for: batch)
+        #expect(notifications.map(\.topic) == topics)
+        #expect(notifications.map(\.deviceToken) == (0..<4).map { String(repeating: "\($0)", count: 64) })
+    }
 }
 
 @Suite struct RetryPolicyTests {

@@ -89,15 +89,15 @@ final class DailyCounts: Sendable {
                 state.tallies[key, default: Tally()].add(tally)
             }
             for (index, item) in batch.enumerated() {
-                let message = item.delivery.message
-                if index > runStart && !message.hasSameAccountAndApp(as: batch[runStart].delivery.message) {
+                let delivery = item.delivery
+                if index > runStart && !delivery.message.hasSameAccountAndApp(as: batch[runStart].delivery.message) {
                     flushRun()
                     (runStart, tally) = (index, Tally())
                 }
                 switch item.tally {
                 case .sent:
                     tally.sent += 1
-                    state.lastPush[message.subscriptionID] = date
+                    state.lastPush[delivery.message.subscriptionID] = date
                 case .failed: tally.failed += 1
                 case .gone: tally.gone += 1
                 }

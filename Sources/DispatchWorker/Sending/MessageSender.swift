@@ -56,7 +56,7 @@ final class MessageSender: Sendable {
         case .rejected: return report(batch, .failed(.credentialRejected, detail: "credential_rejected"), completion)
         case .unavailable: return report(batch, .retry(cause: "database", countsAgainstCircuit: false), completion)
         }
-        let notifications = batch.map { NotificationBuilder.notification(for: $0.message) }
+        let notifications = NotificationBuilder.notifications(for: batch)
         let environment = message.sandbox ? sandbox : production
         let latency = metrics.apnsLatencySeries
         let start = ContinuousClock.now

@@ -10,9 +10,29 @@ import Shared
 enum NotificationBuilder {
     static let maximumPayloadBytes = 4096
 
+    /// The notifications of a batch, in order. A run of messages to one topic (one
+    /// app's: the usual batch) shares one topic string instead of making one each.
+    static func notifications(for batch: [Delivery]) -> [APNsNotification] {
+        var notifications: [APNsNotification] = []
+        notifications.reserveCapacity(batch.count)
+        var topic = (index: -1, text: "")
+        for (index, delivery) in batch.enumerated() {
+            if index == 0 || !delivery.message.hasSameTopic(as: batch[topic.index].message) {
+                topic = (index, delivery.message.topic)
+            }
+            notifications.append(notification(for: delivery.message, topic: topic.text))
+        }
+        return notifications
+    }
+
     static func notification(for message: QueueMessage) -> APNsNotification {
+        notification(for: message, topic: message.topic)
+    }
+
+    /// `topic` is the message's.
+    private static func notification(for message: QueueMessage, topic: String) -> APNsNotification {
         APNsNotification(
-            deviceToken: message.deviceToken, topic: message.topic, pushType: .alert,
+            deviceToken: message.deviceToken, topic: topic, pushType: .alert,
             priority: APNsPriority(rawValue: message.priority),
             expiration: message.expiration == 0
                 ? .immediately : .at(Date(timeIntervalSince1970: TimeInterval(message.expiration))),
