@@ -84,7 +84,10 @@ final class MessageSender: Sendable {
 private final class PendingDeliveries: Sendable {
     private let deliveries: Mutex<[Delivery?]>
 
-    init(_ batch: [Delivery]) { deliveries = Mutex(batch) }
+    init(_ batch: [Delivery]) {
+        // Mapped, not converted: `[Delivery]` as `[Delivery?]` takes the runtime's generic cast, element by element.
+        deliveries = Mutex(batch.map { Optional($0) })
+    }
 
     /// The delivery at `index`, once.
     func take(_ index: Int) -> Delivery? {

@@ -238,21 +238,30 @@ public struct QueueMessage: Sendable, Equatable {
             alertBody: store(alertBody.utf8), ciphertext: store(ciphertext), quotaKey: store(quotaKey.utf8),
             collapseID: collapseID.map { store($0.utf8) }, replyKey: replyKey.map { store($0.utf8) })
         self.init(
-            storage: storage, spans: spans, sandbox: sandbox, priority: priority, expiration: expiration,
-            acceptedAt: acceptedAt, attempts: attempts)
+            storage: storage,
+            decoded: Decoded(
+                spans: spans, sandbox: sandbox, priority: priority, expiration: expiration, acceptedAt: acceptedAt,
+                attempts: attempts))
     }
 
-    private init(
-        storage: [UInt8], spans: Spans, sandbox: Bool, priority: Int, expiration: Int64, acceptedAt: Int64,
-        attempts: Int
-    ) {
+    /// Where the values lie in a buffer, and the ones kept as numbers.
+    private struct Decoded {
+        let spans: Spans
+        let sandbox: Bool
+        let priority: Int
+        let expiration: Int64
+        let acceptedAt: Int64
+        let attempts: Int
+    }
+
+    private init(storage: [UInt8], decoded: Decoded) {
         self.storage = storage
-        self.spans = spans
-        self.sandbox = sandbox
-        self.priority = priority
-        self.expiration = expiration
-        self.acceptedAt = acceptedAt
-        self.attempts = attempts
+        spans = decoded.spans
+        sandbox = decoded.sandbox
+        priority = decoded.priority
+        expiration = decoded.expiration
+        acceptedAt = decoded.acceptedAt
+        attempts = decoded.attempts
     }
 
     /// Equal when every value is (as the properties read them: texts as strings).
@@ -305,46 +314,64 @@ public struct QueueMessage: Sendable, Equatable {
         try self.init(entry: StreamEntryFields(fields))
     }
 
-    /// `init(fields:)` from the one buffer the worker reads entries into.
+    /// `init(fields:)` from the one buffer the worker reads entries into, which the
+    /// message then shares.
     public init(entry fields: StreamEntryFields) throws(QueueMessageError) {
+        let storage = fields.bytes
+        // Read through a pointer: every slice of the array would retain and release it.
+        let decoded = try storage.withUnsafeBufferPointer { bytes throws(QueueMessageError) in
+            try Self.decode(fields, in: bytes)
+        }
+        self.init(storage: storage, decoded: decoded)
+    }
+
+    /// A value of an entry being decoded, indexed as its buffer is.
+    private typealias Bytes = Slice<UnsafeBufferPointer<UInt8>>
+
+    /// What decoding an entry finds in its buffer (`bytes`, the entry's).
+    private static func decode(_ fields: StreamEntryFields, in bytes: UnsafeBufferPointer<UInt8>)
+        throws(QueueMessageError) -> Decoded
+    {
         // One pass, no dictionary and no String per field name: the worker decodes
         // every entry it reads. The last value of a repeated field wins.
         var slots = SlotValues.Slots(repeating: nil)
         assert(slots.count == Slot.names.count)
         var index = 0
         while index + 1 < fields.count {
-            if let slot = Slot.of(fields[index]) { slots[slot] = fields.range(of: index + 1) }
+            if let slot = Slot.of(bytes[fields.range(of: index)]) { slots[slot] = fields.range(of: index + 1) }
             index += 2
         }
-        let entry = SlotValues(bytes: fields.bytes, slots: slots)
+        let entry = SlotValues(bytes: bytes, slots: slots)
         let version = try entry.value(Slot.version)
         if version.elementsEqual(Self.version.utf8) {
-            try self.init(packed: entry)
+            return try packed(entry)
         } else if version.elementsEqual(Self.legacyVersion.utf8) {
-            try self.init(legacy: entry)
+            return try legacy(entry)
         } else {
             throw QueueMessageError(field: Field.version, problem: "is not a known format version")
         }
     }
 
-    private init(packed entry: SlotValues) throws(QueueMessageError) {
+    private static func packed(_ entry: SlotValues) throws(QueueMessageError) -> Decoded {
         // The packed items are slices of the entry's buffer: their indices are spans of it.
         var subscription = PackedFields.Reader(try entry.value(Slot.subscriptionPart))
         var message = PackedFields.Reader(try entry.value(Slot.messagePart))
-        func item(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> ArraySlice<UInt8> {
+        func item(_ reader: inout PackedFields.Reader<Bytes>, _ field: String) throws(QueueMessageError) -> Bytes {
             guard let item = reader.next() else { throw QueueMessageError(field: field, problem: "is truncated") }
             return item
         }
-        func span(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> Span {
+        func span(_ reader: inout PackedFields.Reader<Bytes>, _ field: String) throws(QueueMessageError) -> Span {
             Span(try item(&reader, field).indices)
         }
-        func optionalSpan(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> Span? {
+        func optionalSpan(_ reader: inout PackedFields.Reader<Bytes>, _ field: String) throws(QueueMessageError)
+            -> Span?
+        {
             guard let item = reader.nextOptional() else {
                 throw QueueMessageError(field: field, problem: "is truncated")
             }
             return item.map { Span($0.indices) }
         }
-        func integer(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> Int64 {
+        func integer(_ reader: inout PackedFields.Reader<Bytes>, _ field: String) throws(QueueMessageError) -> Int64 {
             guard let number = Self.decimal(try item(&reader, field)) else {
                 throw QueueMessageError(field: field, problem: "holds a value that is not an integer")
             }
@@ -370,12 +397,12 @@ public struct QueueMessage: Sendable, Equatable {
             accountID: try entry.span(Slot.account), credentialID: try entry.span(Slot.credential), topic: topic,
             deviceToken: deviceToken, alertTitle: alertTitle, alertBody: alertBody, ciphertext: ciphertext,
             quotaKey: try entry.span(Slot.quotaKey), collapseID: collapseID, replyKey: replyKey)
-        self.init(
-            storage: entry.bytes, spans: spans, sandbox: sandbox, priority: priority, expiration: expiration,
-            acceptedAt: acceptedAt, attempts: try entry.attempts())
+        return Decoded(
+            spans: spans, sandbox: sandbox, priority: priority, expiration: expiration, acceptedAt: acceptedAt,
+            attempts: try entry.attempts())
     }
 
-    private init(legacy entry: SlotValues) throws(QueueMessageError) {
+    private static func legacy(_ entry: SlotValues) throws(QueueMessageError) -> Decoded {
         let spans = Spans(
             messageID: try entry.span(Slot.messageID), subscriptionID: try entry.span(Slot.subscription),
             appID: try entry.span(Slot.app), accountID: try entry.span(Slot.account),
@@ -384,9 +411,8 @@ public struct QueueMessage: Sendable, Equatable {
             alertBody: try entry.span(Slot.body), ciphertext: try entry.span(Slot.ciphertext),
             quotaKey: try entry.span(Slot.quotaKey), collapseID: entry.optionalSpan(Slot.collapseID),
             replyKey: entry.optionalSpan(Slot.reply))
-        self.init(
-            storage: entry.bytes, spans: spans,
-            sandbox: try entry.value(Slot.sandbox).elementsEqual(CollectionOfOne(UInt8(ascii: "1"))),
+        return Decoded(
+            spans: spans, sandbox: try entry.value(Slot.sandbox).elementsEqual(CollectionOfOne(UInt8(ascii: "1"))),
             priority: Int(try entry.integer(Slot.priority)), expiration: try entry.integer(Slot.expiration),
             acceptedAt: try entry.integer(Slot.acceptedAt), attempts: try entry.attempts())
     }
@@ -406,7 +432,7 @@ public struct QueueMessage: Sendable, Equatable {
         ]
         private static let nameBytes = names.map { Array($0.utf8) }
 
-        static func of(_ name: ArraySlice<UInt8>) -> Int? {
+        static func of(_ name: Bytes) -> Int? {
             // Format 2's one-letter names without a search: every entry read has three.
             if name.count == 1 {
                 switch name[name.startIndex] {
@@ -430,10 +456,10 @@ public struct QueueMessage: Sendable, Equatable {
         /// One per `Slot.names` entry, on the stack: no allocation per entry decoded.
         typealias Slots = InlineArray<21, Range<Int>?>
 
-        let bytes: [UInt8]
+        let bytes: UnsafeBufferPointer<UInt8>
         let slots: Slots
 
-        func value(_ slot: Int) throws(QueueMessageError) -> ArraySlice<UInt8> {
+        func value(_ slot: Int) throws(QueueMessageError) -> Bytes {
             guard let range = slots[slot] else {
                 throw QueueMessageError(field: Slot.names[slot], problem: "is missing")
             }
@@ -461,7 +487,7 @@ public struct QueueMessage: Sendable, Equatable {
     }
 
     /// An optionally signed decimal integer, as `Int64(String)` reads it.
-    fileprivate static func decimal(_ bytes: ArraySlice<UInt8>) -> Int64? {
+    private static func decimal(_ bytes: Bytes) -> Int64? {
         var digits = bytes
         let negative = digits.first == UInt8(ascii: "-")
         if negative || digits.first == UInt8(ascii: "+") { digits = digits.dropFirst() }
