@@ -182,6 +182,12 @@ public struct QueueMessage: Sendable, Equatable {
             end = UInt32(range.upperBound)
         }
 
+        /// Where `value` lies in the buffer it is a slice of. (Not through `indices`,
+        /// which the optimizer left generic here, at a visible cost per entry.)
+        init(_ value: Bytes) {
+            self.init(value.startIndex..<value.endIndex)
+        }
+
         var range: Range<Int> { Int(start)..<Int(end) }
     }
 
@@ -361,7 +367,7 @@ public struct QueueMessage: Sendable, Equatable {
             return item
         }
         func span(_ reader: inout PackedFields.Reader<Bytes>, _ field: String) throws(QueueMessageError) -> Span {
-            Span(try item(&reader, field).indices)
+            Span(try item(&reader, field))
         }
         func optionalSpan(_ reader: inout PackedFields.Reader<Bytes>, _ field: String) throws(QueueMessageError)
             -> Span?
@@ -369,7 +375,7 @@ public struct QueueMessage: Sendable, Equatable {
             guard let item = reader.nextOptional() else {
                 throw QueueMessageError(field: field, problem: "is truncated")
             }
-            return item.map { Span($0.indices) }
+            return item.map(Span.init)
         }
         func integer(_ reader: inout PackedFields.Reader<Bytes>, _ field: String) throws(QueueMessageError) -> Int64 {
             guard let number = Self.decimal(try item(&reader, field)) else {
@@ -467,7 +473,7 @@ public struct QueueMessage: Sendable, Equatable {
         }
 
         func span(_ slot: Int) throws(QueueMessageError) -> Span {
-            Span(try value(slot).indices)
+            Span(try value(slot))
         }
 
         func optionalSpan(_ slot: Int) -> Span? {
