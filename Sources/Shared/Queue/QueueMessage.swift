@@ -220,6 +220,10 @@ public struct QueueMessage: Sendable, Equatable {
     /// Appends a new value to `storage` (the old one stays, unused: values are set
     /// rarely, mostly by tests) and returns where it lies.
     private mutating func store(_ value: some Collection<UInt8>) -> Span {
+        Self.append(value, to: &storage)
+    }
+
+    private static func append(_ value: some Collection<UInt8>, to storage: inout [UInt8]) -> Span {
         let start = storage.count
         storage.append(contentsOf: value)
         return Span(start..<storage.count)
@@ -232,11 +236,7 @@ public struct QueueMessage: Sendable, Equatable {
         quotaKey: String, replyKey: String? = nil, attempts: Int = 0
     ) {
         var storage: [UInt8] = []
-        func store(_ value: some Collection<UInt8>) -> Span {
-            let start = storage.count
-            storage.append(contentsOf: value)
-            return Span(start..<storage.count)
-        }
+        func store(_ value: some Collection<UInt8>) -> Span { Self.append(value, to: &storage) }
         let spans = Spans(
             messageID: store(messageID.utf8), subscriptionID: store(subscriptionID.utf8), appID: store(appID.utf8),
             accountID: store(accountID.utf8), credentialID: store(credentialID.utf8), topic: store(topic.utf8),
