@@ -20,7 +20,8 @@ import Testing
         _ = try await redis.send("XREADGROUP", "GROUP", group, "w1", "COUNT", 10, "STREAMS", stream, ">")
         _ = try await redis.send("SET", quota, 5)
 
-        let arguments: [any RedisValueConvertible] = [group, 60, id, quota, reply, #"{"status":"failed"}"#]
+        // No plain entries; one with a quota release and a reply.
+        let arguments: [any RedisValueConvertible] = [group, 60, 0, id, quota, reply, #"{"status":"failed"}"#]
         let first = try await redis.run(QueueScripts.acknowledge, keys: [stream], arguments: arguments)
         let second = try await redis.run(QueueScripts.acknowledge, keys: [stream], arguments: arguments)
 
@@ -44,12 +45,10 @@ import Testing
         for _ in 0..<1001 { ids.append(try #require(try await redis.send("XADD", stream, "*", "v", "2").string)) }
         _ = try await redis.send("XREADGROUP", "GROUP", group, "w1", "COUNT", 2000, "STREAMS", stream, ">")
         _ = try await redis.send("SET", quota, 5)
-        func plain(_ id: String) -> [any RedisValueConvertible] { [id, "", "", ""] }
-
-        let early = try await redis.run(QueueScripts.acknowledge, keys: [stream], arguments: [group, 60] + plain(ids[0]))
+        let early = try await redis.run(QueueScripts.acknowledge, keys: [stream], arguments: [group, 60, 1, ids[0]])
         // More than one XACK's worth of plain entries, one already acknowledged, and one releasing its quota.
         let arguments: [any RedisValueConvertible] =
-            [group, 60] + ids[0..<1000].flatMap(plain) + [ids[1000], quota, "", ""]
+            [group, 60, 1000] + ids[0..<1000].map { $0 as any RedisValueConvertible } + [ids[1000], quota, "", ""]
         let all = try await redis.run(QueueScripts.acknowledge, keys: [stream], arguments: arguments)
 
         #expect(early.int == 1)

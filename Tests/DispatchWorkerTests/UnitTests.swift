@@ -35,6 +35,20 @@ import Testing
         #expect(literal("ends in a quote\"") == #""ends in a quote\"""#)
     }
 
+    @Test func storedAlertBytesGiveTheLiteralTheirTextGives() {
+        let samples: [[UInt8]] = [
+            [], Array("plain ascii".utf8), Array("quote \" and \\".utf8), Array("Grüße 👋".utf8), [0x41, 0xFF, 0x42],
+            [0x09, 0x7F],
+        ]
+        for bytes in samples {
+            var fromBytes: [UInt8] = []
+            NotificationBuilder.appendJSONString(utf8: bytes[...], to: &fromBytes)
+            var fromText: [UInt8] = []
+            NotificationBuilder.appendJSONString(String(decoding: bytes, as: UTF8.self), to: &fromText)
+            #expect(fromBytes == fromText)
+        }
+    }
+
     @Test func cIsKeptUpTo4096BytesAndLeftOutBeyond() {
         // Without c, and its room: `,"c":""` takes 7 bytes; 3 bytes of ciphertext are 4 characters.
         let empty = NotificationBuilder.payload(for: Self.message(ciphertext: [])).count - 7
@@ -55,6 +69,20 @@ import Testing
         #expect(notification.expiration == .immediately)
         #expect(notification.collapseID == "k")
         #expect(notification.topic == "com.x")
+    }
+
+    @Test func aBatchsNotificationsKeepEachMessagesTopicAndToken() {
+        let topics = ["com.example.one.app", "com.example.one.app", "com.example.two.app", "com.example.one.app"]
+        let batch = topics.enumerated().map { index, topic in
+            var message = Self.message()
+            (message.topic, message.deviceToken) = (topic, String(repeating: "\(index)", count: 64))
+            return Delivery(
+                entry: StreamEntry(id: "\(index)-0", fields: StreamEntryFields(), deliveryCount: 1), message: message,
+                context: StreamContext(keys: RedisKeys()))
+        }
+        let notifications = NotificationBuilder.notifications(for: batch)
+        #expect(notifications.map(\.topic) == topics)
+        #expect(notifications.map(\.deviceToken) == (0..<4).map { String(repeating: "\($0)", count: 64) })
     }
 }
 
@@ -194,6 +222,25 @@ import Testing
         #expect(try QueueMessage(entry: StreamEntryFields(message.fields)) == message)
         message.ciphertext = []
         #expect(try QueueMessage(entry: StreamEntryFields(message.fields)) == message)
+    }
+
+    @Test func aDecodedMessageReadsItsValuesInPlaceAndASetValueReplacesOnlyThatOne() throws {
+        let decoded = try QueueMessage(entry: StreamEntryFields(Self.message.fields))
+        #expect(Array(decoded.ciphertextBytes) == Self.message.ciphertext)
+        #expect(String(decoding: decoded.alertTitleBytes, as: UTF8.self) == "New")
+        #expect(String(decoding: decoded.alertBodyBytes, as: UTF8.self) == "Message")
+        #expect(decoded.hasReplyKey)
+        var changed = decoded
+        changed.credentialID = "other"
+        changed.replyKey = nil
+        #expect(changed.credentialID == "other" && changed.replyKey == nil && !changed.hasReplyKey)
+        #expect(changed.accountID == "acct" && changed.ciphertext == Self.message.ciphertext)
+        #expect(decoded == Self.message && changed != decoded)
+        #expect(decoded.hasSameCredential(as: Self.message) && !changed.hasSameCredential(as: decoded))
+        var otherApp = Self.message
+        #expect(otherApp.hasSameAccountAndApp(as: decoded))
+        otherApp.appID = "app2"
+        #expect(!otherApp.hasSameAccountAndApp(as: decoded))
     }
 
     @Test func format2IsSixFieldsAndTheMessagePartStartsWithTheCiphertext() throws {

@@ -74,6 +74,7 @@ final class QueueConsumer: Sendable {
 
     private func readLoop() async {
         var failures = 0
+        var expectedEntryBytes = 768
         while !isStopping {
             let granted = await limiter.acquire(upTo: batchSize, atLeast: max(1, min(batchSize, limiter.limit / 4)))
             guard granted > 0 else { return }
@@ -82,7 +83,7 @@ final class QueueConsumer: Sendable {
                 return
             }
             do {
-                let read = StreamReadVisitor(deliveryCount: 1)
+                let read = StreamReadVisitor(deliveryCount: 1, expectedEntryBytes: expectedEntryBytes)
                 try await redis.send(
                     RedisCommand(
                         "XREADGROUP", "GROUP", context.group, consumer, "COUNT", granted, "BLOCK",
@@ -90,6 +91,7 @@ final class QueueConsumer: Sendable {
                         "STREAMS", context.stream, ">"),
                     timeout: .milliseconds(Self.blockMilliseconds + 5000), visitor: read)
                 let entries = read.entries
+                expectedEntryBytes = read.expectedEntryBytes
                 failures = 0
                 limiter.release(granted - entries.count)
                 processor.start(entries, context: context)

@@ -11,31 +11,29 @@ enum QueueScripts {
     /// but its answer was lost, or another worker claimed and finished it) changes
     /// nothing, so a retried write never releases a quota twice or answers twice.
     ///
-    /// Entries with nothing but the acknowledgement to record (the usual `sent`) are
-    /// acknowledged and deleted together, one `XACK` and one `XDEL` per 500: Redis
-    /// pays its per-command cost (and writes its AOF record) once per batch, not per
-    /// entry. Deleting them without asking which were still pending changes nothing:
-    /// an entry of ours that is no longer pending was acknowledged by a script that
+    /// Entries with nothing but the acknowledgement to record (the usual `sent`) come
+    /// first, as bare ids, and are acknowledged and deleted together, one `XACK` and
+    /// one `XDEL` per 500: Redis pays its per-command cost (and writes its AOF record)
+    /// once per batch, not per entry, and each such entry costs one argument, not four.
+    /// Deleting them without asking which were still pending changes nothing: an
+    /// entry of ours that is no longer pending was acknowledged by a script that
     /// deleted it in the same run (this one, the retry or the dead-letter script).
     ///
-    /// KEYS: 1 stream. ARGV: 1 group, 2 reply lifetime in seconds, then per entry
-    /// four values: id, quota key or "", reply list or "", reply JSON.
+    /// KEYS: 1 stream. ARGV: 1 group, 2 reply lifetime in seconds, 3 the number of
+    /// plain entries, their ids, then per other entry four values: id, quota key or "",
+    /// reply list or "", reply JSON.
     /// Returns how many entries were acknowledged.
     static let acknowledge = RedisScript(
         source: """
             local acknowledged = 0
-            local plain = {}
-            local function flush()
-              if #plain == 0 then return end
-              acknowledged = acknowledged + redis.call('XACK', KEYS[1], ARGV[1], unpack(plain))
-              redis.call('XDEL', KEYS[1], unpack(plain))
-              plain = {}
+            local plainEnd = 3 + tonumber(ARGV[3])
+            for first = 4, plainEnd, 500 do
+              local last = math.min(first + 499, plainEnd)
+              acknowledged = acknowledged + redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, first, last))
+              redis.call('XDEL', KEYS[1], unpack(ARGV, first, last))
             end
-            for i = 3, #ARGV, 4 do
-              if ARGV[i + 1] == '' and ARGV[i + 2] == '' then
-                plain[#plain + 1] = ARGV[i]
-                if #plain == 500 then flush() end
-              elseif redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+            for i = plainEnd + 1, #ARGV, 4 do
+              if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
                 redis.call('XDEL', KEYS[1], ARGV[i])
                 if ARGV[i + 1] ~= '' then redis.call('DECR', ARGV[i + 1]) end
                 if ARGV[i + 2] ~= '' then
@@ -45,7 +43,6 @@ enum QueueScripts {
                 acknowledged = acknowledged + 1
               end
             end
-            flush()
             return acknowledged
             """)
 

@@ -5,6 +5,10 @@ import Shared
 /// block timed out), straight into `StreamEntry` values: no reply tree, and two
 /// buffers per entry for its fields. An entry whose fields are not an array
 /// (deleted while pending) is skipped.
+///
+/// The fields' sizes are only known once they are read, so each entry's buffer is
+/// sized after the one before (entries of one queue are alike): a buffer too small
+/// for a 4 KB ciphertext would be reallocated and copied, twice.
 final class StreamReadVisitor: RedisReplyVisitor, @unchecked Sendable {
     // @unchecked: used by one read at a time (on the connection's queue), then read
     // by the caller after that read returned.
@@ -14,9 +18,13 @@ final class StreamReadVisitor: RedisReplyVisitor, @unchecked Sendable {
     private var fields = StreamEntryFields()
     private var fieldsExpected = 0
     private var fieldsSeen = 0
+    /// The bytes the next entry's buffer is made for: the last entry's, plus a quarter.
+    private(set) var expectedEntryBytes: Int
 
-    init(deliveryCount: Int) {
+    /// `expectedEntryBytes`: the previous read's, so its first entry is sized too.
+    init(deliveryCount: Int, expectedEntryBytes: Int = 768) {
         self.deliveryCount = deliveryCount
+        self.expectedEntryBytes = expectedEntryBytes
     }
 
     // Depths: 0 the reply, 1 the stream, 2 its name and entry list, 3 an entry,
@@ -27,7 +35,7 @@ final class StreamReadVisitor: RedisReplyVisitor, @unchecked Sendable {
         case 3: id = nil
         case 4 where index == 1:
             fields = StreamEntryFields()
-            fields.reserve(items: count, bytes: 768)
+            fields.reserve(items: count, bytes: expectedEntryBytes)
             (fieldsExpected, fieldsSeen) = (count, 0)
             if count == 0 { finishEntry() }
         default: break
@@ -56,6 +64,7 @@ final class StreamReadVisitor: RedisReplyVisitor, @unchecked Sendable {
 
     private func finishEntry() {
         guard let id else { return }
+        expectedEntryBytes = max(256, fields.bytes.count + fields.bytes.count / 4)
         entries.append(StreamEntry(id: id, fields: fields, deliveryCount: deliveryCount))
         self.id = nil
     }

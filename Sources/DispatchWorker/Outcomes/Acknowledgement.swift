@@ -10,6 +10,9 @@ struct Acknowledgement: Sendable {
     let releaseQuota: Bool
     /// `RPUSH`ed to the message's reply list (which it has when this is set).
     let replyJSON: String?
+
+    /// Nothing to write but the acknowledgement (the usual `sent`).
+    var isPlain: Bool { !releaseQuota && replyJSON == nil }
 }
 
 /// The JSON a reply list receives (see `QueueMessage`).

@@ -124,10 +124,11 @@ final class Acknowledger: Sendable {
     /// when its answer is lost.
     private func send(_ items: [Acknowledgement]) async throws {
         let context = items[0].delivery.context
-        var arguments: [any RedisValueConvertible] = [context.group, replyLifetimeSeconds]
-        arguments.reserveCapacity(2 + items.count * 4)
-        // Fields read one by one: copying the whole message would retain each of its strings.
-        for item in items {
+        let plain = items.count(where: \.isPlain)
+        var arguments: [any RedisValueConvertible] = [context.group, replyLifetimeSeconds, plain]
+        arguments.reserveCapacity(3 + plain + (items.count - plain) * 4)
+        for item in items where item.isPlain { arguments.append(item.delivery.entry.id) }
+        for item in items where !item.isPlain {
             let reply = item.replyJSON.flatMap { json in item.delivery.message.replyKey.map { ($0, json) } }
             arguments.append(item.delivery.entry.id)
             arguments.append(item.releaseQuota ? item.delivery.message.quotaKey : "")

@@ -80,24 +80,26 @@ final class DailyCounts: Sendable {
         let dayNumber = Int((date.timeIntervalSince1970 / 86_400).rounded(.down))
         state.withLock { state in
             if state.cachedDay.number != dayNumber { state.cachedDay = (dayNumber, Self.day(of: date)) }
-            var run: (account: String, app: String, tally: Tally)?
+            // The run's account and app are compared as bytes; their strings are made once per run.
+            var runStart = 0
+            var tally = Tally()
             func flushRun() {
-                guard let run else { return }
-                let key = Key(account: run.account, app: run.app, day: state.cachedDay.text)
-                state.tallies[key, default: Tally()].add(run.tally)
+                let message = batch[runStart].delivery.message
+                let key = Key(account: message.accountID, app: message.appID, day: state.cachedDay.text)
+                state.tallies[key, default: Tally()].add(tally)
             }
-            for item in batch {
+            for (index, item) in batch.enumerated() {
                 let delivery = item.delivery
-                if run == nil || run!.account != delivery.message.accountID || run!.app != delivery.message.appID {
+                if index > runStart && !delivery.message.hasSameAccountAndApp(as: batch[runStart].delivery.message) {
                     flushRun()
-                    run = (delivery.message.accountID, delivery.message.appID, Tally())
+                    (runStart, tally) = (index, Tally())
                 }
                 switch item.tally {
                 case .sent:
-                    run!.tally.sent += 1
+                    tally.sent += 1
                     state.lastPush[delivery.message.subscriptionID] = date
-                case .failed: run!.tally.failed += 1
-                case .gone: run!.tally.gone += 1
+                case .failed: tally.failed += 1
+                case .gone: tally.gone += 1
                 }
             }
             flushRun()
@@ -133,8 +135,9 @@ final class DailyCounts: Sendable {
     private func take() -> ([Key: Tally], [String: Date]) {
         state.withLock { state in
             defer {
-                state.tallies = [:]
-                state.lastPush = [:]
+                // Sized for the next batch: growing them again each second costs a rehash per doubling.
+                state.tallies = Dictionary(minimumCapacity: state.tallies.count)
+                state.lastPush = Dictionary(minimumCapacity: state.lastPush.count)
                 state.events = 0
             }
             return (state.tallies, state.lastPush)

@@ -226,7 +226,7 @@ final class OutcomeRecorder: Sendable {
         acknowledger.enqueue(
             Acknowledgement(
                 delivery: delivery, tally: tally, releaseQuota: releaseQuota,
-                replyJSON: delivery.message.replyKey == nil
+                replyJSON: !delivery.message.hasReplyKey
                     ? nil : ReplyJSON.make(messageID: delivery.message.messageID, status: status, reason: reason)))
     }
 

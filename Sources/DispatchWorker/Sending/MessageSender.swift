@@ -33,8 +33,8 @@ final class MessageSender: Sendable {
             var batch: [Delivery] = []
             var others: [Delivery] = []
             for delivery in remaining {
-                if delivery.message.credentialID == first.message.credentialID
-                    && delivery.message.sandbox == first.message.sandbox
+                if delivery.message.sandbox == first.message.sandbox
+                    && delivery.message.hasSameCredential(as: first.message)
                 {
                     batch.append(delivery)
                 } else {
@@ -56,7 +56,7 @@ final class MessageSender: Sendable {
         case .rejected: return report(batch, .failed(.credentialRejected, detail: "credential_rejected"), completion)
         case .unavailable: return report(batch, .retry(cause: "database", countsAgainstCircuit: false), completion)
         }
-        let notifications = batch.map { NotificationBuilder.notification(for: $0.message) }
+        let notifications = NotificationBuilder.notifications(for: batch)
         let environment = message.sandbox ? sandbox : production
         let latency = metrics.apnsLatencySeries
         let start = ContinuousClock.now
@@ -84,7 +84,10 @@ final class MessageSender: Sendable {
 private final class PendingDeliveries: Sendable {
     private let deliveries: Mutex<[Delivery?]>
 
-    init(_ batch: [Delivery]) { deliveries = Mutex(batch) }
+    init(_ batch: [Delivery]) {
+        // Mapped, not converted: `[Delivery]` as `[Delivery?]` takes the runtime's generic cast, element by element.
+        deliveries = Mutex(batch.map { Optional($0) })
+    }
 
     /// The delivery at `index`, once.
     func take(_ index: Int) -> Delivery? {

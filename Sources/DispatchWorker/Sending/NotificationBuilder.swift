@@ -10,9 +10,29 @@ import Shared
 enum NotificationBuilder {
     static let maximumPayloadBytes = 4096
 
+    /// The notifications of a batch, in order. A run of messages to one topic (one
+    /// app's: the usual batch) shares one topic string instead of making one each.
+    static func notifications(for batch: [Delivery]) -> [APNsNotification] {
+        var notifications: [APNsNotification] = []
+        notifications.reserveCapacity(batch.count)
+        var topic = (index: -1, text: "")
+        for (index, delivery) in batch.enumerated() {
+            if index == 0 || !delivery.message.hasSameTopic(as: batch[topic.index].message) {
+                topic = (index, delivery.message.topic)
+            }
+            notifications.append(notification(for: delivery.message, topic: topic.text))
+        }
+        return notifications
+    }
+
     static func notification(for message: QueueMessage) -> APNsNotification {
+        notification(for: message, topic: message.topic)
+    }
+
+    /// `topic` is the message's.
+    private static func notification(for message: QueueMessage, topic: String) -> APNsNotification {
         APNsNotification(
-            deviceToken: message.deviceToken, topic: message.topic, pushType: .alert,
+            deviceToken: message.deviceToken, topic: topic, pushType: .alert,
             priority: APNsPriority(rawValue: message.priority),
             expiration: message.expiration == 0
                 ? .immediately : .at(Date(timeIntervalSince1970: TimeInterval(message.expiration))),
@@ -21,24 +41,38 @@ enum NotificationBuilder {
 
     static func payload(for message: QueueMessage) -> [UInt8] {
         var bytes: [UInt8] = []
-        let encodedLength = (message.ciphertext.count * 4 + 2) / 3
+        // Read in place from the message's buffer: no copy of the ciphertext, no strings.
+        let (title, body, ciphertext) = (message.alertTitleBytes, message.alertBodyBytes, message.ciphertextBytes)
+        let encodedLength = (ciphertext.count * 4 + 2) / 3
         // The JSON around the three strings is 67 bytes; a few more cover the odd escape.
         // Short by even one byte, the ciphertext's append would copy the payload into
         // a buffer twice its size, kept for as long as the request.
-        bytes.reserveCapacity(80 + message.alertTitle.utf8.count + message.alertBody.utf8.count + encodedLength)
+        bytes.reserveCapacity(80 + title.count + body.count + encodedLength)
         bytes.append(contentsOf: #"{"aps":{"alert":{"title":"#.utf8)
-        appendJSONString(message.alertTitle, to: &bytes)
+        appendJSONString(utf8: title, to: &bytes)
         bytes.append(contentsOf: #","body":"#.utf8)
-        appendJSONString(message.alertBody, to: &bytes)
+        appendJSONString(utf8: body, to: &bytes)
         bytes.append(contentsOf: #"},"mutable-content":1}"#.utf8)
         // `,"c":"` + text + `"` + the closing `}`.
         if bytes.count + 7 + encodedLength + 1 <= maximumPayloadBytes {
             bytes.append(contentsOf: #","c":""#.utf8)
-            Base64URL.append(message.ciphertext, to: &bytes)
+            Base64URL.append(ciphertext, to: &bytes)
             bytes.append(UInt8(ascii: "\""))
         }
         bytes.append(UInt8(ascii: "}"))
         return bytes
+    }
+
+    /// `appendJSONString` of stored UTF-8 bytes: plain ASCII (alerts mostly are) is
+    /// copied as it is; anything else goes through the `String` the property would
+    /// give (invalid UTF-8 repaired, as when it is read as text).
+    static func appendJSONString(utf8 text: ArraySlice<UInt8>, to bytes: inout [UInt8]) {
+        guard text.allSatisfy({ $0 < 0x80 && !needsEscape($0) }) else {
+            return appendJSONString(String(decoding: text, as: UTF8.self), to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: text)
+        bytes.append(UInt8(ascii: "\""))
     }
 
     /// A JSON string literal: quotes, backslashes and control characters escaped,

@@ -27,6 +27,11 @@ public enum Base64URL {
     /// Appends the unpadded base64url text of `input` to `bytes` (e.g. straight into a
     /// payload being built).
     public static func append(_ input: [UInt8], to bytes: inout [UInt8]) {
+        append(input[...], to: &bytes)
+    }
+
+    /// `append` of bytes in place in a larger buffer (a queue entry's ciphertext).
+    public static func append(_ input: ArraySlice<UInt8>, to bytes: inout [UInt8]) {
         let start = bytes.count
         let length = (input.count * 4 + 2) / 3
         bytes.append(contentsOf: repeatElement(0, count: length))

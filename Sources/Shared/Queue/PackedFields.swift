@@ -38,12 +38,14 @@ public struct PackedFields: Sendable {
         bytes.append(UInt8(rest))
     }
 
-    /// Reads the items of a packed value in the order they were written.
-    public struct Reader {
-        private let bytes: ArraySlice<UInt8>
+    /// Reads the items of a packed value in the order they were written. Items are
+    /// slices of `bytes`, indexed as it is (an array slice, or a slice of a buffer
+    /// pointer to read without reference counting).
+    public struct Reader<Bytes: Collection<UInt8>> where Bytes.Index == Int, Bytes.SubSequence == Bytes {
+        private let bytes: Bytes
         private var position: Int
 
-        public init(_ bytes: ArraySlice<UInt8>) {
+        public init(_ bytes: Bytes) {
             self.bytes = bytes
             position = bytes.startIndex
         }
@@ -52,20 +54,20 @@ public struct PackedFields: Sendable {
         public var isAtEnd: Bool { position == bytes.endIndex }
 
         /// The next item; fails if the value ends early.
-        public mutating func next() -> ArraySlice<UInt8>? {
+        public mutating func next() -> Bytes? {
             guard let length = readLength() else { return nil }
             return take(length)
         }
 
         /// The next optional item: `.some(nil)` when written absent, nil if the value ends early.
-        public mutating func nextOptional() -> ArraySlice<UInt8>?? {
+        public mutating func nextOptional() -> Bytes?? {
             guard let length = readLength() else { return nil }
             if length == 0 { return .some(nil) }
             guard let item = take(length - 1) else { return nil }
             return .some(item)
         }
 
-        private mutating func take(_ length: Int) -> ArraySlice<UInt8>? {
+        private mutating func take(_ length: Int) -> Bytes? {
             guard length <= bytes.endIndex - position else { return nil }
             defer { position += length }
             return bytes[position..<(position + length)]

@@ -77,28 +77,157 @@ public struct QueueMessage: Sendable, Equatable {
         public static let reply = "reply"
     }
 
-    public var messageID: String
-    public var subscriptionID: String
-    public var appID: String
-    public var accountID: String
-    public var credentialID: String
-    public var topic: String
-    public var deviceToken: String
+    // Text and byte values live in one buffer, `storage`, found by their spans: a
+    // message read from an entry shares the entry's own buffer (no copy), and a
+    // value becomes a `String` only when it is asked for. The worker reads most
+    // values as bytes (`ciphertextBytes`…) and never makes most of the strings.
+    private var storage: [UInt8]
+    private var spans: Spans
+
+    public var messageID: String {
+        get { text(spans.messageID) }
+        set { spans.messageID = store(newValue.utf8) }
+    }
+    public var subscriptionID: String {
+        get { text(spans.subscriptionID) }
+        set { spans.subscriptionID = store(newValue.utf8) }
+    }
+    public var appID: String {
+        get { text(spans.appID) }
+        set { spans.appID = store(newValue.utf8) }
+    }
+    public var accountID: String {
+        get { text(spans.accountID) }
+        set { spans.accountID = store(newValue.utf8) }
+    }
+    public var credentialID: String {
+        get { text(spans.credentialID) }
+        set { spans.credentialID = store(newValue.utf8) }
+    }
+    public var topic: String {
+        get { text(spans.topic) }
+        set { spans.topic = store(newValue.utf8) }
+    }
+    public var deviceToken: String {
+        get { text(spans.deviceToken) }
+        set { spans.deviceToken = store(newValue.utf8) }
+    }
     public var sandbox: Bool
-    public var alertTitle: String
-    public var alertBody: String
-    public var ciphertext: [UInt8]
+    public var alertTitle: String {
+        get { text(spans.alertTitle) }
+        set { spans.alertTitle = store(newValue.utf8) }
+    }
+    public var alertBody: String {
+        get { text(spans.alertBody) }
+        set { spans.alertBody = store(newValue.utf8) }
+    }
+    public var ciphertext: [UInt8] {
+        get { Array(ciphertextBytes) }
+        set { spans.ciphertext = store(newValue) }
+    }
     public var priority: Int
     /// UNIX seconds; 0 means "now or never".
     public var expiration: Int64
-    public var collapseID: String?
+    public var collapseID: String? {
+        get { optionalText(spans.collapseID) }
+        set { spans.collapseID = newValue.map { store($0.utf8) } }
+    }
     /// UNIX milliseconds.
     public var acceptedAt: Int64
-    public var quotaKey: String
+    public var quotaKey: String {
+        get { text(spans.quotaKey) }
+        set { spans.quotaKey = store(newValue.utf8) }
+    }
     /// The reply list to `RPUSH` the outcome to, if the sender waits for it.
-    public var replyKey: String?
+    public var replyKey: String? {
+        get { optionalText(spans.replyKey) }
+        set { spans.replyKey = newValue.map { store($0.utf8) } }
+    }
     /// Send attempts already made (0 for a fresh message).
     public var attempts: Int
+
+    // MARK: Values in place
+
+    /// The ciphertext where it lies (no copy).
+    public var ciphertextBytes: ArraySlice<UInt8> { storage[spans.ciphertext.range] }
+    /// The alert title's UTF-8 bytes as stored (decoding them gives `alertTitle`).
+    public var alertTitleBytes: ArraySlice<UInt8> { storage[spans.alertTitle.range] }
+    /// The alert body's UTF-8 bytes as stored (decoding them gives `alertBody`).
+    public var alertBodyBytes: ArraySlice<UInt8> { storage[spans.alertBody.range] }
+    /// Whether there is a reply list, without making its name.
+    public var hasReplyKey: Bool { spans.replyKey != nil }
+
+    /// Whether both name the same credential (compared as bytes, no strings made).
+    public func hasSameCredential(as other: QueueMessage) -> Bool {
+        equalBytes(spans.credentialID, other, other.spans.credentialID)
+    }
+
+    /// Whether both go to the same topic (compared as bytes).
+    public func hasSameTopic(as other: QueueMessage) -> Bool {
+        equalBytes(spans.topic, other, other.spans.topic)
+    }
+
+    /// Whether both belong to the same account and app (compared as bytes).
+    public func hasSameAccountAndApp(as other: QueueMessage) -> Bool {
+        equalBytes(spans.accountID, other, other.spans.accountID) && equalBytes(spans.appID, other, other.spans.appID)
+    }
+
+    /// Where a value lies in `storage`.
+    private struct Span: Equatable {
+        let start: UInt32
+        let end: UInt32
+
+        init(_ range: Range<Int>) {
+            start = UInt32(range.lowerBound)
+            end = UInt32(range.upperBound)
+        }
+
+        /// Where `value` lies in the buffer it is a slice of. (Not through `indices`,
+        /// which the optimizer left generic here, at a visible cost per entry.)
+        init(_ value: Bytes) {
+            self.init(value.startIndex..<value.endIndex)
+        }
+
+        var range: Range<Int> { Int(start)..<Int(end) }
+    }
+
+    private struct Spans {
+        var messageID, subscriptionID, appID, accountID, credentialID, topic, deviceToken: Span
+        var alertTitle, alertBody, ciphertext, quotaKey: Span
+        var collapseID, replyKey: Span?
+    }
+
+    private func text(_ span: Span) -> String {
+        String(decoding: storage[span.range], as: UTF8.self)
+    }
+
+    private func optionalText(_ span: Span?) -> String? {
+        span.map(text)
+    }
+
+    private func equalBytes(_ span: Span, _ other: QueueMessage, _ otherSpan: Span) -> Bool {
+        let (range, otherRange) = (span.range, otherSpan.range)
+        guard range.count == otherRange.count else { return false }
+        // Through raw pointers: slicing the arrays would retain them and compare generically.
+        return storage.withUnsafeBytes { bytes in
+            other.storage.withUnsafeBytes { otherBytes in
+                UnsafeRawBufferPointer(rebasing: bytes[range])
+                    .elementsEqual(UnsafeRawBufferPointer(rebasing: otherBytes[otherRange]))
+            }
+        }
+    }
+
+    /// Appends a new value to `storage` (the old one stays, unused: values are set
+    /// rarely, mostly by tests) and returns where it lies.
+    private mutating func store(_ value: some Collection<UInt8>) -> Span {
+        Self.append(value, to: &storage)
+    }
+
+    private static func append(_ value: some Collection<UInt8>, to storage: inout [UInt8]) -> Span {
+        let start = storage.count
+        storage.append(contentsOf: value)
+        return Span(start..<storage.count)
+    }
 
     public init(
         messageID: String, subscriptionID: String, appID: String, accountID: String, credentialID: String,
@@ -106,24 +235,50 @@ public struct QueueMessage: Sendable, Equatable {
         ciphertext: [UInt8], priority: Int, expiration: Int64, collapseID: String?, acceptedAt: Int64,
         quotaKey: String, replyKey: String? = nil, attempts: Int = 0
     ) {
-        self.messageID = messageID
-        self.subscriptionID = subscriptionID
-        self.appID = appID
-        self.accountID = accountID
-        self.credentialID = credentialID
-        self.topic = topic
-        self.deviceToken = deviceToken
-        self.sandbox = sandbox
-        self.alertTitle = alertTitle
-        self.alertBody = alertBody
-        self.ciphertext = ciphertext
-        self.priority = priority
-        self.expiration = expiration
-        self.collapseID = collapseID
-        self.acceptedAt = acceptedAt
-        self.quotaKey = quotaKey
-        self.replyKey = replyKey
-        self.attempts = attempts
+        var storage: [UInt8] = []
+        func store(_ value: some Collection<UInt8>) -> Span { Self.append(value, to: &storage) }
+        let spans = Spans(
+            messageID: store(messageID.utf8), subscriptionID: store(subscriptionID.utf8), appID: store(appID.utf8),
+            accountID: store(accountID.utf8), credentialID: store(credentialID.utf8), topic: store(topic.utf8),
+            deviceToken: store(deviceToken.utf8), alertTitle: store(alertTitle.utf8),
+            alertBody: store(alertBody.utf8), ciphertext: store(ciphertext), quotaKey: store(quotaKey.utf8),
+            collapseID: collapseID.map { store($0.utf8) }, replyKey: replyKey.map { store($0.utf8) })
+        self.init(
+            storage: storage,
+            decoded: Decoded(
+                spans: spans, sandbox: sandbox, priority: priority, expiration: expiration, acceptedAt: acceptedAt,
+                attempts: attempts))
+    }
+
+    /// Where the values lie in a buffer, and the ones kept as numbers.
+    private struct Decoded {
+        let spans: Spans
+        let sandbox: Bool
+        let priority: Int
+        let expiration: Int64
+        let acceptedAt: Int64
+        let attempts: Int
+    }
+
+    private init(storage: [UInt8], decoded: Decoded) {
+        self.storage = storage
+        spans = decoded.spans
+        sandbox = decoded.sandbox
+        priority = decoded.priority
+        expiration = decoded.expiration
+        acceptedAt = decoded.acceptedAt
+        attempts = decoded.attempts
+    }
+
+    /// Equal when every value is (as the properties read them: texts as strings).
+    public static func == (lhs: QueueMessage, rhs: QueueMessage) -> Bool {
+        lhs.sandbox == rhs.sandbox && lhs.priority == rhs.priority && lhs.expiration == rhs.expiration
+            && lhs.acceptedAt == rhs.acceptedAt && lhs.attempts == rhs.attempts
+            && lhs.ciphertextBytes.elementsEqual(rhs.ciphertextBytes) && lhs.messageID == rhs.messageID
+            && lhs.subscriptionID == rhs.subscriptionID && lhs.appID == rhs.appID && lhs.accountID == rhs.accountID
+            && lhs.credentialID == rhs.credentialID && lhs.topic == rhs.topic && lhs.deviceToken == rhs.deviceToken
+            && lhs.alertTitle == rhs.alertTitle && lhs.alertBody == rhs.alertBody && lhs.collapseID == rhs.collapseID
+            && lhs.quotaKey == rhs.quotaKey && lhs.replyKey == rhs.replyKey
     }
 
     /// The subscription's part of a format-2 entry (`s`), built once per cache fill.
@@ -165,86 +320,107 @@ public struct QueueMessage: Sendable, Equatable {
         try self.init(entry: StreamEntryFields(fields))
     }
 
-    /// `init(fields:)` from the one buffer the worker reads entries into.
+    /// `init(fields:)` from the one buffer the worker reads entries into, which the
+    /// message then shares.
     public init(entry fields: StreamEntryFields) throws(QueueMessageError) {
+        let storage = fields.bytes
+        // Read through a pointer: every slice of the array would retain and release it.
+        let decoded = try storage.withUnsafeBufferPointer { bytes throws(QueueMessageError) in
+            try Self.decode(fields, in: bytes)
+        }
+        self.init(storage: storage, decoded: decoded)
+    }
+
+    /// A value of an entry being decoded, indexed as its buffer is.
+    private typealias Bytes = Slice<UnsafeBufferPointer<UInt8>>
+
+    /// What decoding an entry finds in its buffer (`bytes`, the entry's).
+    private static func decode(_ fields: StreamEntryFields, in bytes: UnsafeBufferPointer<UInt8>)
+        throws(QueueMessageError) -> Decoded
+    {
         // One pass, no dictionary and no String per field name: the worker decodes
         // every entry it reads. The last value of a repeated field wins.
         var slots = SlotValues.Slots(repeating: nil)
         assert(slots.count == Slot.names.count)
         var index = 0
         while index + 1 < fields.count {
-            if let slot = Slot.of(fields[index]) { slots[slot] = fields.range(of: index + 1) }
+            if let slot = Slot.of(bytes[fields.range(of: index)]) { slots[slot] = fields.range(of: index + 1) }
             index += 2
         }
-        let entry = SlotValues(bytes: fields.bytes, slots: slots)
+        let entry = SlotValues(bytes: bytes, slots: slots)
         let version = try entry.value(Slot.version)
         if version.elementsEqual(Self.version.utf8) {
-            try self.init(packed: entry)
+            return try packed(entry)
         } else if version.elementsEqual(Self.legacyVersion.utf8) {
-            try self.init(legacy: entry)
+            return try legacy(entry)
         } else {
             throw QueueMessageError(field: Field.version, problem: "is not a known format version")
         }
     }
 
-    private init(packed entry: SlotValues) throws(QueueMessageError) {
+    private static func packed(_ entry: SlotValues) throws(QueueMessageError) -> Decoded {
+        // The packed items are slices of the entry's buffer: their indices are spans of it.
         var subscription = PackedFields.Reader(try entry.value(Slot.subscriptionPart))
         var message = PackedFields.Reader(try entry.value(Slot.messagePart))
-        func item(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> ArraySlice<UInt8> {
+        func item(_ reader: inout PackedFields.Reader<Bytes>, _ field: String) throws(QueueMessageError) -> Bytes {
             guard let item = reader.next() else { throw QueueMessageError(field: field, problem: "is truncated") }
             return item
         }
-        func text(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> String {
-            String(decoding: try item(&reader, field), as: UTF8.self)
+        func span(_ reader: inout PackedFields.Reader<Bytes>, _ field: String) throws(QueueMessageError) -> Span {
+            Span(try item(&reader, field))
         }
-        func optionalText(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> String? {
+        func optionalSpan(_ reader: inout PackedFields.Reader<Bytes>, _ field: String) throws(QueueMessageError)
+            -> Span?
+        {
             guard let item = reader.nextOptional() else {
                 throw QueueMessageError(field: field, problem: "is truncated")
             }
-            return item.map { String(decoding: $0, as: UTF8.self) }
+            return item.map(Span.init)
         }
-        func integer(_ reader: inout PackedFields.Reader, _ field: String) throws(QueueMessageError) -> Int64 {
+        func integer(_ reader: inout PackedFields.Reader<Bytes>, _ field: String) throws(QueueMessageError) -> Int64 {
             guard let number = Self.decimal(try item(&reader, field)) else {
                 throw QueueMessageError(field: field, problem: "holds a value that is not an integer")
             }
             return number
         }
         let (s, m) = (Field.subscriptionPart, Field.messagePart)
-        let appID = try text(&subscription, s)
-        let topic = try text(&subscription, s)
-        let deviceToken = try text(&subscription, s)
+        let appID = try span(&subscription, s)
+        let topic = try span(&subscription, s)
+        let deviceToken = try span(&subscription, s)
         let sandbox = try item(&subscription, s).elementsEqual(CollectionOfOne(UInt8(ascii: "1")))
-        let alertTitle = try text(&subscription, s)
-        let alertBody = try text(&subscription, s)
-        let ciphertext = Array(try item(&message, m))
-        let messageID = try text(&message, m)
-        let subscriptionID = try text(&message, m)
+        let alertTitle = try span(&subscription, s)
+        let alertBody = try span(&subscription, s)
+        let ciphertext = try span(&message, m)
+        let messageID = try span(&message, m)
+        let subscriptionID = try span(&message, m)
         let priority = Int(try integer(&message, m))
         let expiration = try integer(&message, m)
         let acceptedAt = try integer(&message, m)
-        let collapseID = try optionalText(&message, m)
-        let replyKey = try optionalText(&message, m)
-        self.init(
+        let collapseID = try optionalSpan(&message, m)
+        let replyKey = try optionalSpan(&message, m)
+        let spans = Spans(
             messageID: messageID, subscriptionID: subscriptionID, appID: appID,
-            accountID: try entry.text(Slot.account), credentialID: try entry.text(Slot.credential), topic: topic,
-            deviceToken: deviceToken, sandbox: sandbox, alertTitle: alertTitle, alertBody: alertBody,
-            ciphertext: ciphertext, priority: priority, expiration: expiration, collapseID: collapseID,
-            acceptedAt: acceptedAt, quotaKey: try entry.text(Slot.quotaKey), replyKey: replyKey,
+            accountID: try entry.span(Slot.account), credentialID: try entry.span(Slot.credential), topic: topic,
+            deviceToken: deviceToken, alertTitle: alertTitle, alertBody: alertBody, ciphertext: ciphertext,
+            quotaKey: try entry.span(Slot.quotaKey), collapseID: collapseID, replyKey: replyKey)
+        return Decoded(
+            spans: spans, sandbox: sandbox, priority: priority, expiration: expiration, acceptedAt: acceptedAt,
             attempts: try entry.attempts())
     }
 
-    private init(legacy entry: SlotValues) throws(QueueMessageError) {
-        self.init(
-            messageID: try entry.text(Slot.messageID), subscriptionID: try entry.text(Slot.subscription),
-            appID: try entry.text(Slot.app), accountID: try entry.text(Slot.account),
-            credentialID: try entry.text(Slot.credential), topic: try entry.text(Slot.topic),
-            deviceToken: try entry.text(Slot.token),
-            sandbox: try entry.value(Slot.sandbox).elementsEqual(CollectionOfOne(UInt8(ascii: "1"))),
-            alertTitle: try entry.text(Slot.title), alertBody: try entry.text(Slot.body),
-            ciphertext: Array(try entry.value(Slot.ciphertext)), priority: Int(try entry.integer(Slot.priority)),
-            expiration: try entry.integer(Slot.expiration), collapseID: entry.optionalText(Slot.collapseID),
-            acceptedAt: try entry.integer(Slot.acceptedAt), quotaKey: try entry.text(Slot.quotaKey),
-            replyKey: entry.optionalText(Slot.reply), attempts: try entry.attempts())
+    private static func legacy(_ entry: SlotValues) throws(QueueMessageError) -> Decoded {
+        let spans = Spans(
+            messageID: try entry.span(Slot.messageID), subscriptionID: try entry.span(Slot.subscription),
+            appID: try entry.span(Slot.app), accountID: try entry.span(Slot.account),
+            credentialID: try entry.span(Slot.credential), topic: try entry.span(Slot.topic),
+            deviceToken: try entry.span(Slot.token), alertTitle: try entry.span(Slot.title),
+            alertBody: try entry.span(Slot.body), ciphertext: try entry.span(Slot.ciphertext),
+            quotaKey: try entry.span(Slot.quotaKey), collapseID: entry.optionalSpan(Slot.collapseID),
+            replyKey: entry.optionalSpan(Slot.reply))
+        return Decoded(
+            spans: spans, sandbox: try entry.value(Slot.sandbox).elementsEqual(CollectionOfOne(UInt8(ascii: "1"))),
+            priority: Int(try entry.integer(Slot.priority)), expiration: try entry.integer(Slot.expiration),
+            acceptedAt: try entry.integer(Slot.acceptedAt), attempts: try entry.attempts())
     }
 
     /// The field names `init(entry:)` looks for, by slot.
@@ -262,7 +438,7 @@ public struct QueueMessage: Sendable, Equatable {
         ]
         private static let nameBytes = names.map { Array($0.utf8) }
 
-        static func of(_ name: ArraySlice<UInt8>) -> Int? {
+        static func of(_ name: Bytes) -> Int? {
             // Format 2's one-letter names without a search: every entry read has three.
             if name.count == 1 {
                 switch name[name.startIndex] {
@@ -286,22 +462,22 @@ public struct QueueMessage: Sendable, Equatable {
         /// One per `Slot.names` entry, on the stack: no allocation per entry decoded.
         typealias Slots = InlineArray<21, Range<Int>?>
 
-        let bytes: [UInt8]
+        let bytes: UnsafeBufferPointer<UInt8>
         let slots: Slots
 
-        func value(_ slot: Int) throws(QueueMessageError) -> ArraySlice<UInt8> {
+        func value(_ slot: Int) throws(QueueMessageError) -> Bytes {
             guard let range = slots[slot] else {
                 throw QueueMessageError(field: Slot.names[slot], problem: "is missing")
             }
             return bytes[range]
         }
 
-        func text(_ slot: Int) throws(QueueMessageError) -> String {
-            String(decoding: try value(slot), as: UTF8.self)
+        func span(_ slot: Int) throws(QueueMessageError) -> Span {
+            Span(try value(slot))
         }
 
-        func optionalText(_ slot: Int) -> String? {
-            slots[slot].map { String(decoding: bytes[$0], as: UTF8.self) }
+        func optionalSpan(_ slot: Int) -> Span? {
+            slots[slot].map(Span.init)
         }
 
         func integer(_ slot: Int) throws(QueueMessageError) -> Int64 {
@@ -317,7 +493,7 @@ public struct QueueMessage: Sendable, Equatable {
     }
 
     /// An optionally signed decimal integer, as `Int64(String)` reads it.
-    fileprivate static func decimal(_ bytes: ArraySlice<UInt8>) -> Int64? {
+    private static func decimal(_ bytes: Bytes) -> Int64? {
         var digits = bytes
         let negative = digits.first == UInt8(ascii: "-")
         if negative || digits.first == UInt8(ascii: "+") { digits = digits.dropFirst() }
