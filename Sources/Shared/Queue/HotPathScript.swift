@@ -350,10 +350,11 @@ public enum HotPathScript {
             local stash = prefix .. 'stash:' .. id
             -- The list's expiry is renewed by every push, so older entries past their
             -- own lifetime are dropped here (oldest first; at most the stash limit).
-            local head = redis.call('LINDEX', stash, 0)
-            while head and tonumber(string.match(head, '^%d+')) <= stashOldest do
+            while true do
+              local head = redis.call('LINDEX', stash, 0)
+              local acceptedAt = head and tonumber(string.match(head, '^%d+'))
+              if not acceptedAt or acceptedAt > stashOldest then break end
               redis.call('LPOP', stash)
-              head = redis.call('LINDEX', stash, 0)
             end
             redis.call('RPUSH', stash, nowText .. ':' .. ciphertext(message))
             redis.call('LTRIM', stash, -stashLimit, -1)
