@@ -130,6 +130,29 @@ import Testing
             Route(method: "GET", path: "/api/push/v1/subscriptions/abc/activate") == .methodNotAllowed(allowed: "POST"))
     }
 
+    /// The body limit's shortcut agrees with the route for push paths and their neighbours.
+    @Test func deliveryIsToldApartLikeTheRoute() {
+        let paths = [
+            "/api/push/p/abc", "/api/push/p/abc/", "/api/push/p/", "/api/push/p//", "/api/push/p", "/api/push/",
+            "/api/push/p/a/b", "/", "", "/healthz", "/api/push/v1/subscriptions",
+        ]
+        for path in paths {
+            for method in ["POST", "GET"] {
+                let isDeliver = if case .deliver = Route(method: method, path: path) { true } else { false }
+                #expect(Route.isDelivery(method: method, path: path) == isDeliver, "\(method) \(path)")
+            }
+        }
+    }
+
+    @Test func quotaMonthClockMatchesTheCalendarAcrossMonthEnds() {
+        let clock = QuotaMonthClock()
+        // 2026-12-31 23:59:59 UTC, the next second, a leap day, a month start and its second before.
+        for seconds in [1_798_761_599, 1_798_761_600, 1_709_164_800, 1_709_251_200, 1_709_251_199, 1_798_761_599] {
+            let date = Date(timeIntervalSince1970: TimeInterval(seconds))
+            #expect(clock.month(of: date) == RedisKeys.quotaMonth(date), "\(seconds)")
+        }
+    }
+
     @Test func sweepHardDeletesSubscriptionsNotRefreshedForTheMaximumAge() async throws {
         try await IngressTestApp.with(["SUBSCRIPTION_MAX_AGE_SECONDS": "3600"]) { app in
             let fixture = try await Fixture.create(app.postgres)

@@ -30,11 +30,9 @@ final class IngressHandler: HTTPHandler {
     }
 
     func maximumBodySize(for head: HTTPRequestHead) -> Int {
-        switch Route(method: head.method, path: head.path) {
-        case .deliver: WebPushRoutes.bodyLimit(head)
-        case .appSend: SendBatch.maximumBodyBytes
-        default: Self.jsonBodyLimit
-        }
+        // A push is told apart without building its route (and the id's string).
+        if Route.isDelivery(method: head.method, path: head.path) { return WebPushRoutes.bodyLimit(head) }
+        return Route(method: head.method, path: head.path) == .appSend ? SendBatch.maximumBodyBytes : Self.jsonBodyLimit
     }
 
     func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { PushAPIError.tooLarge.response }

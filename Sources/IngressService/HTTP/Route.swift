@@ -1,3 +1,5 @@
+import Foundation
+
 /// The public API's routes, matched from method and path (`/api/push/…`).
 enum Route: Sendable, Equatable {
     case healthz, readyz, metrics
@@ -23,18 +25,17 @@ enum Route: Sendable, Equatable {
     init(method: String, path: String) {
         // One trailing slash names the same resource: a sender or app that adds it
         // must not be told its subscription is gone (404, 1003).
-        let path = path.utf8.count > 1 && path.utf8.last == UInt8(ascii: "/") ? String(path.dropLast()) : path
-        // The hot path first, compared as bytes (no Character walk).
-        if path.utf8.starts(with: Self.pushPathPrefix.utf8) {
-            let id = String(Substring(path.utf8.dropFirst(Self.pushPathPrefix.utf8.count)))
+        // The hot path first, compared as bytes (no Character walk, no copy of the path).
+        if let id = Self.pushID(in: path) {
             // Any other shape is answered by the route itself (404, 1003).
             if id.isEmpty {
                 self = .notFound
             } else {
-                self = method == "POST" ? .deliver(id: id) : .methodNotAllowed(allowed: "POST")
+                self = method == "POST" ? .deliver(id: String(Substring(id))) : .methodNotAllowed(allowed: "POST")
             }
             return
         }
+        let path = path.utf8.count > 1 && path.utf8.last == UInt8(ascii: "/") ? String(path.dropLast()) : path
         switch path {
         case "/healthz": self = method == "GET" ? .healthz : .methodNotAllowed(allowed: "GET")
         case "/readyz": self = method == "GET" ? .readyz : .methodNotAllowed(allowed: "GET")
@@ -65,6 +66,35 @@ enum Route: Sendable, Equatable {
                 self = .notFound
             }
         }
+    }
+
+    /// Whether this is a Web Push delivery (`.deliver`), decided without building the
+    /// route's id: the body limit is chosen before every push.
+    static func isDelivery(method: String, path: String) -> Bool {
+        method == "POST" && pushID(in: path)?.isEmpty == false
+    }
+
+    /// The id part of a push path (`/api/push/p/{id}`, one trailing slash dropped), a
+    /// view of `path`'s bytes; nil for any other path.
+    private static func pushID(in path: String) -> Substring.UTF8View? {
+        let prefix = pushPathPrefix.utf8
+        var bytes = Substring(path).utf8
+        guard bytes.count >= prefix.count, Self.startsWithPushPrefix(bytes) else { return nil }
+        if bytes.count > 1, bytes.last == UInt8(ascii: "/") { bytes = bytes.dropLast() }
+        guard bytes.count >= prefix.count else { return nil }
+        return bytes.dropFirst(prefix.count)
+    }
+
+    /// `bytes.starts(with: pushPathPrefix.utf8)` over contiguous storage (the generic
+    /// one walks both views index by index).
+    private static func startsWithPushPrefix(_ bytes: Substring.UTF8View) -> Bool {
+        let prefix = pushPathPrefix.utf8
+        let answer = bytes.withContiguousStorageIfAvailable { bytes in
+            prefix.withContiguousStorageIfAvailable { prefix in
+                memcmp(bytes.baseAddress!, prefix.baseAddress!, prefix.count) == 0
+            }
+        }
+        return (answer ?? nil) ?? bytes.starts(with: prefix)
     }
 
     private static func appAPI(method: String, rest: Substring) -> Route {

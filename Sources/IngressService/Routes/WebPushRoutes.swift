@@ -32,6 +32,7 @@ final class WebPushRoutes: Sendable {
     let messageBase: String
     let failureLog: ThrottledLog
     let messageIDs = MessageIDGenerator()
+    let quotaMonths = QuotaMonthClock()
 
     init(
         hotPath: RedisMultiplexer, keys: RedisKeys, scriptEncoder: HotPathScript.Encoder, cache: HotPathCache,
@@ -180,7 +181,7 @@ final class WebPushRoutes: Sendable {
         let request = HotPathScript.Request(
             subscriptionID: id, checkOnly: checkOnly, rateLimit: pushRateLimit.limit,
             rateWindowMilliseconds: pushRateLimit.windowMilliseconds, stashLimit: stashLimit,
-            stashLifetimeMilliseconds: stashLifetimeMilliseconds, quotaMonth: RedisKeys.quotaMonth(now),
+            stashLifetimeMilliseconds: stashLifetimeMilliseconds, quotaMonth: quotaMonths.month(of: now),
             messageID: messageID, ciphertext: ciphertext, priority: headers.priority,
             expiration: headers.ttl == 0 ? 0 : acceptedAt / 1000 + Int64(headers.ttl), collapseID: headers.topic,
             acceptedAt: acceptedAt)

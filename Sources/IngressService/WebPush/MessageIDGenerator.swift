@@ -17,15 +17,22 @@ final class MessageIDGenerator: Sendable {
     private let pool = Mutex(Pool())
 
     func next() -> String {
-        let id: [UInt8] = pool.withLock { pool in
+        // Each id's bytes are handed out once, then skipped: the slice shares the
+        // pool's storage (a refill replaces the array, never writes into it).
+        let id: ArraySlice<UInt8> = pool.withLock { pool in
             if pool.offset + Self.idLength > pool.bytes.count {
                 pool.bytes = SecureRandom.bytes(Self.refillLength)
                 pool.offset = 0
             }
             defer { pool.offset += Self.idLength }
-            // Each id's bytes are handed out once: the slice is copied, then skipped.
-            return Array(pool.bytes[pool.offset..<pool.offset + Self.idLength])
+            return pool.bytes[pool.offset..<pool.offset + Self.idLength]
         }
-        return Base64URL.encode(id)
+        var text: [UInt8] = []
+        text.reserveCapacity(Self.textLength)
+        Base64URL.append(id, to: &text)
+        return String(decoding: text, as: UTF8.self)
     }
+
+    /// The unpadded base64url length of an id.
+    private static let textLength = (idLength * 4 + 2) / 3
 }
