@@ -74,7 +74,7 @@ struct AppAPISender: Sendable {
 
     /// Runs the script (filling the cache on a miss); the status before the workers answer.
     private func enqueue(_ request: HotPathScript.Request) async throws -> (status: String, reason: String) {
-        for _ in 0..<4 {
+        for _ in 0..<HotPathCache.maximumScriptRuns {
             let reply = try HotPathScript.itemReply(await redis.send(HotPathScript.command(request, keys: keys)))
             switch try HotPathScript.decision(from: reply) {
             case .queued: return ("queued", "")

@@ -13,6 +13,12 @@ struct HotPathCache: Sendable {
 
     var negativeLifetimeMilliseconds: Int64 { min(lifetimeMilliseconds, 60_000) }
 
+    /// The most hot-path script runs one push may take: its subscription, app and
+    /// account entries may all be missing (a fill each), one fill may be refused by a
+    /// change made meanwhile, and the last run decides. More means the cache keeps
+    /// missing (evicted as fast as it is filled): a storage problem.
+    static let maximumScriptRuns = 5
+
     /// Writes a cache entry, unless it changed since the fill began or (for a
     /// subscription) the subscription has a tombstone:
     /// - a fill reads the entry's generation before Postgres, and every invalidation

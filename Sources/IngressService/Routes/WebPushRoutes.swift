@@ -195,7 +195,7 @@ final class WebPushRoutes: Sendable {
         _ item: RedisMultiplexer.BatchItem, id: String, after earlier: HotPathScript.Decision? = nil
     ) async throws -> HotPathScript.Decision {
         var decision = earlier
-        for attempt in 0..<4 {
+        for attempt in 0..<HotPathCache.maximumScriptRuns {
             if attempt > 0 || decision == nil {
                 decision = try Self.refusal(HotPathScript.decision(from: try await hotPath.send(item)))
             }
