@@ -188,8 +188,8 @@ final class WebPushRoutes: Sendable {
         return scriptEncoder.item(request)
     }
 
-    /// Runs the hot-path script, filling the cache from Postgres on a miss (at most
-    /// once per entry), and turns refusals into `PushAPIError`s. `earlier` is the
+    /// Runs the hot-path script, filling the cache from Postgres on a miss (within
+    /// `HotPathCache.maximumScriptRuns`), and turns refusals into `PushAPIError`s. `earlier` is the
     /// decision of a run already made (by the callback path), which counts as the first.
     private func decide(
         _ item: RedisMultiplexer.BatchItem, id: String, after earlier: HotPathScript.Decision? = nil
