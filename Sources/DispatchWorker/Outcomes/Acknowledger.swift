@@ -64,8 +64,12 @@ final class Acknowledger: Sendable {
         while true {
             let next: [Acknowledgement]? = state.withLock { state in
                 guard !state.pending.isEmpty else { return nil }
-                defer { state.pending = [] }
-                return state.pending
+                let taken = state.pending
+                // Sized like the batch taken: the next one is about as large, and
+                // growing it append by append reallocates and copies it each doubling.
+                state.pending = []
+                state.pending.reserveCapacity(taken.count)
+                return taken
             }
             if let next {
                 await write(next)
