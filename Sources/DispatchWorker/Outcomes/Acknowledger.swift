@@ -89,8 +89,9 @@ final class Acknowledger: Sendable {
 
     private func write(_ batch: [Acknowledgement]) async {
         // Almost always one stream; more only with several WORKER_STREAMS.
-        let first = batch[0].delivery.context.stream
-        if batch.allSatisfy({ $0.delivery.context.stream == first }) {
+        // Compared by reference first: each stream has one context, shared by its deliveries.
+        let first = batch[0].delivery.context
+        if batch.allSatisfy({ $0.delivery.context === first || $0.delivery.context.stream == first.stream }) {
             await write(stream: batch)
             return
         }
