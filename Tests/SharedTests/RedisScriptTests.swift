@@ -53,6 +53,31 @@ import Testing
         try await RedisTesting.cleanUp(client, prefix: prefix)
     }
 
+    @Test func encodedScriptIsLoadedOnFirstUseAndAgainAfterScriptFlush() async throws {
+        let client = try RedisTesting.client(maximumConnections: 1)
+        defer { client.close() }
+        let prefix = RedisTesting.uniquePrefix("script-encoded")
+        let script = RedisScript(source: "return redis.call('INCRBY', KEYS[1], ARGV[1]) -- \(prefix)")
+        let command = EncodedRedisCommand.script(script, keys: [prefix + "n"], argumentCount: 1) { $0.append(Int64(5)) }
+        #expect(try await client.send(encoded: command) == .integer(5))
+        #expect(try await client.send(encoded: command) == .integer(10))
+
+        _ = try await client.send("SCRIPT", "FLUSH")
+        #expect(try await client.send(encoded: command) == .integer(15))
+        #expect(try await client.send("GET", prefix + "n") == .bulk(Array("15".utf8)))
+        try await RedisTesting.cleanUp(client, prefix: prefix)
+    }
+
+    @Test func encodedScriptThatDoesNotCompileIsThrownAsItsLoadError() async throws {
+        let client = try RedisTesting.client()
+        defer { client.close() }
+        let script = RedisScript(source: "this is not lua")
+        let command = EncodedRedisCommand.script(script, keys: [], argumentCount: 0) { _ in }
+        let error = try await #require(throws: RedisError.self) { try await client.send(encoded: command) }
+        #expect(error.code == .server("ERR"))
+        #expect(error.serverMessage?.hasPrefix("ERR Error compiling script") == true)
+    }
+
     @Test func scriptRuntimeErrorIsThrownAsServerError() async throws {
         let client = try RedisTesting.client()
         defer { client.close() }

@@ -64,8 +64,12 @@ final class Acknowledger: Sendable {
         while true {
             let next: [Acknowledgement]? = state.withLock { state in
                 guard !state.pending.isEmpty else { return nil }
-                defer { state.pending = [] }
-                return state.pending
+                let taken = state.pending
+                // Sized like the batch taken: the next one is about as large, and
+                // growing it append by append reallocates and copies it each doubling.
+                state.pending = []
+                state.pending.reserveCapacity(taken.count)
+                return taken
             }
             if let next {
                 await write(next)
@@ -85,8 +89,9 @@ final class Acknowledger: Sendable {
 
     private func write(_ batch: [Acknowledgement]) async {
         // Almost always one stream; more only with several WORKER_STREAMS.
-        let first = batch[0].delivery.context.stream
-        if batch.allSatisfy({ $0.delivery.context.stream == first }) {
+        // Compared by reference first: each stream has one context, shared by its deliveries.
+        let first = batch[0].delivery.context
+        if batch.allSatisfy({ $0.delivery.context === first || $0.delivery.context.stream == first.stream }) {
             await write(stream: batch)
             return
         }
@@ -121,20 +126,29 @@ final class Acknowledger: Sendable {
     }
 
     /// One `QueueScripts.acknowledge` run for entries of one stream: safe to repeat
-    /// when its answer is lost.
+    /// when its answer is lost. Written straight into RESP: no byte array per argument.
     private func send(_ items: [Acknowledgement]) async throws {
         let context = items[0].delivery.context
         let plain = items.count(where: \.isPlain)
-        var arguments: [any RedisValueConvertible] = [context.group, replyLifetimeSeconds, plain]
-        arguments.reserveCapacity(3 + plain + (items.count - plain) * 4)
-        for item in items where item.isPlain { arguments.append(item.delivery.entry.id) }
-        for item in items where !item.isPlain {
-            let reply = item.replyJSON.flatMap { json in item.delivery.message.replyKey.map { ($0, json) } }
-            arguments.append(item.delivery.entry.id)
-            arguments.append(item.releaseQuota ? item.delivery.message.quotaKey : "")
-            arguments.append(reply?.0 ?? "")
-            arguments.append(reply?.1 ?? "")
+        let others = items.count - plain
+        // Entry ids are about 15 bytes, plus their 5-byte header and CRLF.
+        let command = EncodedRedisCommand.script(
+            QueueScripts.acknowledge, keys: [context.stream], argumentCount: 3 + plain + others * 4,
+            capacity: 256 + items.count * 24 + others * 160
+        ) { arguments in
+            arguments.append(context.group)
+            arguments.append(Int64(replyLifetimeSeconds))
+            arguments.append(Int64(plain))
+            for item in items where item.isPlain { arguments.append(item.delivery.entry.id) }
+            for item in items where !item.isPlain {
+                let message = item.delivery.message
+                let reply = item.replyJSON.flatMap { json in message.replyKey.map { ($0, json) } }
+                arguments.append(item.delivery.entry.id)
+                arguments.append(item.releaseQuota ? message.quotaKey : "")
+                arguments.append(reply?.0 ?? "")
+                arguments.append(reply?.1 ?? "")
+            }
         }
-        _ = try await redis.run(QueueScripts.acknowledge, keys: [context.stream], arguments: arguments)
+        _ = try await redis.send(encoded: command)
     }
 }

@@ -26,6 +26,21 @@ public struct EncodedRedisCommand: Sendable {
         self.script = script
     }
 
+    /// `EVALSHA sha numkeys keys… arguments…` of a script; `body` appends exactly
+    /// `argumentCount` arguments after the keys.
+    public static func script(
+        _ script: RedisScript, keys: [String], argumentCount: Int, capacity: Int = 256,
+        _ body: (inout Writer) -> Void
+    ) -> EncodedRedisCommand {
+        EncodedRedisCommand(argumentCount: 3 + keys.count + argumentCount, script: script, capacity: capacity) {
+            $0.append("EVALSHA")
+            $0.append(script.sha1)
+            $0.append(Int64(keys.count))
+            for key in keys { $0.append(key) }
+            body(&$0)
+        }
+    }
+
     /// The command's name in upper case, for errors (never the arguments).
     public var name: String {
         // "*<n>\r\n$<len>\r\n<name>\r\n…": the name is the first bulk string.

@@ -94,6 +94,12 @@ public final class RedisClient: Sendable {
         try await withConnection { try await $0.pipeline(encoded: commands) }
     }
 
+    /// `send(_:)` for a command already written in RESP, a script's `EVALSHA` included
+    /// (loaded as `run(_:keys:arguments:)` loads it).
+    public func send(encoded command: EncodedRedisCommand) async throws -> RedisReply {
+        try await withConnection { try await $0.send(encoded: command) }
+    }
+
     /// Runs a Lua script by SHA, loading it transparently when the server does not
     /// have it (first use on a connection, or after `SCRIPT FLUSH`).
     public func run(

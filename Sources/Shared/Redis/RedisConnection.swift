@@ -210,6 +210,14 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         return try await onQueue { connection throws(RedisError) in try connection.roundTrip(encoded: commands) }
     }
 
+    /// `send(_:)` for a command already written in RESP: its bytes go to hiredis as
+    /// they are. A script (`EncodedRedisCommand.script`) is loaded and NOSCRIPT
+    /// answered as `pipeline(_:)` does.
+    public func send(encoded command: EncodedRedisCommand) async throws -> RedisReply {
+        try await onQueue { connection throws(RedisError) in try connection.roundTripLoadingScript(command) }
+            .throwingError()
+    }
+
     // MARK: On the queue
 
     private func onQueue<T: Sendable>(_ body: @escaping @Sendable (RedisConnection) throws(RedisError) -> T)
@@ -261,6 +269,25 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
             replies[index] = reply.error?.serverPrefix == "NOSCRIPT" ? (loadFailures[sha] ?? reply) : reply
         }
         return replies
+    }
+
+    /// One encoded command, its script loaded first when the connection has not
+    /// loaded it yet, and loaded and re-sent once after a NOSCRIPT (a flushed cache).
+    private func roundTripLoadingScript(_ command: EncodedRedisCommand) throws(RedisError) -> RedisReply {
+        guard let script = command.script else { return try roundTrip(encoded: [command])[0] }
+        let load = EncodedRedisCommand(RedisCommand(argv: Self.scriptLoad(script)))
+        let loaded = RedisReply.bulk(Array(script.sha1.utf8))
+        if knownScripts.contains(script.sha1) {
+            let reply = try roundTrip(encoded: [command])[0]
+            guard reply.error?.serverPrefix == "NOSCRIPT" else { return reply }
+        }
+        let replies = try roundTrip(encoded: [load, command])
+        if replies[0] == loaded {
+            knownScripts.insert(script.sha1)
+        } else if replies[1].error?.serverPrefix == "NOSCRIPT" {
+            return replies[0]  // e.g. a compile error: report it rather than NOSCRIPT
+        }
+        return replies[1]
     }
 
     private static func scriptLoad(_ script: RedisScript) -> [[UInt8]] {

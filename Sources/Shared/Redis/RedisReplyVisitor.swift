@@ -27,8 +27,9 @@ public protocol RedisReplyVisitor: AnyObject, Sendable {
 enum RedisVisitingReader {
     /// What a read collects besides what the visitor keeps: a top-level error reply.
     final class Session {
-        /// Not retained per element: the read that made the session holds the visitor.
-        unowned(unsafe) let visitor: any RedisReplyVisitor
+        /// A strong `let`: read through the borrowed session it is borrowed too, where an
+        /// `unowned(unsafe)` one was retained and released around every element's call.
+        let visitor: any RedisReplyVisitor
         var error: String?
 
         init(visitor: any RedisReplyVisitor) { self.visitor = visitor }
