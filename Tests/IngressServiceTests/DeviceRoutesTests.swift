@@ -173,8 +173,10 @@ import Testing
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)
             let (id, secret) = try await app.subscribe(topic: fixture.topic)
+            // Under an hour old: ServiceTests' sweep, running alongside with a one-hour
+            // maximum age, deletes every older row in the shared database.
             try await app.postgres.execute(
-                "UPDATE subscriptions SET last_seen_at = now() - interval '10 days' WHERE id = \(id)")
+                "UPDATE subscriptions SET last_seen_at = now() - interval '30 minutes' WHERE id = \(id)")
             // Fill the cache, so the update must invalidate it.
             #expect(try await app.push(id).status == 201)
             let token = Fixture.token()
