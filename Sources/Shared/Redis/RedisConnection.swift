@@ -193,29 +193,26 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
     /// and that command re-sent — it then runs after the pipeline's other commands.
     public func pipeline(_ commands: [RedisCommand], timeout: Duration? = nil) async throws -> [RedisReply] {
         if commands.isEmpty { return [] }
+        let encoded = commands.map(EncodedRedisCommand.init)
         return try await onQueue { connection throws(RedisError) in
-            guard let timeout else { return try connection.pipelineWithScripts(commands) }
+            guard let timeout else { return try connection.pipelineLoadingScripts(encoded) }
             try connection.setTimeout(timeout)
-            let replies = try connection.pipelineWithScripts(commands)
+            let replies = try connection.pipelineLoadingScripts(encoded)
             try connection.setTimeout(connection.options.commandTimeout)
             return replies
         }
     }
 
-    /// `pipeline(_:)` for commands already written in RESP (no scripts): their bytes
-    /// go to hiredis as they are, with no argv to build per argument.
+    /// `pipeline(_:)` for commands already written in RESP: their bytes go to hiredis
+    /// as they are, with no argv to build per argument; scripts are loaded alike.
     public func pipeline(encoded commands: [EncodedRedisCommand]) async throws -> [RedisReply] {
-        precondition(commands.allSatisfy { $0.script == nil }, "scripts go through pipeline(_:) (NOSCRIPT handling)")
         if commands.isEmpty { return [] }
-        return try await onQueue { connection throws(RedisError) in try connection.roundTrip(encoded: commands) }
+        return try await onQueue { connection throws(RedisError) in try connection.pipelineLoadingScripts(commands) }
     }
 
-    /// `send(_:)` for a command already written in RESP: its bytes go to hiredis as
-    /// they are. A script (`EncodedRedisCommand.script`) is loaded and NOSCRIPT
-    /// answered as `pipeline(_:)` does.
+    /// `send(_:)` for a command already written in RESP (a script's `EVALSHA` included).
     public func send(encoded command: EncodedRedisCommand) async throws -> RedisReply {
-        try await onQueue { connection throws(RedisError) in try connection.roundTripLoadingScript(command) }
-            .throwingError()
+        try await pipeline(encoded: [command])[0].throwingError()
     }
 
     // MARK: On the queue
@@ -230,18 +227,17 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         }
     }
 
-    private func pipelineWithScripts(_ commands: [RedisCommand]) throws(RedisError) -> [RedisReply] {
+    private func pipelineLoadingScripts(_ commands: [EncodedRedisCommand]) throws(RedisError) -> [RedisReply] {
         var unknown: [RedisScript] = []
         for script in commands.compactMap(\.script)
         where !knownScripts.contains(script.sha1) && !unknown.contains(script) {
             unknown.append(script)
         }
-        let loads = unknown.map(Self.scriptLoad)
-        let all = try roundTrip(loads + commands.map(\.argv), names: loads.map { _ in "SCRIPT" } + commands.map(\.name))
+        let all = try roundTrip(encoded: unknown.map(Self.scriptLoad) + commands)
         for (script, reply) in zip(unknown, all) where reply == .bulk(Array(script.sha1.utf8)) {
             knownScripts.insert(script.sha1)
         }
-        var replies = Array(all.dropFirst(loads.count))
+        var replies = Array(all.dropFirst(unknown.count))
 
         // NOSCRIPT despite the load: the script cache was flushed under us.
         let missing = replies.indices.filter {
@@ -252,10 +248,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         for index in missing {
             if let script = commands[index].script, !reloaded.contains(script) { reloaded.append(script) }
         }
-        let retried = missing.map { commands[$0] }
-        let again = try roundTrip(
-            reloaded.map(Self.scriptLoad) + retried.map(\.argv),
-            names: reloaded.map { _ in "SCRIPT" } + retried.map(\.name))
+        let again = try roundTrip(encoded: reloaded.map(Self.scriptLoad) + missing.map { commands[$0] })
         var loadFailures: [String: RedisReply] = [:]
         for (script, reply) in zip(reloaded, again) {
             if reply == .bulk(Array(script.sha1.utf8)) {
@@ -271,27 +264,8 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         return replies
     }
 
-    /// One encoded command, its script loaded first when the connection has not
-    /// loaded it yet, and loaded and re-sent once after a NOSCRIPT (a flushed cache).
-    private func roundTripLoadingScript(_ command: EncodedRedisCommand) throws(RedisError) -> RedisReply {
-        guard let script = command.script else { return try roundTrip(encoded: [command])[0] }
-        let load = EncodedRedisCommand(RedisCommand(argv: Self.scriptLoad(script)))
-        let loaded = RedisReply.bulk(Array(script.sha1.utf8))
-        if knownScripts.contains(script.sha1) {
-            let reply = try roundTrip(encoded: [command])[0]
-            guard reply.error?.serverPrefix == "NOSCRIPT" else { return reply }
-        }
-        let replies = try roundTrip(encoded: [load, command])
-        if replies[0] == loaded {
-            knownScripts.insert(script.sha1)
-        } else if replies[1].error?.serverPrefix == "NOSCRIPT" {
-            return replies[0]  // e.g. a compile error: report it rather than NOSCRIPT
-        }
-        return replies[1]
-    }
-
-    private static func scriptLoad(_ script: RedisScript) -> [[UInt8]] {
-        [Array("SCRIPT".utf8), Array("LOAD".utf8), Array(script.source.utf8)]
+    private static func scriptLoad(_ script: RedisScript) -> EncodedRedisCommand {
+        EncodedRedisCommand(RedisCommand(argv: [Array("SCRIPT".utf8), Array("LOAD".utf8), Array(script.source.utf8)]))
     }
 
     /// Appends every command to hiredis's output buffer, then reads one reply per
@@ -326,10 +300,12 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
     /// `roundTrip` of commands already in RESP. Runs on `queue`.
     private func roundTrip(encoded commands: [EncodedRedisCommand]) throws(RedisError) -> [RedisReply] {
         guard !closed.load(ordering: .acquiring), let context else {
-            throw RedisError(code: .closed, message: "the connection to \(endpoint) is closed")
+            throw RedisError(
+                code: .closed, message: "the connection to \(endpoint) is closed", command: commands.first?.name)
         }
         guard !broken.load(ordering: .acquiring), context.pointee.err == 0 else {
-            throw RedisError(code: .connection, message: "the connection to \(endpoint) is broken")
+            throw RedisError(
+                code: .connection, message: "the connection to \(endpoint) is broken", command: commands.first?.name)
         }
         for command in commands {
             let status = command.bytes.withUnsafeBufferPointer { bytes in
