@@ -1,8 +1,8 @@
 import Shared
 
 /// The public API's `HTTPHandler`: routes each request, applies the body limits
-/// (8 KB for Web Push, a full batch for App API sends, 64 KB for other JSON), turns errors into the spec's error
-/// bodies and records the request metrics.
+/// (8 KB for Web Push, a full batch for App API sends, 64 KB for other JSON), turns
+/// errors into the spec's error bodies and records the request metrics.
 /// A class so the per-request closures retain one reference, not every field.
 final class IngressHandler: HTTPHandler {
     static let jsonBodyLimit = 64 * 1024

@@ -189,8 +189,9 @@ final class WebPushRoutes: Sendable {
     }
 
     /// Runs the hot-path script, filling the cache from Postgres on a miss (within
-    /// `HotPathCache.maximumScriptRuns`), and turns refusals into `PushAPIError`s. `earlier` is the
-    /// decision of a run already made (by the callback path), which counts as the first.
+    /// `HotPathCache.maximumScriptRuns`), and turns refusals into `PushAPIError`s.
+    /// `earlier` is the decision of a run already made (by the callback path), which
+    /// counts as the first.
     private func decide(
         _ item: RedisMultiplexer.BatchItem, id: String, after earlier: HotPathScript.Decision? = nil
     ) async throws -> HotPathScript.Decision {
