@@ -202,8 +202,12 @@ import Testing
             try await eventually("lastPushAt set") {
                 try await stack.devices(user, key: key).first?["lastPushAt"] is String
             }
+            // Deleted, but its tombstone answers `gone` again to this app, and to no other.
             let again = try await stack.send([(device.id, DeliveryStack.payload)], key: key)
-            #expect(statuses(again) == ["not_found"] || statuses(again) == ["gone"])
+            #expect(statuses(again) == ["gone"])
+            let other = try await Fixture.create(stack.postgres)
+            let stranger = try await stack.send([(device.id, DeliveryStack.payload)], key: try await stack.apiKey(app: other.appID))
+            #expect(statuses(stranger) == ["not_found"])
         }
     }
 }

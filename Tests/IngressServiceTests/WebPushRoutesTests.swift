@@ -194,7 +194,7 @@ import Testing
             #expect(try await app.push(id).status == 201)
             // What the worker does when APNs says the token is gone.
             try await app.postgres.execute("DELETE FROM subscriptions WHERE id = \(id)")
-            try await app.app.invalidation.subscriptionGone(id)
+            try await app.app.invalidation.subscriptionGone(id, app: fixture.appID)
             let gone = try await app.push(id)
             #expect(gone.status == 410)
             #expect(gone.text == errorBody(1003, "Subscription not found"))
@@ -210,7 +210,7 @@ import Testing
             #expect(try await app.push(id).status == 201)
             // The worker set the tombstone and dropped the entry; a fill that read the
             // row before the worker deleted it from Postgres writes afterwards.
-            try await app.app.invalidation.subscriptionGone(id)
+            try await app.app.invalidation.subscriptionGone(id, app: fixture.appID)
             let cache = HotPathCache(
                 redis: app.redis, keys: app.keys, subscriptions: SubscriptionRepository(postgres: app.postgres),
                 directory: AppDirectory(postgres: app.postgres), lifetimeMilliseconds: 60_000)

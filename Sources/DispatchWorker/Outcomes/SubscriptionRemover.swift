@@ -37,7 +37,7 @@ struct SubscriptionRemover: Sendable {
         let present = try rows.first?.decode("present", as: Bool.self) ?? false
         // The EXISTS sees the snapshot before the DELETE: present and not removed = kept.
         guard removed > 0 || !present else { return .kept }
-        try await invalidation.subscriptionGone(message.subscriptionID)
+        try await invalidation.subscriptionGone(message.subscriptionID, app: message.appID)
         return .removed
     }
 }

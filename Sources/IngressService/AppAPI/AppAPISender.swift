@@ -1,8 +1,8 @@
 import Foundation
 import Shared
 
-/// `POST /send`: decides what it can at the ingress (not_found, invalid, inactive,
-/// skipped, quota_exceeded), enqueues the rest through the hot-path script in `app`
+/// `POST /send`: decides what it can at the ingress (not_found, gone, invalid,
+/// inactive, skipped, quota_exceeded), enqueues the rest through the hot-path script in `app`
 /// mode (the same stream entry as Web Push, plus `reply`), then waits on the
 /// request's reply list for the workers' outcomes until the deadline (`queued` after).
 struct AppAPISender: Sendable {
@@ -18,6 +18,7 @@ struct AppAPISender: Sendable {
         let start = ContinuousClock.now
         let ids = Array(Set(batch.messages.map(\.subscriptionID).filter(SubscriptionID.isWellFormed)))
         let targets = ids.isEmpty ? [:] : try await repository.sendTargets(ids, app: app)
+        let gone = try await tombstoned(ids.filter { targets[$0] == nil }, app: app)
         let replyKey = keys.reply(Base64URL.encode(SecureRandom.bytes(16)))
         let month = RedisKeys.quotaMonth()
         var outcomes: [SendOutcome] = []
@@ -25,7 +26,7 @@ struct AppAPISender: Sendable {
         for message in batch.messages {
             let id = message.subscriptionID
             guard let target = targets[id], target.appID == app else {
-                outcomes.append(SendOutcome(id, "not_found"))
+                outcomes.append(SendOutcome(id, gone.contains(id) ? "gone" : "not_found"))
                 continue
             }
             guard let ciphertext = message.ciphertext else {
@@ -70,6 +71,17 @@ struct AppAPISender: Sendable {
             }
         }
         return .json(200, "{\"results\":[" + outcomes.map(\.json).joined(separator: ",") + "]}")
+    }
+
+    /// Of `ids` (subscriptions not in Postgres), those the workers deleted because
+    /// their device token died, while the tombstone lasts: `gone` again, as on the
+    /// first send. Only to the subscription's own app (the tombstone holds it), so
+    /// another app learns nothing about ids that are not its own.
+    private func tombstoned(_ ids: [String], app: String) async throws -> Set<String> {
+        guard !ids.isEmpty else { return [] }
+        let reply = try await redis.send(RedisCommand("MGET", arguments: ids.map(keys.tombstone)))
+        let apps = try reply.throwingError().array ?? []
+        return Set(zip(ids, apps).filter { $0.1.string == app }.map(\.0))
     }
 
     /// Runs the script (filling the cache on a miss); the status before the workers answer.

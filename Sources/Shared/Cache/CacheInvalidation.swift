@@ -7,7 +7,7 @@
 /// | a subscription's token, alert, sandbox or state changed | `subscriptionChanged(_:)` |
 /// | a subscription was activated | `subscriptionActivated(_:)` (drops the stash too) |
 /// | subscriptions deleted (by id, by identifier or app removal, by the sweep) | `subscriptionsDeleted(_:)` |
-/// | a device token died (APNs 410 / BadDeviceToken) | `subscriptionGone(_:)` (adds the 410 tombstone) |
+/// | a device token died (APNs 410 / BadDeviceToken) | `subscriptionGone(_:app:)` (adds the 410 tombstone) |
 /// | an app's push switch or chosen credential changed, the app was deleted | `appChanged(_:)` |
 /// | a credential was rejected, restored or deleted | `appChanged(_:)` for each app using it |
 /// | an account's plan changed | `accountChanged(_:)` |
@@ -52,9 +52,11 @@ public struct CacheInvalidation: Sendable {
     }
 
     /// `subscriptionsDeleted([id])` plus a tombstone, so pushes answer 410 instead of 404.
-    public func subscriptionGone(_ id: String) async throws {
+    /// The tombstone holds the subscription's app: App API sends from that app (and
+    /// only that app: another app must not learn the id existed) answer `gone`.
+    public func subscriptionGone(_ id: String, app: String) async throws {
         _ = try await redis.pipeline([
-            RedisCommand("SET", keys.tombstone(id), "1", "EX", tombstoneLifetimeSeconds),
+            RedisCommand("SET", keys.tombstone(id), app, "EX", tombstoneLifetimeSeconds),
             RedisCommand("DEL", keys.subscription(id), keys.stash(id), keys.pushRate(id)),
         ]).map { try $0.throwingError() }
     }
