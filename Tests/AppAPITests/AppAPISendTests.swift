@@ -17,7 +17,8 @@ import Testing
             let many = Array(repeating: item, count: 101).joined(separator: ",")
             #expect(try await stack.api("POST", "/send", key: key, json: #"{"messages":[\#(many)]}"#).status == 400)
             #expect(try await stack.api("POST", "/send", key: key, json: "not json").status == 400)
-            let urgent = #"{"messages":[{"subscriptionId":"AAAAAAAAAAAAAAAAAAAAAA","payload":"AAAA","urgency":"urgent"}]}"#
+            let urgent =
+                #"{"messages":[{"subscriptionId":"AAAAAAAAAAAAAAAAAAAAAA","payload":"AAAA","urgency":"urgent"}]}"#
             let badUrgency = try await stack.api("POST", "/send", key: key, json: urgent)
             #expect(badUrgency.status == 400)
             #expect(badUrgency.text.contains("urgency must be very-low, low, normal or high"))
@@ -206,7 +207,8 @@ import Testing
             let again = try await stack.send([(device.id, DeliveryStack.payload)], key: key)
             #expect(statuses(again) == ["gone"])
             let other = try await Fixture.create(stack.postgres)
-            let stranger = try await stack.send([(device.id, DeliveryStack.payload)], key: try await stack.apiKey(app: other.appID))
+            let stranger = try await stack.send(
+                [(device.id, DeliveryStack.payload)], key: try await stack.apiKey(app: other.appID))
             #expect(statuses(stranger) == ["not_found"])
         }
     }
