@@ -139,6 +139,20 @@ import Testing
         ),
         ([("TTL", "60"), ("Content-Encoding", "aesgcm")], "Content-Encoding must be aes128gcm"),
         ([("TTL", "60")], "Content-Encoding must be aes128gcm"),
+        // One value each: repeated with another value, the sender's meaning is unknowable.
+        ([("TTL", "60"), ("ttl", "0"), ("Content-Encoding", "aes128gcm")], "TTL must be given once"),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Urgency", "high"), ("Urgency", "low")],
+            "Urgency must be given once"
+        ),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", "a"), ("Topic", "b")],
+            "Topic must be given once"
+        ),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Content-Encoding", "aesgcm")],
+            "Content-Encoding must be given once"
+        ),
     ]
 
     @Test func invalidHeadersAnswer1001() async throws {
@@ -151,6 +165,18 @@ import Testing
                 #expect(response.text == errorBody(1001, "Invalid parameters: \(detail)"), "\(headers)")
             }
             #expect(try await app.queueLength() == 0)
+        }
+    }
+
+    @Test func aHeaderRepeatedWithItsOwnValueIsAccepted() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let response = try await app.push(
+                id, headers: [("TTL", "60"), ("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Urgency", "low")])
+            #expect(response.status == 201)
+            #expect(response.headers["ttl"] == "60")
+            #expect(try await app.queueEntries().first?.priority == 5)
         }
     }
 
@@ -271,7 +297,8 @@ import Testing
             #expect(try await app.push(id).status == 201)
             _ = try await app.redis.send("HDEL", app.keys.subscription(id), SubscriptionCacheField.part)
             #expect(try await app.push(id).status == 201)
-            #expect(try await app.redis.send("HEXISTS", app.keys.subscription(id), SubscriptionCacheField.part).int == 1)
+            #expect(
+                try await app.redis.send("HEXISTS", app.keys.subscription(id), SubscriptionCacheField.part).int == 1)
         }
     }
 

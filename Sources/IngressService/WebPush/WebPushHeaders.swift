@@ -26,7 +26,8 @@ struct WebPushHeaders: Sendable, Equatable {
     let bodyFormat: BodyFormat
 
     init(_ headers: HTTPHeaders, maximumTTL: Int) throws(PushAPIError) {
-        guard let ttlText = headers["TTL"]?.trimmingWhitespace else {
+        let fields = try Fields(headers)
+        guard let ttlText = fields.ttl?.trimmingWhitespace else {
             throw .invalid("TTL header is required")
         }
         guard !ttlText.isEmpty, ttlText.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
@@ -35,13 +36,13 @@ struct WebPushHeaders: Sendable, Equatable {
         // All digits: anything that does not fit is larger than the cap anyway.
         ttl = min(Int(ttlText) ?? Int.max, maximumTTL)
 
-        switch headers["Urgency"]?.trimmingWhitespace.lowercasedUnlessLower {
+        switch fields.urgency?.trimmingWhitespace.lowercasedUnlessLower {
         case nil, "normal", "high": priority = 10
         case "very-low", "low": priority = 5
         default: throw .invalid("Urgency must be very-low, low, normal or high")
         }
 
-        if let topic = headers["Topic"]?.trimmingWhitespace {
+        if let topic = fields.topic?.trimmingWhitespace {
             guard !topic.isEmpty, topic.utf8.count <= 32, topic.utf8.allSatisfy(Self.isBase64URLCharacter) else {
                 throw .invalid("Topic must be 1 to 32 base64url characters")
             }
@@ -50,8 +51,8 @@ struct WebPushHeaders: Sendable, Equatable {
             topic = nil
         }
 
-        let json = Self.isJSON(headers)
-        if let encoding = headers["Content-Encoding"]?.trimmingWhitespace {
+        let json = fields.contentType.map(Self.isJSON(contentType:)) ?? false
+        if let encoding = fields.contentEncoding?.trimmingWhitespace {
             guard encoding.lowercasedUnlessLower == "aes128gcm" else {
                 throw .invalid("Content-Encoding must be aes128gcm")
             }
@@ -63,9 +64,45 @@ struct WebPushHeaders: Sendable, Equatable {
         }
     }
 
+    /// The headers read here, from one pass over the request's. `TTL`, `Urgency`,
+    /// `Topic` and `Content-Encoding` each hold one value: given twice with different
+    /// values, which one the sender meant is unknowable, so that is a 400, not a
+    /// guess. (`Content-Type`: the first, as `HTTPHeaders` reads it.)
+    private struct Fields {
+        var ttl, urgency, topic, contentEncoding, contentType: String?
+
+        init(_ headers: HTTPHeaders) throws(PushAPIError) {
+            for (name, value) in headers {
+                // The length first: most fields are none of these, and it settles that cheaply.
+                switch name.utf8.count {
+                case 3 where name.caseInsensitiveEquals("TTL"): try Self.keep(value, in: &ttl, name: "TTL")
+                case 5 where name.caseInsensitiveEquals("Topic"): try Self.keep(value, in: &topic, name: "Topic")
+                case 7 where name.caseInsensitiveEquals("Urgency"):
+                    try Self.keep(value, in: &urgency, name: "Urgency")
+                case 12 where contentType == nil && name.caseInsensitiveEquals("Content-Type"): contentType = value
+                case 16 where name.caseInsensitiveEquals("Content-Encoding"):
+                    try Self.keep(value, in: &contentEncoding, name: "Content-Encoding")
+                default: break
+                }
+            }
+        }
+
+        private static func keep(_ value: String, in slot: inout String?, name: String) throws(PushAPIError) {
+            guard let kept = slot else {
+                slot = value
+                return
+            }
+            guard kept == value else { throw .invalid("\(name) must be given once") }
+        }
+    }
+
     /// Whether the body may be base64url text: `Content-Type: application/json`.
     static func isJSON(_ headers: HTTPHeaders) -> Bool {
-        headers["Content-Type"]?.lowercasedUnlessLower.hasPrefix("application/json") == true
+        headers["Content-Type"].map(isJSON(contentType:)) ?? false
+    }
+
+    private static func isJSON(contentType: String) -> Bool {
+        contentType.lowercasedUnlessLower.hasPrefix("application/json")
     }
 
     static func isBase64URLCharacter(_ byte: UInt8) -> Bool {

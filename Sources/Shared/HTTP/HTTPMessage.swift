@@ -103,7 +103,7 @@ extension String {
     /// Equal ignoring case. Field names are ASCII, so that is compared byte by byte
     /// over the two strings' storage, without allocating; anything else falls back
     /// to Unicode lower-casing.
-    func caseInsensitiveEquals(_ other: String) -> Bool {
+    package func caseInsensitiveEquals(_ other: String) -> Bool {
         guard utf8.count == other.utf8.count else { return false }
         let answer =
             utf8.withContiguousStorageIfAvailable { left in
