@@ -105,27 +105,32 @@ final class SimulatorState: Sendable {
     /// Counts and records an accepted notification (the oldest recording goes
     /// when `maxRecordedNotifications` are kept).
     func finishRequest(
-        accepted: APNsRequestValidator.Accepted, apnsID: String, headers: [HTTP2Header], payload: [UInt8],
+        accepted: APNsRequestValidator.Accepted, apnsID: APNsID, headers: [HTTP2Header], payload: [UInt8],
         connectionID: Int
     ) {
         let limit = configuration.maxRecordedNotifications
+        guard limit > 0 else {
+            storage.withLock { $0.counters.accepted += 1 }
+            return
+        }
+        // Built, and the recording it replaces freed, outside the lock (the other loop may be waiting for it).
+        let request = RecordedRequest(headers: headers, payload: payload)
         let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
-        storage.withLock { storage in
+        _ = storage.withLock { storage -> RecordedNotification? in
             storage.counters.accepted += 1
-            guard limit > 0 else { return }
             let record = RecordedNotification(
-                sequence: storage.nextSequence, receivedAt: receivedAt, apnsID: apnsID,
-                deviceToken: accepted.deviceToken,
-                topic: accepted.topic, teamID: accepted.teamID, keyID: accepted.keyID, connectionID: connectionID,
-                requestHeaders: headers, payload: payload)
+                sequence: storage.nextSequence, receivedAt: receivedAt, responseID: apnsID, teamID: accepted.teamID,
+                keyID: accepted.keyID, connectionID: connectionID, request: request)
             storage.nextSequence += 1
-            if storage.recordings.count < limit {
+            guard storage.recordings.count == limit else {
                 storage.recordings.append(record)
-            } else {
-                storage.recordings[storage.recordingsStart] = record
-                storage.recordingsStart = (storage.recordingsStart + 1) % limit
-                storage.counters.recordingsDropped += 1
+                return nil
             }
+            let dropped = storage.recordings[storage.recordingsStart]
+            storage.recordings[storage.recordingsStart] = record
+            storage.recordingsStart = (storage.recordingsStart + 1) % limit
+            storage.counters.recordingsDropped += 1
+            return dropped
         }
     }
 

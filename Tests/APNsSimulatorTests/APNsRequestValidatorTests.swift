@@ -30,7 +30,7 @@ import Testing
         #expect(
             accepted
                 == .init(
-                    deviceToken: Fixtures.deviceToken, topic: Fixtures.bundleID, teamID: Fixtures.teamID,
+                    deviceToken: Fixtures.deviceToken[...], topic: Fixtures.bundleID, teamID: Fixtures.teamID,
                     keyID: Fixtures.keyID))
         #expect(verdict.apnsID == "123E4567-E89B-12D3-A456-426614174000")
         #expect(verdict.authenticated)
@@ -340,7 +340,7 @@ import Testing
         var generator = APNsIDGenerator()
         var seen = Set<String>()
         for _ in 0..<1000 {
-            let id = generator.next()
+            let id = generator.next().description
             #expect(APNsRequestValidator.isCanonicalUUID(id))
             #expect(id == id.uppercased())
             #expect(UUID(uuidString: id) != nil)

@@ -1,0 +1,92 @@
+import Shared
+
+/// The header fields APNs reads from a request (`:method`, `:path`,
+/// `authorization`, `apns-*`), found in one pass over the request's header list.
+/// Their bytes are copied into one buffer a connection reuses, for the
+/// validator's byte checks; the strings are kept too, for what is recorded.
+struct APNsRequestHeaders {
+    enum Name: Int, CaseIterable {
+        case method, path, authorization, topic, pushType, priority, expiration, collapseID, apnsID
+
+        var text: StaticString {
+            switch self {
+            case .method: ":method"
+            case .path: ":path"
+            case .authorization: "authorization"
+            case .topic: "apns-topic"
+            case .pushType: "apns-push-type"
+            case .priority: "apns-priority"
+            case .expiration: "apns-expiration"
+            case .collapseID: "apns-collapse-id"
+            case .apnsID: "apns-id"
+            }
+        }
+
+        /// Made once: `allCases` builds a new array per use.
+        private static let all = allCases
+
+        /// The name `bytes` spell, if APNs reads it: lengths first, as they mostly differ.
+        init?(_ bytes: UnsafeBufferPointer<UInt8>) {
+            guard
+                let name = Self.all.first(where: {
+                    $0.text.utf8CodeUnitCount == bytes.count && UTF8Bytes.equal(bytes, $0.text)
+                })
+            else { return nil }
+            self = name
+        }
+    }
+
+    private var bytes: [UInt8] = []
+    /// Where each `Name`'s value is in `bytes` (by raw value).
+    private var ranges: [Range<Int>?] = Array(repeating: nil, count: Name.allCases.count)
+    /// Each `Name`'s value as received (by raw value).
+    private var strings: [String?] = Array(repeating: nil, count: Name.allCases.count)
+    /// One of the names was given more than once.
+    private(set) var hasRepeatedField = false
+
+    init() {
+        bytes.reserveCapacity(512)
+    }
+
+    init(_ headers: [HTTP2Header]) {
+        self.init()
+        read(headers)
+    }
+
+    /// Takes the fields of a request's header list: for a name given twice, the last value.
+    mutating func read(_ headers: [HTTP2Header]) {
+        bytes.removeAll(keepingCapacity: true)
+        for index in ranges.indices {
+            ranges[index] = nil
+            strings[index] = nil
+        }
+        hasRepeatedField = false
+        for header in headers {
+            guard let name = UTF8Bytes.with(header.name, { Name($0) }) else { continue }
+            if ranges[name.rawValue] != nil { hasRepeatedField = true }
+            let start = bytes.count
+            UTF8Bytes.with(header.value) { bytes.append(contentsOf: $0) }
+            ranges[name.rawValue] = start..<bytes.count
+            strings[name.rawValue] = header.value
+        }
+    }
+
+    /// The field's value as received, or nil when it was not given.
+    subscript(_ name: Name) -> String? { strings[name.rawValue] }
+
+    /// Calls `body` with the values, valid only during the call.
+    func withValues<Result>(_ body: (Values) -> Result) -> Result {
+        bytes.withUnsafeBufferPointer { body(Values(bytes: $0, ranges: ranges)) }
+    }
+
+    /// The values of one request, pointing into its `APNsRequestHeaders`.
+    struct Values {
+        fileprivate let bytes: UnsafeBufferPointer<UInt8>
+        fileprivate let ranges: [Range<Int>?]
+
+        /// The field's value, or nil when it was not given.
+        subscript(_ name: Name) -> UnsafeBufferPointer<UInt8>? {
+            ranges[name.rawValue].map { UnsafeBufferPointer(rebasing: bytes[$0]) }
+        }
+    }
+}
