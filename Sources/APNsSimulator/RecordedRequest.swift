@@ -1,80 +1,120 @@
 import Shared
 
-/// What is kept of an accepted request's fields and payload: every header field
-/// but `authorization`, in arrival order, and the payload, packed into one
-/// buffer. A request is recorded per notification and read rarely, so recording
-/// costs one allocation and a copy, and the ring drops an old recording with one
-/// free instead of a header list's strings; Strings are built when read.
+/// What is kept of an accepted request: every header field but `authorization`,
+/// in arrival order, and the payload, packed into one run of bytes (in a
+/// `RecordingRing` chunk, or copied out of it when read). Strings are built only
+/// when read.
 ///
-/// Layout: each field as its name's and value's byte counts (4 bytes each) and
-/// their bytes, then the payload.
+/// Layout: each field as its name's and value's byte counts (4 bytes each,
+/// unaligned) and their bytes, then the payload.
 struct RecordedRequest: Sendable {
     private let bytes: [UInt8]
     private let payloadStart: Int
 
     init(headers: [HTTP2Header], payload: [UInt8]) {
+        let size = Self.packedSize(headers: headers, payload: payload)
+        var payloadStart = 0
+        bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            payloadStart = Self.pack(headers: headers, payload: payload, into: UnsafeMutableRawBufferPointer(buffer))
+            count = size
+        }
+        self.payloadStart = payloadStart
+    }
+
+    /// A copy of packed bytes.
+    init(copying packed: Packed) {
+        bytes = Array(packed.bytes)
+        payloadStart = packed.payloadStart
+    }
+
+    var payload: [UInt8] { withPacked { $0.payload } }
+    /// Every header but `authorization`, in arrival order.
+    var headers: [HTTP2Header] { withPacked { $0.headers } }
+    /// The value of the first field named `name`, or nil.
+    func value(of name: StaticString) -> String? { withPacked { $0.value(of: name) } }
+
+    private func withPacked<Result>(_ body: (Packed) -> Result) -> Result {
+        bytes.withUnsafeBytes { body(Packed(bytes: $0, payloadStart: payloadStart)) }
+    }
+
+    // MARK: Packing
+
+    /// The bytes `pack` writes.
+    static func packedSize(headers: [HTTP2Header], payload: [UInt8]) -> Int {
         var size = payload.count
-        for header in headers where !Self.isAuthorization(header.name) {
+        for header in headers where !isAuthorization(header.name) {
             size += 8 + header.name.utf8.count + header.value.utf8.count
         }
+        return size
+    }
+
+    /// Writes `headers` (but `authorization`) and `payload` into `buffer`, which
+    /// holds `packedSize` bytes; returns where the payload starts.
+    static func pack(headers: [HTTP2Header], payload: [UInt8], into buffer: UnsafeMutableRawBufferPointer) -> Int {
         var position = 0
-        bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-            func put(_ source: UnsafeBufferPointer<UInt8>) {
-                guard !source.isEmpty else { return }
-                UnsafeMutableRawPointer(buffer.baseAddress! + position).copyMemory(
-                    from: source.baseAddress!, byteCount: source.count)
-                position += source.count
-            }
-            func putCount(of text: String) {
-                withUnsafeBytes(of: UInt32(text.utf8.count)) { put($0.assumingMemoryBound(to: UInt8.self)) }
-            }
-            for header in headers where !Self.isAuthorization(header.name) {
-                putCount(of: header.name)
-                putCount(of: header.value)
-                UTF8Bytes.with(header.name) { put($0) }
-                UTF8Bytes.with(header.value) { put($0) }
-            }
-            payload.withUnsafeBufferPointer { put($0) }
-            count = position
+        func put(_ source: UnsafeBufferPointer<UInt8>) {
+            guard let base = source.baseAddress, !source.isEmpty else { return }
+            (buffer.baseAddress! + position).copyMemory(from: base, byteCount: source.count)
+            position += source.count
         }
-        payloadStart = size - payload.count
+        func putCount(of text: String) {
+            buffer.storeBytes(of: UInt32(text.utf8.count), toByteOffset: position, as: UInt32.self)
+            position += 4
+        }
+        for header in headers where !isAuthorization(header.name) {
+            putCount(of: header.name)
+            putCount(of: header.value)
+            UTF8Bytes.with(header.name) { put($0) }
+            UTF8Bytes.with(header.value) { put($0) }
+        }
+        let payloadStart = position
+        payload.withUnsafeBufferPointer { put($0) }
+        return payloadStart
     }
 
     private static func isAuthorization(_ name: String) -> Bool {
         UTF8Bytes.with(name) { UTF8Bytes.equal($0, "authorization") }
     }
 
-    var payload: [UInt8] { Array(bytes[payloadStart...]) }
+    /// Packed bytes, read in place.
+    struct Packed {
+        let bytes: UnsafeRawBufferPointer
+        let payloadStart: Int
 
-    /// Every header but `authorization`, in arrival order.
-    var headers: [HTTP2Header] {
-        var headers: [HTTP2Header] = []
-        forEachField { name, value in
-            headers.append(HTTP2Header(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+        var payload: [UInt8] { Array(bytes[payloadStart...]) }
+
+        var headers: [HTTP2Header] {
+            var headers: [HTTP2Header] = []
+            forEachField { name, value in
+                headers.append(
+                    HTTP2Header(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+            }
+            return headers
         }
-        return headers
-    }
 
-    /// The value of the first field named `name`, or nil.
-    func value(of name: StaticString) -> String? {
-        var found: String?
-        forEachField { field, value in
-            if found == nil && UTF8Bytes.equal(field, name) { found = String(decoding: value, as: UTF8.self) }
+        func value(of name: StaticString) -> String? {
+            var found: String?
+            forEachField { field, value in
+                if found == nil && UTF8Bytes.equal(field, name) { found = String(decoding: value, as: UTF8.self) }
+            }
+            return found
         }
-        return found
-    }
 
-    private func forEachField(_ body: (UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>) -> Void) {
-        bytes.withUnsafeBufferPointer { buffer in
+        private func forEachField(_ body: (UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>) -> Void) {
             var position = 0
             func take(_ count: Int) -> UnsafeBufferPointer<UInt8> {
                 defer { position += count }
-                return UnsafeBufferPointer(rebasing: buffer[position..<position + count])
+                // Bound to UInt8: an array's bytes, or a ring chunk allocated as UInt8.
+                return UnsafeRawBufferPointer(rebasing: bytes[position..<position + count])
+                    .assumingMemoryBound(to: UInt8.self)
             }
-            func length() -> Int { Int(UnsafeRawBufferPointer(take(4)).loadUnaligned(as: UInt32.self)) }
+            func count() -> Int {
+                defer { position += 4 }
+                return Int(bytes.loadUnaligned(fromByteOffset: position, as: UInt32.self))
+            }
             while position < payloadStart {
-                let nameCount = length()
-                let valueCount = length()
+                let nameCount = count()
+                let valueCount = count()
                 body(take(nameCount), take(valueCount))
             }
         }

@@ -45,12 +45,15 @@ final class SimulatorState: Sendable {
         var rules: SimulatorRules
         var faults: [Fault] = []
         var latencyMilliseconds = 0
-        var recordings: [RecordedNotification] = []
-        /// Index of the oldest recording once the buffer is full (a ring).
-        var recordingsStart = 0
+        var recordings: RecordingRing
         var nextSequence = 1
         var nextConnectionID = 1
         var counters = Counters()
+
+        init(configuration: SimulatorConfiguration) {
+            rules = SimulatorRules(configuration: configuration)
+            recordings = RecordingRing(capacity: configuration.maxRecordedNotifications)
+        }
     }
 
     /// A connection's copy of the rules and the version it was taken at.
@@ -68,7 +71,7 @@ final class SimulatorState: Sendable {
 
     init(configuration: SimulatorConfiguration) {
         self.configuration = configuration
-        storage = Mutex(Storage(rules: SimulatorRules(configuration: configuration)))
+        storage = Mutex(Storage(configuration: configuration))
     }
 
     // MARK: Hot path
@@ -108,29 +111,17 @@ final class SimulatorState: Sendable {
         accepted: APNsRequestValidator.Accepted, apnsID: APNsID, headers: [HTTP2Header], payload: [UInt8],
         connectionID: Int
     ) {
-        let limit = configuration.maxRecordedNotifications
-        guard limit > 0 else {
-            storage.withLock { $0.counters.accepted += 1 }
-            return
-        }
-        // Built, and the recording it replaces freed, outside the lock (the other loop may be waiting for it).
-        let request = RecordedRequest(headers: headers, payload: payload)
         let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
-        _ = storage.withLock { storage -> RecordedNotification? in
+        storage.withLock { storage in
             storage.counters.accepted += 1
-            let record = RecordedNotification(
+            guard storage.recordings.capacity > 0 else { return }
+            let metadata = RecordingRing.Metadata(
                 sequence: storage.nextSequence, receivedAt: receivedAt, responseID: apnsID, teamID: accepted.teamID,
-                keyID: accepted.keyID, connectionID: connectionID, request: request)
+                keyID: accepted.keyID, connectionID: connectionID)
             storage.nextSequence += 1
-            guard storage.recordings.count == limit else {
-                storage.recordings.append(record)
-                return nil
+            if storage.recordings.append(metadata, headers: headers, payload: payload) {
+                storage.counters.recordingsDropped += 1
             }
-            let dropped = storage.recordings[storage.recordingsStart]
-            storage.recordings[storage.recordingsStart] = record
-            storage.recordingsStart = (storage.recordingsStart + 1) % limit
-            storage.counters.recordingsDropped += 1
-            return dropped
         }
     }
 
@@ -173,25 +164,11 @@ final class SimulatorState: Sendable {
 
     /// Recordings in order, optionally only those after `sequence` and for one device token (any case).
     func recordings(after sequence: Int = 0, deviceToken: String? = nil, limit: Int = .max) -> [RecordedNotification] {
-        let wanted = deviceToken?.lowercased()
-        return storage.withLock { storage in
-            let ordered =
-                storage.recordings[storage.recordingsStart...] + storage.recordings[..<storage.recordingsStart]
-            var result: [RecordedNotification] = []
-            for record in ordered where record.sequence > sequence {
-                if let wanted, record.deviceToken.lowercased() != wanted { continue }
-                result.append(record)
-                if result.count >= limit { break }
-            }
-            return result
-        }
+        storage.withLock { $0.recordings.recordings(after: sequence, deviceToken: deviceToken, limit: limit) }
     }
 
     func clearRecordings() {
-        storage.withLock { storage in
-            storage.recordings = []
-            storage.recordingsStart = 0
-        }
+        storage.withLock { $0.recordings.removeAll() }
     }
 
     /// The next `count` requests (on any connection) answer `rejection`, after
@@ -230,7 +207,7 @@ final class SimulatorState: Sendable {
     func reset() {
         storage.withLock { storage in
             let open = storage.counters.connectionsOpen
-            var fresh = Storage(rules: SimulatorRules(configuration: configuration))
+            var fresh = Storage(configuration: configuration)
             // Connections cache verified tokens by generation: move past every old one.
             fresh.rules.keyGeneration = storage.rules.keyGeneration &+ 1
             fresh.counters.connectionsOpen = open
