@@ -54,8 +54,6 @@ enum APNsID: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    private static let hex = Array("0123456789ABCDEF".utf8)
-
     /// Writes the 36 characters into `buffer`; returns 36.
     private static func writeCanonical(high: UInt64, low: UInt64, into buffer: UnsafeMutableBufferPointer<UInt8>)
         -> Int
@@ -63,7 +61,8 @@ enum APNsID: Sendable, Equatable, CustomStringConvertible {
         var position = 0
         func put(_ value: UInt64, nibbles: Int) {
             for shift in stride(from: (nibbles - 1) * 4, through: 0, by: -4) {
-                buffer[position] = hex[Int(value >> UInt64(shift) & 0xF)]
+                let nibble = UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 0xF
+                buffer[position] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") - 10 + nibble
                 position += 1
             }
         }

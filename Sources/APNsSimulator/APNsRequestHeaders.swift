@@ -22,15 +22,17 @@ struct APNsRequestHeaders {
             }
         }
 
-        /// Made once: `allCases` builds a new array per use.
-        private static let all = allCases
+        /// The names by their length, the first thing compared (they mostly differ).
+        private static let byLength: [[Name]] = {
+            var table = [[Name]](repeating: [], count: 17)
+            for name in allCases { table[name.text.utf8CodeUnitCount].append(name) }
+            return table
+        }()
 
-        /// The name `bytes` spell, if APNs reads it: lengths first, as they mostly differ.
+        /// The name `bytes` spell, if APNs reads it.
         init?(_ bytes: UnsafeBufferPointer<UInt8>) {
-            guard
-                let name = Self.all.first(where: {
-                    $0.text.utf8CodeUnitCount == bytes.count && UTF8Bytes.equal(bytes, $0.text)
-                })
+            guard bytes.count < Self.byLength.count,
+                let name = Self.byLength[bytes.count].first(where: { UTF8Bytes.equal(bytes, $0.text) })
             else { return nil }
             self = name
         }
@@ -61,13 +63,16 @@ struct APNsRequestHeaders {
             strings[index] = nil
         }
         hasRepeatedField = false
-        for header in headers {
-            guard let name = UTF8Bytes.with(header.name, { Name($0) }) else { continue }
-            if ranges[name.rawValue] != nil { hasRepeatedField = true }
-            let start = bytes.count
-            UTF8Bytes.with(header.value) { bytes.append(contentsOf: $0) }
-            ranges[name.rawValue] = start..<bytes.count
-            strings[name.rawValue] = header.value
+        // Fields read in place: iterating the array would copy (retain) each one.
+        headers.withUnsafeBufferPointer { headers in
+            for index in headers.indices {
+                guard let name = UTF8Bytes.with(headers[index].name, { Name($0) }) else { continue }
+                if ranges[name.rawValue] != nil { hasRepeatedField = true }
+                let start = bytes.count
+                UTF8Bytes.with(headers[index].value) { bytes.append(contentsOf: $0) }
+                ranges[name.rawValue] = start..<bytes.count
+                strings[name.rawValue] = headers[index].value
+            }
         }
     }
 

@@ -41,11 +41,14 @@ struct RecordedRequest: Sendable {
 
     /// The bytes `pack` writes.
     static func packedSize(headers: [HTTP2Header], payload: [UInt8]) -> Int {
-        var size = payload.count
-        for header in headers where !isAuthorization(header.name) {
-            size += 8 + header.name.utf8.count + header.value.utf8.count
+        // Fields read in place: iterating the array would copy (retain) each one.
+        headers.withUnsafeBufferPointer { headers in
+            var size = payload.count
+            for index in headers.indices where !isAuthorization(headers[index].name) {
+                size += 8 + headers[index].name.utf8.count + headers[index].value.utf8.count
+            }
+            return size
         }
-        return size
     }
 
     /// Writes `headers` (but `authorization`) and `payload` into `buffer`, which
@@ -61,11 +64,13 @@ struct RecordedRequest: Sendable {
             buffer.storeBytes(of: UInt32(text.utf8.count), toByteOffset: position, as: UInt32.self)
             position += 4
         }
-        for header in headers where !isAuthorization(header.name) {
-            putCount(of: header.name)
-            putCount(of: header.value)
-            UTF8Bytes.with(header.name) { put($0) }
-            UTF8Bytes.with(header.value) { put($0) }
+        headers.withUnsafeBufferPointer { headers in
+            for index in headers.indices where !isAuthorization(headers[index].name) {
+                putCount(of: headers[index].name)
+                putCount(of: headers[index].value)
+                UTF8Bytes.with(headers[index].name) { put($0) }
+                UTF8Bytes.with(headers[index].value) { put($0) }
+            }
         }
         let payloadStart = position
         payload.withUnsafeBufferPointer { put($0) }

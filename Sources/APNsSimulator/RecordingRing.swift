@@ -1,3 +1,4 @@
+import Glibc
 import Shared
 
 /// The accepted notifications kept for the control API: the newest `capacity`,
@@ -33,8 +34,17 @@ struct RecordingRing: Sendable {
         let memory: UnsafeMutableBufferPointer<UInt8>
         var used = 0
 
-        init(size: Int) { memory = .allocate(capacity: size) }
-        deinit { memory.deallocate() }
+        /// Mapped with its pages populated: one system call, rather than a page
+        /// fault for every 4 KB a request later writes.
+        init(size: Int) {
+            let address = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0)
+            guard let address, address != UnsafeMutableRawPointer(bitPattern: -1) else {
+                fatalError("cannot map \(size) bytes for recordings: \(String(cString: strerror(errno)))")
+            }
+            memory = UnsafeMutableBufferPointer(start: address.bindMemory(to: UInt8.self, capacity: size), count: size)
+        }
+
+        deinit { munmap(memory.baseAddress, memory.count) }
     }
 
     /// A chunk holds about a thousand usual recordings.
