@@ -3,7 +3,8 @@ import Shared
 /// The header fields APNs reads from a request (`:method`, `:path`,
 /// `authorization`, `apns-*`), found in one pass over the request's header list.
 /// Their bytes are copied into one buffer a connection reuses, for the
-/// validator's byte checks; the strings are kept too, for what is recorded.
+/// validator's byte checks; the strings are kept too, so the topic, device token
+/// and a valid `apns-id` are passed on as received without another copy.
 struct APNsRequestHeaders {
     enum Name: Int, CaseIterable {
         case method, path, authorization, topic, pushType, priority, expiration, collapseID, apnsID
@@ -24,7 +25,7 @@ struct APNsRequestHeaders {
 
         /// The names by their length, the first thing compared (they mostly differ).
         private static let byLength: [[Name]] = {
-            var table = [[Name]](repeating: [], count: 17)
+            var table = [[Name]](repeating: [], count: allCases.map(\.text.utf8CodeUnitCount).max()! + 1)
             for name in allCases { table[name.text.utf8CodeUnitCount].append(name) }
             return table
         }()

@@ -6,9 +6,10 @@ import Shared
 ///
 /// One is recorded per notification and read rarely, so a recording's request
 /// (`RecordedRequest`'s packed bytes) is copied into large chunks of memory that
-/// the ring reuses in order: once it is full, recording allocates and frees
-/// nothing, and a chunk goes back to the spares when its last recording is
-/// dropped. Reading makes `RecordedNotification`s with their own copies.
+/// the ring reuses in order: a chunk whose last recording is dropped becomes the
+/// spare the next chunk is taken from, so once the ring is full recording
+/// allocates and frees nothing. Reading makes `RecordedNotification`s with their
+/// own copies.
 struct RecordingRing: Sendable {
     /// A recording's own fields.
     struct Metadata: Sendable {
