@@ -123,7 +123,7 @@ enum APNsRequestValidator {
         if let pushType, !pushTypes.contains(where: { UTF8Bytes.equal(pushType, $0) }) {
             return refuse(.invalidPushType)
         }
-        let suffixed = topicSuffixes.firstIndex { UTF8Bytes.hasSuffix(topic, $0.suffix) }
+        let suffixed = topicSuffixes.firstIndex { hasSuffix(topic, topicText, $0.suffix) }
         let bundleID =
             suffixed.map { String(decoding: topic.dropLast(topicSuffixes[$0].suffix.utf8CodeUnitCount), as: UTF8.self) }
             ?? topicText
@@ -184,6 +184,15 @@ enum APNsRequestValidator {
             }
         }
         return true
+    }
+
+    /// Whether `bytes` (the UTF-8 of `text`) end with `suffix` as String.hasSuffix
+    /// decides it, by characters: only a non-ASCII character before the suffix can
+    /// join its first one.
+    private static func hasSuffix(_ bytes: UnsafeBufferPointer<UInt8>, _ text: String, _ suffix: StaticString) -> Bool {
+        guard UTF8Bytes.hasSuffix(bytes, suffix) else { return false }
+        let before = bytes.count - suffix.utf8CodeUnitCount - 1
+        return before < 0 || bytes[before] < 0x80 || text.hasSuffix(suffix.description)
     }
 
     static func isUnsignedInteger(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {

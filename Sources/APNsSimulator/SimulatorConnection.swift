@@ -73,14 +73,15 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
             state.notePeakOpenStreams(peakOpenStreams)
         }
         let context = state.beginRequest(rules: &rules)
-        requestHeaders.read(headers)
         let verdict: APNsRequestValidator.Verdict
         if let fault = context.fault {
-            let requested = requestHeaders[.apnsID].flatMap {
+            // The first apns-id given (the validator, judging a request, takes the last).
+            let requested = headers["apns-id"].flatMap {
                 APNsRequestValidator.isCanonicalUUID($0) ? APNsID.requested($0) : nil
             }
             verdict = .init(responseID: requested ?? ids.next(), outcome: .failure(fault), authenticated: false)
         } else {
+            requestHeaders.read(headers)
             let verifications = tokens.verifications
             let previous = tokens.current?.token
             verdict = APNsRequestValidator.validate(

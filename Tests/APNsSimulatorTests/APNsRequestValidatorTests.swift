@@ -136,6 +136,20 @@ import Testing
         #expect(rejection(["apns-topic": "\(Fixtures.bundleID).voip"]) == APNsRejection(400, "TopicDisallowed"))
     }
 
+    /// The byte checks decide prefixes and suffixes as Swift's String does, by characters.
+    @Test func pathPrefixAndTopicSuffixAreMatchedByCharacters() {
+        // A combining mark after "/3/device/" joins its "/": not that prefix.
+        #expect(rejection([":path": "/3/device/\u{301}\(Fixtures.deviceToken)"]) == APNsRejection(404, "BadPath"))
+        // U+0600 (a "prepend" character) joins the "." after it: the topic has no ".voip" suffix.
+        var rules = Fixtures.rules()
+        let topic = "\(Fixtures.bundleID)\u{600}.voip"
+        rules.bundleOwners[topic] = Fixtures.teamID
+        #expect(rejection(["apns-topic": topic], rules: rules) == nil)
+        #expect(
+            rejection(["apns-topic": topic, "apns-push-type": "voip"], rules: rules)
+                == APNsRejection(400, "TopicDisallowed"))
+    }
+
     @Test func priorityMustBe10Or5Or1() {
         for value in ["10", "5", "1"] { #expect(rejection(["apns-priority": value]) == nil) }
         for value in ["0", "3", "high", "", "10 "] {
