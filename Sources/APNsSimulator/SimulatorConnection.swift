@@ -19,7 +19,7 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
     private var tokens = ProviderTokenCache()
     private var rules = SimulatorState.RulesSnapshot()
     private var ids = APNsIDGenerator()
-    /// The request being judged's fields, in a buffer reused request after request.
+    /// The fields of the request being judged, in buffers reused request after request.
     private var requestHeaders = APNsRequestHeaders()
     private(set) var raisedStreamLimit = false
     /// The most streams open at once on this connection so far (reported to the state when it grows).
