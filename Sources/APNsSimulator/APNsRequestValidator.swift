@@ -30,8 +30,8 @@ import Shared
 ///    uninstalled → 410 Unregistered with its timestamp.
 enum APNsRequestValidator {
     struct Accepted: Sendable, Equatable {
-        /// As it appeared in `:path`.
-        let deviceToken: String
+        /// As it appeared in `:path` (a slice of its value: no copy).
+        let deviceToken: Substring
         let topic: String
         let teamID: String
         let keyID: String
@@ -39,10 +39,12 @@ enum APNsRequestValidator {
 
     struct Verdict: Sendable {
         /// For the `apns-id` response header: the request's if it is valid, else a new UUID.
-        let apnsID: String
+        let responseID: APNsID
         let outcome: Result<Accepted, APNsRejection>
         /// The provider token passed (what lets APNs raise the stream limit).
         let authenticated: Bool
+
+        var apnsID: String { responseID.description }
 
         var rejection: APNsRejection? {
             if case .failure(let rejection) = outcome { return rejection }
@@ -50,12 +52,12 @@ enum APNsRequestValidator {
         }
     }
 
-    static let pushTypes: Set<String> = [
+    static let pushTypes: [StaticString] = [
         "alert", "background", "voip", "complication", "fileprovider", "mdm", "location", "liveactivity", "pushtotalk",
     ]
 
     /// The topic suffix each push type requires; the others take the bare bundle id.
-    static let topicSuffixes: [(pushType: String, suffix: String)] = [
+    static let topicSuffixes: [(pushType: StaticString, suffix: StaticString)] = [
         ("liveactivity", ".push-type.liveactivity"), ("fileprovider", ".pushkit.fileprovider"),
         ("complication", ".complication"), ("location", ".location-query"), ("pushtotalk", ".voip-ptt"),
         ("voip", ".voip"),
@@ -64,140 +66,141 @@ enum APNsRequestValidator {
     static let maximumPayloadBytes = 4096
     static let maximumVoIPPayloadBytes = 5120
 
+    /// For tests: judges a header list.
+    static func validate(
+        headers: [HTTP2Header], body: [UInt8], rules: SimulatorRules, tokens: inout ProviderTokenCache, now: Int64,
+        newID: () -> APNsID = { .requested(UUID().uuidString) }
+    ) -> Verdict {
+        validate(APNsRequestHeaders(headers), body: body, rules: rules, tokens: &tokens, now: now, newID: newID)
+    }
+
     /// `now` is seconds since 1970 (token age and update period); `newID` makes the
     /// `apns-id` of a request that brings no valid one.
     static func validate(
-        headers: [HTTP2Header], body: [UInt8], rules: SimulatorRules, tokens: inout ProviderTokenCache, now: Int64,
-        newID: () -> String = { UUID().uuidString }
+        _ headers: APNsRequestHeaders, body: [UInt8], rules: SimulatorRules, tokens: inout ProviderTokenCache,
+        now: Int64, newID: () -> APNsID
     ) -> Verdict {
-        var fields = Fields()
-        var duplicate = false
-        for header in headers { duplicate = fields.take(header) || duplicate }
-        let apnsID = fields.apnsID.flatMap { isCanonicalUUID($0) ? $0 : nil } ?? newID()
+        headers.withValues { fields in
+            body.withUnsafeBufferPointer { body in
+                validate(headers, fields, body: body, rules: rules, tokens: &tokens, now: now, newID: newID)
+            }
+        }
+    }
+
+    /// `fields` are `headers`' values as bytes.
+    private static func validate(
+        _ headers: APNsRequestHeaders, _ fields: APNsRequestHeaders.Values, body: UnsafeBufferPointer<UInt8>,
+        rules: SimulatorRules, tokens: inout ProviderTokenCache, now: Int64, newID: () -> APNsID
+    ) -> Verdict {
+        let apnsID = headers[.apnsID].flatMap { isCanonicalUUID($0) ? APNsID.requested($0) : nil } ?? newID()
 
         func reject(_ rejection: APNsRejection, authenticated: Bool = false) -> Verdict {
-            Verdict(apnsID: apnsID, outcome: .failure(rejection), authenticated: authenticated)
+            Verdict(responseID: apnsID, outcome: .failure(rejection), authenticated: authenticated)
         }
 
         // 1. Method and path.
-        guard fields.method == "POST" else { return reject(.methodNotAllowed) }
-        guard let path = fields.path, path.hasPrefix("/3/device/") else { return reject(.badPath) }
-        // After the ASCII prefix: a scalar boundary, so nothing is lost or replaced.
-        let deviceToken = UTF8Bytes.with(path) { String(decoding: UnsafeBufferPointer(rebasing: $0[10...]), as: UTF8.self) }
+        guard let method = fields[.method], UTF8Bytes.equal(method, "POST") else { return reject(.methodNotAllowed) }
+        // The prefix as String.hasPrefix decides it, by characters: a combining mark after it would join its "/".
+        guard let path = fields[.path], let pathText = headers[.path], UTF8Bytes.hasPrefix(path, "/3/device/"),
+            path.count == 10 || path[10] < 0x80 || pathText.hasPrefix("/3/device/")
+        else { return reject(.badPath) }
+        let deviceToken = UnsafeBufferPointer(rebasing: path[10...])
         guard !deviceToken.isEmpty else { return reject(.missingDeviceToken) }
-        guard !UTF8Bytes.any(deviceToken, { $0 == UInt8(ascii: "/") }) else { return reject(.badPath) }
+        guard !deviceToken.contains(UInt8(ascii: "/")) else { return reject(.badPath) }
         // 2. Repeated headers.
-        guard !duplicate else { return reject(.duplicateHeaders) }
+        guard !headers.hasRepeatedField else { return reject(.duplicateHeaders) }
         // 3. Provider token.
         let token: ProviderTokenCache.Verified
-        switch tokens.authenticate(authorization: fields.authorization, rules: rules, now: now) {
+        switch tokens.authenticate(authorization: fields[.authorization], rules: rules, now: now) {
         case .failure(let rejection): return reject(rejection)
         case .success(let verified): token = verified
         }
         func refuse(_ rejection: APNsRejection) -> Verdict { reject(rejection, authenticated: true) }
         // 4, 5. Topic and push type.
-        guard let topic = fields.topic else { return refuse(.missingTopic) }
-        // Byte checks: Character.isWhitespace and Foundation's `contains` cost more per request.
-        guard !topic.isEmpty, !UTF8Bytes.any(topic, { $0 <= 0x20 || $0 == 0x7F }) else {
-            return refuse(.badTopic)
+        guard let topic = fields[.topic], let topicText = headers[.topic] else { return refuse(.missingTopic) }
+        guard !topic.isEmpty, !topic.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return refuse(.badTopic) }
+        let pushType = fields[.pushType]
+        if let pushType, !pushTypes.contains(where: { UTF8Bytes.equal(pushType, $0) }) {
+            return refuse(.invalidPushType)
         }
-        if let pushType = fields.pushType, !pushTypes.contains(pushType) { return refuse(.invalidPushType) }
-        let suffixed = topicSuffixes.first { topic.hasSuffix($0.suffix) }
-        let bundleID = suffixed.map { String(topic.dropLast($0.suffix.count)) } ?? topic
+        let suffixed = topicSuffixes.firstIndex { hasSuffix(topic, topicText, $0.suffix) }
+        let bundleID =
+            suffixed.map { String(decoding: topic.dropLast(topicSuffixes[$0].suffix.utf8CodeUnitCount), as: UTF8.self) }
+            ?? topicText
         guard rules.bundleOwners[bundleID] == token.teamID else { return refuse(.topicDisallowed) }
-        let pushType = fields.pushType ?? suffixed?.pushType ?? "alert"
-        let requiredSuffix = topicSuffixes.first { $0.pushType == pushType }
-        guard suffixed?.suffix == requiredSuffix?.suffix else { return refuse(.topicDisallowed) }
+        // The push type, when not given, is the one the topic's suffix names, else alert (no suffix).
+        let required = pushType.map { pushType in topicSuffixes.firstIndex { UTF8Bytes.equal(pushType, $0.pushType) } }
+        guard (required ?? suffixed) == suffixed else { return refuse(.topicDisallowed) }
         // 6. Delivery options.
-        switch fields.priority {
-        case nil, "10", "5", "1": break
-        default: return refuse(.badPriority)
+        if let priority = fields[.priority], !["10", "5", "1"].contains(where: { UTF8Bytes.equal(priority, $0) }) {
+            return refuse(.badPriority)
         }
-        if let expiration = fields.expiration, !isUnsignedInteger(expiration) { return refuse(.badExpirationDate) }
-        if let collapseID = fields.collapseID, collapseID.utf8.isEmpty || collapseID.utf8.count > 64 {
+        if let expiration = fields[.expiration], !isUnsignedInteger(expiration) { return refuse(.badExpirationDate) }
+        if let collapseID = fields[.collapseID], collapseID.isEmpty || collapseID.count > 64 {
             return refuse(.badCollapseID)
         }
-        if let id = fields.apnsID, !isCanonicalUUID(id) { return refuse(.badMessageID) }
+        if let id = fields[.apnsID], !isCanonicalUUID(id) { return refuse(.badMessageID) }
         // 7. Device token.
-        let tokenLength = deviceToken.utf8.count
-        guard (16...200).contains(tokenLength), tokenLength % 2 == 0, UTF8Bytes.all(deviceToken, isHexDigit) else {
+        guard (16...200).contains(deviceToken.count), deviceToken.count % 2 == 0, deviceToken.allSatisfy(isHexDigit)
+        else {
             return refuse(.badDeviceToken)
         }
         // 8. Payload.
-        let limit = pushType == "voip" ? maximumVoIPPayloadBytes : maximumPayloadBytes
-        guard body.count <= limit else { return refuse(.payloadTooLarge) }
+        // The topic check made the suffix agree with the push type, given or not.
+        let isVoIP = suffixed.map { UTF8Bytes.equal(topicSuffixes[$0].pushType, "voip") } ?? false
+        guard body.count <= (isVoIP ? maximumVoIPPayloadBytes : maximumPayloadBytes) else {
+            return refuse(.payloadTooLarge)
+        }
         guard !body.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) else {
             return refuse(.payloadEmpty)
         }
         guard JSONPayloadInspector.inspect(body) == .valid else { return refuse(.badPayload) }
         // 9. The device's own state.
+        let deviceTokenText = Substring(pathText.utf8.dropFirst(10))
         if !rules.deviceTopics.isEmpty || !rules.uninstalled.isEmpty {
-            let key = deviceToken.lowercased()
-            if let bound = rules.deviceTopics[key], bound != topic { return refuse(.deviceTokenNotForTopic) }
+            let key = deviceTokenText.lowercased()
+            if let bound = rules.deviceTopics[key], bound != topicText { return refuse(.deviceTokenNotForTopic) }
             if let timestamp = rules.uninstalled[key] { return refuse(.unregistered(timestamp: timestamp)) }
         }
         return Verdict(
-            apnsID: apnsID,
+            responseID: apnsID,
             outcome: .success(
-                Accepted(deviceToken: deviceToken, topic: topic, teamID: token.teamID, keyID: token.keyID)),
+                Accepted(deviceToken: deviceTokenText, topic: topicText, teamID: token.teamID, keyID: token.keyID)),
             authenticated: true)
     }
 
     /// 8-4-4-4-12 hex digits, either case.
     static func isCanonicalUUID(_ text: String) -> Bool {
-        UTF8Bytes.with(text) { bytes in
-            guard bytes.count == 36 else { return false }
-            for (offset, byte) in bytes.enumerated() {
-                if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
-                    guard byte == UInt8(ascii: "-") else { return false }
-                } else if !isHexDigit(byte) {
-                    return false
-                }
-            }
-            return true
-        }
+        UTF8Bytes.with(text) { isCanonicalUUID($0) }
     }
 
-    static func isUnsignedInteger(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 18
-            && UTF8Bytes.all(text) { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+    static func isCanonicalUUID(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count == 36 else { return false }
+        for (offset, byte) in bytes.enumerated() {
+            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else if !isHexDigit(byte) {
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Whether `bytes` (the UTF-8 of `text`) end with `suffix` as String.hasSuffix
+    /// decides it, by characters: only a non-ASCII character before the suffix can
+    /// join its first one.
+    private static func hasSuffix(_ bytes: UnsafeBufferPointer<UInt8>, _ text: String, _ suffix: StaticString) -> Bool {
+        guard UTF8Bytes.hasSuffix(bytes, suffix) else { return false }
+        let before = bytes.count - suffix.utf8CodeUnitCount - 1
+        return before < 0 || bytes[before] < 0x80 || text.hasSuffix(suffix.description)
+    }
+
+    static func isUnsignedInteger(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        !bytes.isEmpty && bytes.count <= 18 && bytes.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
 
     static func isHexDigit(_ byte: UInt8) -> Bool {
         (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
             || (byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "f"))
-    }
-
-    /// The headers APNs reads, from one pass over the list.
-    private struct Fields {
-        var method: String?
-        var path: String?
-        var authorization: String?
-        var topic: String?
-        var pushType: String?
-        var priority: String?
-        var expiration: String?
-        var collapseID: String?
-        var apnsID: String?
-
-        /// Stores `header` if APNs reads it; true if it was already given.
-        mutating func take(_ header: HTTP2Header) -> Bool {
-            func store(_ slot: inout String?) -> Bool {
-                defer { slot = header.value }
-                return slot != nil
-            }
-            switch header.name {
-            case ":method": return store(&method)
-            case ":path": return store(&path)
-            case "authorization": return store(&authorization)
-            case "apns-topic": return store(&topic)
-            case "apns-push-type": return store(&pushType)
-            case "apns-priority": return store(&priority)
-            case "apns-expiration": return store(&expiration)
-            case "apns-collapse-id": return store(&collapseID)
-            case "apns-id": return store(&apnsID)
-            default: return false
-            }
-        }
     }
 }

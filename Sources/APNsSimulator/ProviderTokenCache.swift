@@ -27,15 +27,23 @@ struct ProviderTokenCache: Sendable {
     /// Signature verifications done, for the counters.
     private(set) var verifications = 0
 
-    /// Checks the `authorization` header's value at `now` (seconds since 1970).
+    /// Checks the `authorization` field's value at `now` (seconds since 1970).
     /// On success the token is the connection's current one.
-    mutating func authenticate(authorization: String?, rules: SimulatorRules, now: Int64) -> Result<
+    mutating func authenticate(authorization: UnsafeBufferPointer<UInt8>?, rules: SimulatorRules, now: Int64) -> Result<
         Verified, APNsRejection
     > {
         // The usual request repeats the connection's token: compared in place, no copy made.
         if let authorization, let current, Self.isBearer(authorization, carrying: current.token) {
             return authenticateCurrent(rules: rules, now: now)
         }
+        return authenticateNew(
+            authorization: authorization.map { String(decoding: $0, as: UTF8.self) }, rules: rules, now: now)
+    }
+
+    /// The request does not carry the connection's current token.
+    private mutating func authenticateNew(authorization: String?, rules: SimulatorRules, now: Int64) -> Result<
+        Verified, APNsRejection
+    > {
         guard let token = Self.bearerToken(authorization) else {
             return .failure(
                 authorization.map { Self.hasBearerScheme($0) } == false ? .invalidProviderToken : .missingProviderToken)
@@ -102,11 +110,13 @@ struct ProviderTokenCache: Sendable {
     /// `authorization` is `bearer <token>` (scheme any case) for exactly `token`:
     /// compared in place, as it runs per request.
     static func isBearer(_ authorization: String, carrying token: String) -> Bool {
-        UTF8Bytes.with(authorization) { value in
-            UTF8Bytes.with(token) { token in
-                !token.isEmpty && value.count == token.count + 7 && hasBearerScheme(value)
-                    && UTF8Bytes.equal(UnsafeBufferPointer(rebasing: value[7...]), token)
-            }
+        UTF8Bytes.with(authorization) { isBearer($0, carrying: token) }
+    }
+
+    static func isBearer(_ authorization: UnsafeBufferPointer<UInt8>, carrying token: String) -> Bool {
+        UTF8Bytes.with(token) { token in
+            !token.isEmpty && authorization.count == token.count + 7 && hasBearerScheme(authorization)
+                && UTF8Bytes.equal(UnsafeBufferPointer(rebasing: authorization[7...]), token)
         }
     }
 

@@ -2,25 +2,39 @@ import Shared
 
 /// An accepted notification as the simulator keeps it for tests: every request
 /// header but `authorization` (pseudo-headers included), in arrival order, and
-/// the payload bytes exactly as sent. The request's header list is kept as it
-/// came (no copy per request); `authorization` is left out when it is read.
+/// the payload bytes exactly as sent.
+///
+/// Made when read from the `RecordingRing`, with a copy of the request: the
+/// device token and topic are read back from the recorded `:path` and
+/// `apns-topic`, and an `apns-id` the simulator made is kept as its bits.
 struct RecordedNotification: Sendable {
-    /// 1, 2, 3… in order of acceptance, never reused until a reset.
-    let sequence: Int
-    /// Milliseconds since 1970.
-    let receivedAt: Int64
-    let apnsID: String
-    let deviceToken: String
-    let topic: String
-    let teamID: String
-    let keyID: String
-    let connectionID: Int
-    /// As received, `authorization` included: read `headers`.
-    let requestHeaders: [HTTP2Header]
-    let payload: [UInt8]
+    let metadata: RecordingRing.Metadata
+    let request: RecordedRequest
 
+    init(_ metadata: RecordingRing.Metadata, request: RecordedRequest) {
+        self.metadata = metadata
+        self.request = request
+    }
+
+    /// 1, 2, 3… in order of acceptance, never reused until a reset.
+    var sequence: Int { metadata.sequence }
+    /// Milliseconds since 1970.
+    var receivedAt: Int64 { metadata.receivedAt }
+    var apnsID: String { metadata.responseID.description }
+    var teamID: String { metadata.teamID }
+    var keyID: String { metadata.keyID }
+    var connectionID: Int { metadata.connectionID }
+    /// As it appeared in `:path`.
+    var deviceToken: String { Self.deviceToken(inPath: request.value(of: ":path")) }
+    var topic: String { request.value(of: "apns-topic") ?? "" }
+    var payload: [UInt8] { request.payload }
     /// Every header but `authorization`, in arrival order.
-    var headers: [HTTP2Header] { requestHeaders.filter { $0.name != "authorization" } }
+    var headers: [HTTP2Header] { request.headers }
+
+    /// `/3/device/<token>` → `<token>` (the request was accepted, so the path has that form).
+    static func deviceToken(inPath path: String?) -> String {
+        String(decoding: (path ?? "").utf8.dropFirst(10), as: UTF8.self)
+    }
 
     /// `{"sequence":…,"apnsId":…,"deviceToken":…,"topic":…,"teamId":…,"keyId":…,
     /// "connection":…,"receivedAt":…,"headers":{name:value…},"payload":{…}}`;

@@ -19,6 +19,8 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
     private var tokens = ProviderTokenCache()
     private var rules = SimulatorState.RulesSnapshot()
     private var ids = APNsIDGenerator()
+    /// The fields of the request being judged, in buffers reused request after request.
+    private var requestHeaders = APNsRequestHeaders()
     private(set) var raisedStreamLimit = false
     /// The most streams open at once on this connection so far (reported to the state when it grows).
     private var peakOpenStreams = 0
@@ -73,13 +75,17 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
         let context = state.beginRequest(rules: &rules)
         let verdict: APNsRequestValidator.Verdict
         if let fault = context.fault {
-            let requested = headers["apns-id"].flatMap { APNsRequestValidator.isCanonicalUUID($0) ? $0 : nil }
-            verdict = .init(apnsID: requested ?? ids.next(), outcome: .failure(fault), authenticated: false)
+            // The first apns-id given (the validator, judging a request, takes the last).
+            let requested = headers["apns-id"].flatMap {
+                APNsRequestValidator.isCanonicalUUID($0) ? APNsID.requested($0) : nil
+            }
+            verdict = .init(responseID: requested ?? ids.next(), outcome: .failure(fault), authenticated: false)
         } else {
+            requestHeaders.read(headers)
             let verifications = tokens.verifications
             let previous = tokens.current?.token
             verdict = APNsRequestValidator.validate(
-                headers: headers, body: body, rules: context.rules, tokens: &tokens,
+                requestHeaders, body: body, rules: context.rules, tokens: &tokens,
                 now: Int64(Date().timeIntervalSince1970), newID: { ids.next() })
             if tokens.verifications != verifications {
                 let installed = tokens.current?.token
@@ -123,14 +129,14 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
         switch verdict.outcome {
         case .success(let accepted):
             state.finishRequest(
-                accepted: accepted, apnsID: verdict.apnsID, headers: headers, payload: body, connectionID: id)
+                accepted: accepted, apnsID: verdict.responseID, headers: headers, payload: body, connectionID: id)
             responseFields.append(":status", "200")
-            responseFields.append("apns-id", verdict.apnsID)
+            responseFields.append("apns-id") { verdict.responseID.write(to: &$0) }
             http2.sendResponse(streamID: streamID, fields: responseFields, body: [])
         case .failure(let rejection):
             state.finishRequest(rejected: rejection)
             responseFields.append(":status", String(rejection.status))
-            responseFields.append("apns-id", verdict.apnsID)
+            responseFields.append("apns-id") { verdict.responseID.write(to: &$0) }
             responseFields.append("content-type", "application/json")
             http2.sendResponse(streamID: streamID, fields: responseFields, body: rejection.body)
         }

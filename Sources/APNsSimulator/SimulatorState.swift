@@ -45,12 +45,15 @@ final class SimulatorState: Sendable {
         var rules: SimulatorRules
         var faults: [Fault] = []
         var latencyMilliseconds = 0
-        var recordings: [RecordedNotification] = []
-        /// Index of the oldest recording once the buffer is full (a ring).
-        var recordingsStart = 0
+        var recordings: RecordingRing
         var nextSequence = 1
         var nextConnectionID = 1
         var counters = Counters()
+
+        init(configuration: SimulatorConfiguration) {
+            rules = SimulatorRules(configuration: configuration)
+            recordings = RecordingRing(capacity: configuration.maxRecordedNotifications)
+        }
     }
 
     /// A connection's copy of the rules and the version it was taken at.
@@ -68,7 +71,7 @@ final class SimulatorState: Sendable {
 
     init(configuration: SimulatorConfiguration) {
         self.configuration = configuration
-        storage = Mutex(Storage(rules: SimulatorRules(configuration: configuration)))
+        storage = Mutex(Storage(configuration: configuration))
     }
 
     // MARK: Hot path
@@ -105,25 +108,18 @@ final class SimulatorState: Sendable {
     /// Counts and records an accepted notification (the oldest recording goes
     /// when `maxRecordedNotifications` are kept).
     func finishRequest(
-        accepted: APNsRequestValidator.Accepted, apnsID: String, headers: [HTTP2Header], payload: [UInt8],
+        accepted: APNsRequestValidator.Accepted, apnsID: APNsID, headers: [HTTP2Header], payload: [UInt8],
         connectionID: Int
     ) {
-        let limit = configuration.maxRecordedNotifications
         let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
         storage.withLock { storage in
             storage.counters.accepted += 1
-            guard limit > 0 else { return }
-            let record = RecordedNotification(
-                sequence: storage.nextSequence, receivedAt: receivedAt, apnsID: apnsID,
-                deviceToken: accepted.deviceToken,
-                topic: accepted.topic, teamID: accepted.teamID, keyID: accepted.keyID, connectionID: connectionID,
-                requestHeaders: headers, payload: payload)
+            guard storage.recordings.capacity > 0 else { return }
+            let metadata = RecordingRing.Metadata(
+                sequence: storage.nextSequence, receivedAt: receivedAt, responseID: apnsID, teamID: accepted.teamID,
+                keyID: accepted.keyID, connectionID: connectionID)
             storage.nextSequence += 1
-            if storage.recordings.count < limit {
-                storage.recordings.append(record)
-            } else {
-                storage.recordings[storage.recordingsStart] = record
-                storage.recordingsStart = (storage.recordingsStart + 1) % limit
+            if storage.recordings.append(metadata, headers: headers, payload: payload) {
                 storage.counters.recordingsDropped += 1
             }
         }
@@ -168,25 +164,11 @@ final class SimulatorState: Sendable {
 
     /// Recordings in order, optionally only those after `sequence` and for one device token (any case).
     func recordings(after sequence: Int = 0, deviceToken: String? = nil, limit: Int = .max) -> [RecordedNotification] {
-        let wanted = deviceToken?.lowercased()
-        return storage.withLock { storage in
-            let ordered =
-                storage.recordings[storage.recordingsStart...] + storage.recordings[..<storage.recordingsStart]
-            var result: [RecordedNotification] = []
-            for record in ordered where record.sequence > sequence {
-                if let wanted, record.deviceToken.lowercased() != wanted { continue }
-                result.append(record)
-                if result.count >= limit { break }
-            }
-            return result
-        }
+        storage.withLock { $0.recordings.recordings(after: sequence, deviceToken: deviceToken, limit: limit) }
     }
 
     func clearRecordings() {
-        storage.withLock { storage in
-            storage.recordings = []
-            storage.recordingsStart = 0
-        }
+        storage.withLock { $0.recordings.removeAll() }
     }
 
     /// The next `count` requests (on any connection) answer `rejection`, after
@@ -225,7 +207,7 @@ final class SimulatorState: Sendable {
     func reset() {
         storage.withLock { storage in
             let open = storage.counters.connectionsOpen
-            var fresh = Storage(rules: SimulatorRules(configuration: configuration))
+            var fresh = Storage(configuration: configuration)
             // Connections cache verified tokens by generation: move past every old one.
             fresh.rules.keyGeneration = storage.rules.keyGeneration &+ 1
             fresh.counters.connectionsOpen = open

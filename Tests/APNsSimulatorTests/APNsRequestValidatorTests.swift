@@ -30,7 +30,7 @@ import Testing
         #expect(
             accepted
                 == .init(
-                    deviceToken: Fixtures.deviceToken, topic: Fixtures.bundleID, teamID: Fixtures.teamID,
+                    deviceToken: Fixtures.deviceToken[...], topic: Fixtures.bundleID, teamID: Fixtures.teamID,
                     keyID: Fixtures.keyID))
         #expect(verdict.apnsID == "123E4567-E89B-12D3-A456-426614174000")
         #expect(verdict.authenticated)
@@ -134,6 +134,20 @@ import Testing
                 == nil)
         #expect(rejection(["apns-push-type": "voip"]) == APNsRejection(400, "TopicDisallowed"))
         #expect(rejection(["apns-topic": "\(Fixtures.bundleID).voip"]) == APNsRejection(400, "TopicDisallowed"))
+    }
+
+    /// The byte checks decide prefixes and suffixes as Swift's String does, by characters.
+    @Test func pathPrefixAndTopicSuffixAreMatchedByCharacters() {
+        // A combining mark after "/3/device/" joins its "/": not that prefix.
+        #expect(rejection([":path": "/3/device/\u{301}\(Fixtures.deviceToken)"]) == APNsRejection(404, "BadPath"))
+        // U+0600 (a "prepend" character) joins the "." after it: the topic has no ".voip" suffix.
+        var rules = Fixtures.rules()
+        let topic = "\(Fixtures.bundleID)\u{600}.voip"
+        rules.bundleOwners[topic] = Fixtures.teamID
+        #expect(rejection(["apns-topic": topic], rules: rules) == nil)
+        #expect(
+            rejection(["apns-topic": topic, "apns-push-type": "voip"], rules: rules)
+                == APNsRejection(400, "TopicDisallowed"))
     }
 
     @Test func priorityMustBe10Or5Or1() {
@@ -340,7 +354,7 @@ import Testing
         var generator = APNsIDGenerator()
         var seen = Set<String>()
         for _ in 0..<1000 {
-            let id = generator.next()
+            let id = generator.next().description
             #expect(APNsRequestValidator.isCanonicalUUID(id))
             #expect(id == id.uppercased())
             #expect(UUID(uuidString: id) != nil)

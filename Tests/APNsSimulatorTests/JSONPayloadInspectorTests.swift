@@ -68,4 +68,37 @@ import Testing
             #expect(actual == expected, "\(sample)")
         }
     }
+
+    /// String contents are skipped eight bytes at a time: a quote, backslash, control
+    /// or non-ASCII byte is seen at every offset of a long string.
+    @Test func everyByteOfALongStringIsChecked() {
+        let plain = String(repeating: "abcdefgh", count: 8)
+        for offset in 0...plain.utf8.count {
+            func payload(_ inserted: String) -> [UInt8] {
+                let index = plain.utf8.index(plain.startIndex, offsetBy: offset)
+                return Array(#"{"aps":{},"c":""#.utf8) + Array(plain.utf8[..<index]) + Array(inserted.utf8)
+                    + Array(plain.utf8[index...]) + Array(#""}"#.utf8)
+            }
+            #expect(JSONPayloadInspector.inspect(payload("")) == .valid)
+            #expect(JSONPayloadInspector.inspect(payload(#"\""#)) == .valid)
+            #expect(JSONPayloadInspector.inspect(payload("é✓")) == .valid)
+            #expect(JSONPayloadInspector.inspect(payload("\"")) == .malformed, "offset \(offset)")
+            #expect(JSONPayloadInspector.inspect(payload("\u{1F}")) == .malformed, "offset \(offset)")
+            #expect(JSONPayloadInspector.inspect(payload("\\q")) == .malformed, "offset \(offset)")
+            var invalid = payload("")
+            invalid.insert(0xC0, at: 15 + offset)
+            #expect(JSONPayloadInspector.inspect(invalid) == .malformed, "offset \(offset)")
+        }
+    }
+
+    @Test func utf8InStringsIsCheckedAsTheStandardLibraryChecksIt() {
+        let interesting: [UInt8] = [0x41, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC2, 0xE0, 0xED, 0xF0, 0xF4, 0xF5]
+        for _ in 0..<3000 {
+            let sample = (0..<Int.random(in: 1...12)).map { _ in interesting.randomElement()! }
+            let payload = Array(#"{"aps":{"alert":""#.utf8) + sample + Array(#""}}"#.utf8)
+            let expected: JSONPayloadInspector.Verdict =
+                String(validating: sample, as: UTF8.self) != nil ? .valid : .malformed
+            #expect(JSONPayloadInspector.inspect(payload) == expected, "\(sample)")
+        }
+    }
 }
