@@ -13,6 +13,9 @@ public enum SubscriptionCacheField {
     public static let part = "part"
     /// `1` in a negative entry: no such subscription in Postgres (short-lived).
     public static let missing = "missing"
+    /// Written by the hot-path script, not the fill: until when (UNIX ms) the
+    /// subscription's rate window list lives at least (`HotPathScript`).
+    public static let rateWindowExpiry = "rexp"
     /// The fields ingresses before queue format 2 read instead of `part`. A fill
     /// writes them too while both may run side by side (a rolling upgrade): an older
     /// ingress that found a live entry without them would enqueue a push with no

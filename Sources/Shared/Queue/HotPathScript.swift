@@ -270,9 +270,13 @@ public enum HotPathScript {
     //   plus the window is when a slot frees up. Older times are left behind and cut off
     //   in one LTRIM when the list reaches twice the limit (bounded like the window
     //   itself, at no write per push).
-    // - The rate window's expiry is refreshed (to twice the window) only when less
-    //   than one window is left: every entry still outlives its window, and most
-    //   pushes read PTTL instead of writing a PEXPIRE.
+    // - The rate window's expiry is set (to twice the window) when the list is new,
+    //   and renewed only when less than one window of it is left: every entry still
+    //   outlives its window. When that is, the subscription's cache entry says
+    //   (`rexp`, read with the entry; the absolute expiry last set, so the list lives
+    //   at least that long): no PTTL per push. An entry without it (just filled)
+    //   renews; a list deleted meanwhile comes back new (LPUSH answers 1) and gets
+    //   its expiry then.
     static let source = """
         local stream, prefix = KEYS[1], ARGV[1]
         local rateLimit, window = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -282,7 +286,8 @@ public enum HotPathScript {
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         -- Whole milliseconds (13 digits) print exactly with Lua's %.14g.
         local nowText, windowStart = tostring(now), now - window
-        local rateLifetimeText = tostring(2 * window)
+        -- When a rate window's expiry set now ends (PEXPIREAT: exactly what `rexp` says).
+        local rateExpiryText = tostring(now + 2 * window)
         -- Stash entries accepted at or before this are past their lifetime.
         local stashOldest = now - tonumber(stashLifetime)
         -- The rate window's index of the rateLimit-th newest push before (after) this
@@ -308,10 +313,11 @@ public enum HotPathScript {
         end
 
         local function decide(mode, id, message)
-          local sub = redis.call('HMGET', prefix .. 'sub:' .. id, 'app', 'state', 'sandbox', 'part', 'missing')
+          local subKey = prefix .. 'sub:' .. id
+          local sub = redis.call('HMGET', subKey, 'app', 'state', 'sandbox', 'part', 'rexp')
           if not sub[4] then
             if redis.call('EXISTS', prefix .. 'gone:' .. id) == 1 then return {2} end
-            if sub[5] then return {1} end
+            if redis.call('HEXISTS', subKey, 'missing') == 1 then return {1} end
             -- No entry, or one of an older layout.
             return {10, 'subscription', id}
           end
@@ -342,7 +348,12 @@ public enum HotPathScript {
               end
               if length > trimLength then redis.call('LTRIM', rate, 0, lastIndexText) end
             end
-            if redis.call('PTTL', rate) < window then redis.call('PEXPIRE', rate, rateLifetimeText) end
+            if length == 1 then
+              redis.call('PEXPIREAT', rate, rateExpiryText)
+            elseif (tonumber(sub[5]) or 0) - now < window then
+              redis.call('PEXPIREAT', rate, rateExpiryText)
+              redis.call('HSET', subKey, 'rexp', rateExpiryText)
+            end
           end
           if sub[2] ~= 'active' then
             if mode == 'app' then return {9} end
