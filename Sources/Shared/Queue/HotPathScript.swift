@@ -252,9 +252,10 @@ public enum HotPathScript {
     // - The tombstone is read only when the subscription has no live cache entry (a
     //   cache fill never writes one over a tombstone, `HotPathCache`), which keeps
     //   "a tombstone answers 410 first" without an `EXISTS` per push.
-    // - The queue entry is format 2 (`QueueMessage`): the subscription's part as the
+    // - The queue entry is format 3 (`QueueMessage`): the subscription's part as the
     //   cache keeps it and the message's part as the ingress packed it pass through
-    //   untouched; the script adds what it decided (account, credential, quota key).
+    //   untouched; the script adds what it decided (account, credential, quota key)
+    //   as one packed value, made once per app and run.
     // - Times go to Redis as strings made once per run (a Lua number argument costs
     //   Redis a float formatting).
     // - The quota is counted in the run and written once per quota key at its end
@@ -321,8 +322,24 @@ public enum HotPathScript {
           return {limit = tonumber(limit), quotaKey = prefix .. 'quota:' .. id .. ':' .. quotaMonth, reserved = 0}
         end
 
+        -- Texts packed as `PackedFields` packs them: each after its length (LEB128).
+        local function packed(...)
+          local parts = {}
+          for i = 1, select('#', ...) do
+            local text = select(i, ...)
+            local length, lengthBytes = #text, ''
+            while length >= 128 do
+              lengthBytes = lengthBytes .. string.char(128 + length % 128)
+              length = math.floor(length / 128)
+            end
+            parts[i] = lengthBytes .. string.char(length) .. text
+          end
+          return table.concat(parts)
+        end
+
         -- An app with its account, what follows from them for every push (disabled, the
-        -- credential's refusal) and its circuit flags by `sandbox` value; or the miss answer.
+        -- credential's refusal, the entry's decision part) and its circuit flags by
+        -- `sandbox` value; or the miss answer.
         local function readApp(id)
           local app = redis.call('HMGET', prefix .. 'app:' .. id, 'acct', 'enabled', 'cred', 'cstatus')
           local accountID = app[1]
@@ -341,8 +358,8 @@ public enum HotPathScript {
             refusal = 'credential_rejected'
           end
           return {
-            disabled = app[2] ~= '1' or account.limit == 0, account = account, accountID = accountID,
-            credential = credential, refusal = refusal, circuit = {},
+            disabled = app[2] ~= '1' or account.limit == 0, account = account, credential = credential,
+            refusal = refusal, circuit = {}, decision = packed(accountID, credential, account.quotaKey),
           }
         end
 
@@ -416,8 +433,7 @@ public enum HotPathScript {
           end
           if mode == 'check' then return 6 end
           if refusal then return {7, refusal} end
-          local entry = redis.call('XADD', stream, '*', 'v', '2', 's', sub[4], 'm', message, 'acct', app.accountID,
-            'cred', app.credential, 'qk', account.quotaKey)
+          local entry = redis.call('XADD', stream, '*', 's', sub[4], 'm', message, 'd', app.decision)
           account.reserved = account.reserved + 1
           return entry
         end
