@@ -249,6 +249,9 @@ public enum HotPathScript {
     // Every `redis.call` costs Redis a command lookup and a reply round trip through
     // Lua, every argument an object, and every write one more AOF record, so the
     // usual push makes as few calls with as few arguments as the decision needs:
+    // - The subscription's entry is read as three values: its context (`ctx`: state,
+    //   sandbox and app id in one text, made into a record once per run like apps),
+    //   the entry's part and the window's expiry mark.
     // - The tombstone is read only when the subscription has no live cache entry (a
     //   cache fill never writes one over a tombstone, `HotPathCache`), which keeps
     //   "a tombstone answers 410 first" without an `EXISTS` per push.
@@ -373,20 +376,33 @@ public enum HotPathScript {
           return open
         end
 
+        -- What the run made of subscription contexts (`ctx`), by their text.
+        local contexts = {}
+        local function context(text)
+          local state, sandbox, appID = string.match(text, '^(%a+):(%d):(.*)$')
+          local app = apps[appID]
+          if not app then
+            app = readApp(appID)
+            apps[appID] = app
+          end
+          return {app = app, active = state == 'active', sandbox = sandbox}
+        end
+
         local function decide(mode, id, message)
           local subKey = prefix .. 'sub:' .. id
-          local sub = redis.call('HMGET', subKey, 'app', 'state', 'sandbox', 'part', 'rexp')
-          if not sub[4] then
+          local sub = redis.call('HMGET', subKey, 'ctx', 'part', 'rexp')
+          if not (sub[1] and sub[2]) then
             if redis.call('EXISTS', prefix .. 'gone:' .. id) == 1 then return 2 end
             if redis.call('HEXISTS', subKey, 'missing') == 1 then return 1 end
             -- No entry, or one of an older layout.
             return {10, 'subscription', id}
           end
-          local app = apps[sub[1]]
-          if not app then
-            app = readApp(sub[1])
-            apps[sub[1]] = app
+          local ctx = contexts[sub[1]]
+          if not ctx then
+            ctx = context(sub[1])
+            contexts[sub[1]] = ctx
           end
+          local app = ctx.app
           if app.miss then return app.miss end
           if app.disabled then return 3 end
           if mode ~= 'app' then
@@ -402,12 +418,12 @@ public enum HotPathScript {
             end
             if length == 1 then
               redis.call('PEXPIREAT', rate, rateExpiryText)
-            elseif (tonumber(sub[5]) or 0) - now < window then
+            elseif (tonumber(sub[3]) or 0) - now < window then
               redis.call('PEXPIREAT', rate, rateExpiryText)
               redis.call('HSET', subKey, 'rexp', rateExpiryText)
             end
           end
-          if sub[2] ~= 'active' then
+          if not ctx.active then
             if mode == 'app' then return 9 end
             if mode == 'check' then return 6 end
             local stash = prefix .. 'stash:' .. id
@@ -425,7 +441,7 @@ public enum HotPathScript {
             return 8
           end
           local refusal = false
-          if mode ~= 'check' then refusal = app.refusal or (circuitOpen(app, sub[3]) and 'provider_error') end
+          if mode ~= 'check' then refusal = app.refusal or (circuitOpen(app, ctx.sandbox) and 'provider_error') end
           local account = app.account
           if account.limit > 0 then
             if not account.used then account.used = tonumber(redis.call('GET', account.quotaKey) or '0') end
@@ -433,7 +449,7 @@ public enum HotPathScript {
           end
           if mode == 'check' then return 6 end
           if refusal then return {7, refusal} end
-          local entry = redis.call('XADD', stream, '*', 's', sub[4], 'm', message, 'd', app.decision)
+          local entry = redis.call('XADD', stream, '*', 's', sub[2], 'm', message, 'd', app.decision)
           account.reserved = account.reserved + 1
           return entry
         end
