@@ -277,13 +277,12 @@ public enum HotPathScript {
     //   plus the window is when a slot frees up. Older times are left behind and cut off
     //   in one LTRIM when the list reaches twice the limit (bounded like the window
     //   itself, at no write per push).
-    // - The rate window's expiry is set (to twice the window) when the list is new,
-    //   and renewed only when less than one window of it is left: every entry still
-    //   outlives its window. When that is, the subscription's cache entry says
-    //   (`rexp`, read with the entry; the absolute expiry last set, so the list lives
-    //   at least that long): no PTTL per push. An entry without it (just filled)
-    //   renews; a list deleted meanwhile comes back new (LPUSH answers 1) and gets
-    //   its expiry then.
+    // - The window's list gets an expiry (PEXPIREAT, twice the window ahead) when LPUSH
+    //   makes it new, and a later one only when less than a window of it is left, so
+    //   every time outlives its window. Instead of a PTTL per push, the subscription's
+    //   cache entry keeps the expiry last renewed (`rexp`, read with the entry; never
+    //   later than the list's own). An entry without it (just filled) renews; a list
+    //   deleted meanwhile comes back new (LPUSH answers 1) with an expiry of its own.
     static let source = """
         local stream, prefix = KEYS[1], ARGV[1]
         local rateLimit, window = tonumber(ARGV[2]), tonumber(ARGV[3])
