@@ -83,6 +83,60 @@ import Testing
         }
     }
 
+    /// The window's list gets its lifetime (twice the window) when it is new, and again
+    /// whenever less than a window of it is left, which the subscription's cache entry
+    /// records (`rexp`, the list's expiry) so that a push need not ask the list. A list
+    /// deleted behind the mark, or a mark gone with a refilled entry, still ends with a
+    /// list that outlives its newest push by a window.
+    @Test func theWindowListAlwaysOutlivesItsNewestPushByAWindow() async throws {
+        try await IngressTestApp.with(["RATE_LIMIT_PUSH": "100/20"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let list = app.keys.pushRate(id)
+            let entry = app.keys.subscription(id)
+            func expiry() async throws -> Int64 { try await app.redis.send("PEXPIRETIME", list).int ?? 0 }
+            func mark() async throws -> Int64? {
+                try await app.redis.send("HGET", entry, SubscriptionCacheField.rateWindowExpiry).int
+            }
+            func now() async throws -> Int64 {
+                let time = try await app.redis.send("TIME").array ?? []
+                return (time.first?.int ?? 0) * 1000 + (time.last?.int ?? 0) / 1000
+            }
+            func expectLifetimeOfTwoWindows(_ comment: Comment) async throws {
+                let left = try await expiry() - now()
+                #expect(left > 35_000 && left <= 40_000, comment)
+            }
+
+            #expect(try await app.push(id).status == 201)
+            try await expectLifetimeOfTwoWindows("a new list")
+            #expect(try await mark() == nil)
+            #expect(try await app.push(id).status == 201)
+            let renewed = try #require(try await mark(), "no mark before the second push: renewed")
+            #expect(try await expiry() == renewed)
+            #expect(try await app.push(id).status == 201)
+            #expect(try await mark() == renewed, "more than a window left: not renewed")
+
+            // As if time had passed: less than a window left.
+            let soon = try await now() + 10_000
+            _ = try await app.redis.send("PEXPIREAT", list, soon)
+            _ = try await app.redis.send("HSET", entry, SubscriptionCacheField.rateWindowExpiry, soon)
+            #expect(try await app.push(id).status == 201)
+            try await expectLifetimeOfTwoWindows("less than a window left")
+            #expect(try await mark() == expiry())
+
+            _ = try await app.redis.send("DEL", list)
+            #expect(try await app.push(id).status == 201)
+            try await expectLifetimeOfTwoWindows("a list deleted behind the mark")
+            #expect(try await app.redis.send("LLEN", list).int == 1)
+
+            _ = try await app.redis.send("PEXPIREAT", list, soon)
+            _ = try await app.redis.send("HDEL", entry, SubscriptionCacheField.rateWindowExpiry)
+            #expect(try await app.push(id).status == 201)
+            try await expectLifetimeOfTwoWindows("no mark")
+            #expect(try await mark() == expiry())
+        }
+    }
+
     /// Pushes sent at once are mostly decided in one script run: each still as if alone,
     /// so the window admits exactly the limit, refused pushes leave no time behind, and
     /// the quota counts exactly the accepted ones (a key created with its lifetime).

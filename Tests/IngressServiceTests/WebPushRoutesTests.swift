@@ -299,6 +299,12 @@ import Testing
             #expect(try await app.push(id).status == 201)
             #expect(
                 try await app.redis.send("HEXISTS", app.keys.subscription(id), SubscriptionCacheField.part).int == 1)
+            // Nor without the context the script reads instead of app, state and sandbox.
+            _ = try await app.redis.send("HDEL", app.keys.subscription(id), SubscriptionCacheField.context)
+            #expect(try await app.push(id).status == 201)
+            let context = try await app.redis.send("HGET", app.keys.subscription(id), SubscriptionCacheField.context)
+            #expect(context.string == "active:0:\(fixture.appID)")
+            #expect(try await app.queueEntries().last?.appID == fixture.appID)
         }
     }
 

@@ -11,8 +11,21 @@ public enum SubscriptionCacheField {
     /// topic, token, sandbox, alert title and body, packed), passed through as is.
     /// An entry without it (an older layout) is filled again.
     public static let part = "part"
+    /// `<state>:<sandbox>:<app id>` (`contextValue`): what the hot-path script reads of
+    /// `app`, `state` and `sandbox`, as one value it makes into a record once per run.
+    /// Those three stay for ingresses before it (a rolling upgrade). An entry without
+    /// it (an older layout) is filled again.
+    public static let context = "ctx"
+
+    public static func contextValue(active: Bool, sandbox: Bool, appID: String) -> String {
+        (active ? "active:" : "pending:") + (sandbox ? "1:" : "0:") + appID
+    }
+
     /// `1` in a negative entry: no such subscription in Postgres (short-lived).
     public static let missing = "missing"
+    /// Written by the hot-path script, not the fill: until when (UNIX ms) the
+    /// subscription's rate window list lives at least (`HotPathScript`).
+    public static let rateWindowExpiry = "rexp"
     /// The fields ingresses before queue format 2 read instead of `part`. A fill
     /// writes them too while both may run side by side (a rolling upgrade): an older
     /// ingress that found a live entry without them would enqueue a push with no

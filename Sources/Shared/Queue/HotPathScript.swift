@@ -199,16 +199,16 @@ public enum HotPathScript {
         return items[1].string
     }
 
-    /// Reads the script's reply.
+    /// Reads one push's reply: the queue entry's id, a code, or `{code, …}` (the codes
+    /// that carry more).
     public static func decision(from reply: RedisReply) throws(RedisError) -> Decision {
-        guard let items = reply.array, let code = items.first?.int else {
+        if case .bulk = reply, let entry = reply.string { return .queued(entryID: entry) }
+        let items = reply.array ?? [reply]
+        guard case .integer(let code) = items.first else {
             throw RedisError(code: .unexpectedReply, message: "hot-path script answered an unexpected shape")
         }
         func text(_ index: Int) -> String? { items.count > index ? items[index].string : nil }
         switch code {
-        case 0:
-            guard let entry = text(1) else { break }
-            return .queued(entryID: entry)
         case 1: return .notFound
         case 2: return .gone
         case 3: return .disabled
@@ -231,14 +231,17 @@ public enum HotPathScript {
     //       6 quota month, 7 quota key lifetime s; then 3 per push: mode (push|check|app),
     //       subscription id, the entry's message part (`QueueMessage.messagePart`:
     //       packed, the ciphertext first)
-    // Reply: one element per push, in order: {code, …} or that push's error.
+    // Reply: one element per push, in order: the queue entry's id (queued), a code,
+    // {code, …} for the codes that carry more (4, 7, 10), or that push's error. (A
+    // table per push would cost Redis a conversion that looks for `err`, `ok` and
+    // other fields in it.)
     //
     // Each push is decided as if alone (at the same server time `now`); an error in
     // one (a wrong key type, say) fails only that push's element. A batch reads each
-    // app, account and circuit flag once: nothing in it writes them, and the run is
-    // atomic, so every push sees what it would have read itself. The per-push keys
-    // are built here from the prefix and the id, like the app/account/quota/circuit
-    // keys: all carry the stream's hash tag (`RedisKeys`).
+    // app, account and circuit flag once, and builds their keys once: nothing in it
+    // writes them, and the run is atomic, so every push sees what it would have read
+    // itself. The per-push keys are built here from the prefix and the id, like the
+    // app/account/quota/circuit keys: all carry the stream's hash tag (`RedisKeys`).
     // Mode `app` (App API sends): no per-subscription rate window, a pending
     // subscription answers 9 (inactive) instead of being stashed (the message part
     // carries the reply list). Code 7 carries the reason (`credential_missing`, …).
@@ -246,12 +249,16 @@ public enum HotPathScript {
     // Every `redis.call` costs Redis a command lookup and a reply round trip through
     // Lua, every argument an object, and every write one more AOF record, so the
     // usual push makes as few calls with as few arguments as the decision needs:
+    // - The subscription's entry is read as three values: its context (`ctx`: state,
+    //   sandbox and app id in one text, made into a record once per run like apps),
+    //   the entry's part and the window's expiry mark.
     // - The tombstone is read only when the subscription has no live cache entry (a
     //   cache fill never writes one over a tombstone, `HotPathCache`), which keeps
     //   "a tombstone answers 410 first" without an `EXISTS` per push.
-    // - The queue entry is format 2 (`QueueMessage`): the subscription's part as the
+    // - The queue entry is format 3 (`QueueMessage`): the subscription's part as the
     //   cache keeps it and the message's part as the ingress packed it pass through
-    //   untouched; the script adds what it decided (account, credential, quota key).
+    //   untouched; the script adds what it decided (account, credential, quota key)
+    //   as one packed value, made once per app and run.
     // - Times go to Redis as strings made once per run (a Lua number argument costs
     //   Redis a float formatting).
     // - The quota is counted in the run and written once per quota key at its end
@@ -270,9 +277,12 @@ public enum HotPathScript {
     //   plus the window is when a slot frees up. Older times are left behind and cut off
     //   in one LTRIM when the list reaches twice the limit (bounded like the window
     //   itself, at no write per push).
-    // - The rate window's expiry is refreshed (to twice the window) only when less
-    //   than one window is left: every entry still outlives its window, and most
-    //   pushes read PTTL instead of writing a PEXPIRE.
+    // - The window's list gets an expiry (PEXPIREAT, twice the window ahead) when LPUSH
+    //   makes it new, and a later one only when less than a window of it is left, so
+    //   every time outlives its window. Instead of a PTTL per push, the subscription's
+    //   cache entry keeps the expiry last renewed (`rexp`, read with the entry; never
+    //   later than the list's own). An entry without it (just filled) renews; a list
+    //   deleted meanwhile comes back new (LPUSH answers 1) with an expiry of its own.
     static let source = """
         local stream, prefix = KEYS[1], ARGV[1]
         local rateLimit, window = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -282,17 +292,15 @@ public enum HotPathScript {
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         -- Whole milliseconds (13 digits) print exactly with Lua's %.14g.
         local nowText, windowStart = tostring(now), now - window
-        local rateLifetimeText = tostring(2 * window)
+        -- When a rate window's expiry set now ends (PEXPIREAT: exactly what `rexp` says).
+        local rateExpiryText = tostring(now + 2 * window)
         -- Stash entries accepted at or before this are past their lifetime.
         local stashOldest = now - tonumber(stashLifetime)
         -- The rate window's index of the rateLimit-th newest push before (after) this
         -- one is added, and when to trim it.
         local lastIndexText, rateLimitText, trimLength = tostring(rateLimit - 1), tostring(rateLimit), 2 * rateLimit
-        -- What the batch has read of apps, accounts and circuit flags, by key.
-        local read = {}
-        -- Per quota key: what the run's pushes reserved, and the count before the run
-        -- (read once, when a limit needs it).
-        local quotas = {}
+        -- What the batch has read and made of apps and accounts, by id.
+        local apps, accounts = {}, {}
 
         -- The message part's first item: the ciphertext, after its LEB128 length.
         local function ciphertext(message)
@@ -307,30 +315,95 @@ public enum HotPathScript {
           return string.sub(message, i, i + length - 1)
         end
 
+        -- An account: its limit and quota key, the count before the run (`used`, read
+        -- once, when the limit needs it) and what the run's pushes reserved; or the
+        -- miss answer.
+        local function readAccount(id)
+          local limit = redis.call('HGET', prefix .. 'acct:' .. id, 'limit')
+          if not limit then return {miss = {10, 'account', id}} end
+          return {limit = tonumber(limit), quotaKey = prefix .. 'quota:' .. id .. ':' .. quotaMonth, reserved = 0}
+        end
+
+        -- Texts packed as `PackedFields` packs them: each after its length (LEB128).
+        local function packed(...)
+          local parts = {}
+          for i = 1, select('#', ...) do
+            local text = select(i, ...)
+            local length, lengthBytes = #text, ''
+            while length >= 128 do
+              lengthBytes = lengthBytes .. string.char(128 + length % 128)
+              length = math.floor(length / 128)
+            end
+            parts[i] = lengthBytes .. string.char(length) .. text
+          end
+          return table.concat(parts)
+        end
+
+        -- An app with its account, what follows from them for every push (disabled, the
+        -- credential's refusal, the entry's decision part) and its circuit flags by
+        -- `sandbox` value; or the miss answer.
+        local function readApp(id)
+          local app = redis.call('HMGET', prefix .. 'app:' .. id, 'acct', 'enabled', 'cred', 'cstatus')
+          local accountID = app[1]
+          if not accountID then return {miss = {10, 'app', id}} end
+          local account = accounts[accountID]
+          if not account then
+            account = readAccount(accountID)
+            accounts[accountID] = account
+          end
+          if account.miss then return account end
+          local credential = app[3] or ''
+          local refusal = false
+          if credential == '' then
+            refusal = 'credential_missing'
+          elseif app[4] ~= 'active' then
+            refusal = 'credential_rejected'
+          end
+          return {
+            disabled = app[2] ~= '1' or account.limit == 0, account = account, credential = credential,
+            refusal = refusal, circuit = {}, decision = packed(accountID, credential, account.quotaKey),
+          }
+        end
+
+        local function circuitOpen(app, sandbox)
+          local open = app.circuit[sandbox]
+          if open == nil then
+            local environment = sandbox == '1' and 'sandbox' or 'production'
+            open = redis.call('EXISTS', prefix .. 'circuit:' .. app.credential .. ':' .. environment) == 1
+            app.circuit[sandbox] = open
+          end
+          return open
+        end
+
+        -- What the run made of subscription contexts (`ctx`), by their text.
+        local contexts = {}
+        local function context(text)
+          local state, sandbox, appID = string.match(text, '^(%a+):(%d):(.*)$')
+          local app = apps[appID]
+          if not app then
+            app = readApp(appID)
+            apps[appID] = app
+          end
+          return {app = app, active = state == 'active', sandbox = sandbox}
+        end
+
         local function decide(mode, id, message)
-          local sub = redis.call('HMGET', prefix .. 'sub:' .. id, 'app', 'state', 'sandbox', 'part', 'missing')
-          if not sub[4] then
-            if redis.call('EXISTS', prefix .. 'gone:' .. id) == 1 then return {2} end
-            if sub[5] then return {1} end
+          local subKey = prefix .. 'sub:' .. id
+          local sub = redis.call('HMGET', subKey, 'ctx', 'part', 'rexp')
+          if not (sub[1] and sub[2]) then
+            if redis.call('EXISTS', prefix .. 'gone:' .. id) == 1 then return 2 end
+            if redis.call('HEXISTS', subKey, 'missing') == 1 then return 1 end
             -- No entry, or one of an older layout.
             return {10, 'subscription', id}
           end
-          local appKey = prefix .. 'app:' .. sub[1]
-          local app = read[appKey]
-          if not app then
-            app = redis.call('HMGET', appKey, 'acct', 'enabled', 'cred', 'cstatus')
-            read[appKey] = app
+          local ctx = contexts[sub[1]]
+          if not ctx then
+            ctx = context(sub[1])
+            contexts[sub[1]] = ctx
           end
-          if not app[1] then return {10, 'app', sub[1]} end
-          local accountKey = prefix .. 'acct:' .. app[1]
-          local limit = read[accountKey]
-          if limit == nil then
-            limit = redis.call('HGET', accountKey, 'limit') or false
-            read[accountKey] = limit
-          end
-          if not limit then return {10, 'account', app[1]} end
-          limit = tonumber(limit)
-          if app[2] ~= '1' or limit == 0 then return {3} end
+          local app = ctx.app
+          if app.miss then return app.miss end
+          if app.disabled then return 3 end
           if mode ~= 'app' then
             local rate = prefix .. 'rate:pushes:' .. id
             local length = redis.call('LPUSH', rate, nowText)
@@ -342,11 +415,16 @@ public enum HotPathScript {
               end
               if length > trimLength then redis.call('LTRIM', rate, 0, lastIndexText) end
             end
-            if redis.call('PTTL', rate) < window then redis.call('PEXPIRE', rate, rateLifetimeText) end
+            if length == 1 then
+              redis.call('PEXPIREAT', rate, rateExpiryText)
+            elseif (tonumber(sub[3]) or 0) - now < window then
+              redis.call('PEXPIREAT', rate, rateExpiryText)
+              redis.call('HSET', subKey, 'rexp', rateExpiryText)
+            end
           end
-          if sub[2] ~= 'active' then
-            if mode == 'app' then return {9} end
-            if mode == 'check' then return {6} end
+          if not ctx.active then
+            if mode == 'app' then return 9 end
+            if mode == 'check' then return 6 end
             local stash = prefix .. 'stash:' .. id
             -- The list's expiry is renewed by every push, so older entries past their
             -- own lifetime are dropped here (oldest first; at most the stash limit).
@@ -359,58 +437,37 @@ public enum HotPathScript {
             redis.call('RPUSH', stash, nowText .. ':' .. ciphertext(message))
             redis.call('LTRIM', stash, -stashLimit, -1)
             redis.call('PEXPIRE', stash, stashLifetime)
-            return {8}
+            return 8
           end
-          local quotaKey = prefix .. 'quota:' .. app[1] .. ':' .. quotaMonth
-          local credential = app[3] or ''
-          local refusal
-          if mode == 'check' then
-            refusal = false
-          elseif credential == '' then
-            refusal = 'credential_missing'
-          elseif app[4] ~= 'active' then
-            refusal = 'credential_rejected'
-          else
-            local environment = sub[3] == '1' and 'sandbox' or 'production'
-            local circuitKey = prefix .. 'circuit:' .. credential .. ':' .. environment
-            if read[circuitKey] == nil then read[circuitKey] = redis.call('EXISTS', circuitKey) == 1 end
-            if read[circuitKey] then
-              refusal = 'provider_error'
-            end
+          local refusal = false
+          if mode ~= 'check' then refusal = app.refusal or (circuitOpen(app, ctx.sandbox) and 'provider_error') end
+          local account = app.account
+          if account.limit > 0 then
+            if not account.used then account.used = tonumber(redis.call('GET', account.quotaKey) or '0') end
+            if account.used + account.reserved >= account.limit then return 5 end
           end
-          local quota = quotas[quotaKey]
-          if not quota then
-            quota = {reserved = 0}
-            quotas[quotaKey] = quota
-          end
-          if limit > 0 then
-            if not quota.used then quota.used = tonumber(redis.call('GET', quotaKey) or '0') end
-            if quota.used + quota.reserved >= limit then return {5} end
-          end
-          if mode == 'check' or refusal then
-            if refusal then return {7, refusal} end
-            return {6}
-          end
-          local entry = redis.pcall('XADD', stream, '*', 'v', '2', 's', sub[4], 'm', message, 'acct', app[1],
-            'cred', credential, 'qk', quotaKey)
-          if type(entry) == 'table' then error(entry) end
-          quota.reserved = quota.reserved + 1
-          return {0, entry}
+          if mode == 'check' then return 6 end
+          if refusal then return {7, refusal} end
+          local entry = redis.call('XADD', stream, '*', 's', sub[2], 'm', message, 'd', app.decision)
+          account.reserved = account.reserved + 1
+          return entry
         end
 
-        local results = {}
+        local results, count = {}, 0
         for base = 8, #ARGV, 3 do
           local ok, result = pcall(decide, ARGV[base], ARGV[base + 1], ARGV[base + 2])
           if not ok then result = {err = type(result) == 'table' and result.err or tostring(result)} end
-          results[#results + 1] = result
+          count = count + 1
+          results[count] = result
         end
         -- The run's reservations, one write per quota key; a key this run created
         -- gets its lifetime. Its pushes are on the queue by now, so an error here
         -- (a key of the wrong type) must not turn their answers into failures:
         -- pcall, and the count of that key is left as it was.
-        for quotaKey, quota in pairs(quotas) do
-          if quota.reserved > 0 and redis.pcall('INCRBY', quotaKey, quota.reserved) == quota.reserved then
-            redis.call('EXPIRE', quotaKey, quotaLifetime)
+        for _, account in pairs(accounts) do
+          if account.reserved and account.reserved > 0
+            and redis.pcall('INCRBY', account.quotaKey, account.reserved) == account.reserved then
+            redis.call('EXPIRE', account.quotaKey, quotaLifetime)
           end
         end
         return results

@@ -17,6 +17,13 @@
 /// | `qk` | the quota key the worker decrements (`DECR`) if the send fails |
 /// | `n` | optional: send attempts so far (the worker's delayed retries set it; absent = 0) |
 ///
+/// **Format 3** (written by the hot-path script since the decision part): no `v`;
+/// `s` and `m` as in format 2, and `d`, what the script decided, packed: account id,
+/// credential id, quota key (the same values as format 2's `acct`, `cred`, `qk`; the
+/// script packs them once per app and run). Three values per push instead of six:
+/// each one costs Redis an object, a listpack insert and AOF text. An entry with
+/// `d` and no `v` is format 3. `fields` still writes format 2, which stays readable.
+///
 /// **Format 1** (the former layout, still read so entries in flight during an
 /// upgrade are delivered): one pair per property, `v` `1`, `mid`, `sub`, `app`,
 /// `acct`, `cred`, `topic`, `token`, `sandbox`, `title`, `body`, `ct`, `prio`,
@@ -59,6 +66,8 @@ public struct QueueMessage: Sendable, Equatable {
         public static let account = "acct"
         public static let credential = "cred"
         public static let quotaKey = "qk"
+        /// Format 3: account, credential and quota key, packed.
+        public static let decisionPart = "d"
         public static let attempts = "n"
         // Format 1 only.
         public static let messageID = "mid"
@@ -313,6 +322,15 @@ public struct QueueMessage: Sendable, Equatable {
         return part.bytes
     }
 
+    /// Format 3's decision part (`d`), as the hot-path script packs it.
+    public static func decisionPart(accountID: String, credentialID: String, quotaKey: String) -> [UInt8] {
+        var part = PackedFields(capacity: 8 + accountID.utf8.count + credentialID.utf8.count + quotaKey.utf8.count)
+        part.append(accountID)
+        part.append(credentialID)
+        part.append(quotaKey)
+        return part.bytes
+    }
+
     /// Reads an entry's flat `[field, value, field, value…]` list (as XRANGE /
     /// XREADGROUP return it). Unknown fields are ignored; a missing required one,
     /// or an unknown format version, fails.
@@ -348,9 +366,25 @@ public struct QueueMessage: Sendable, Equatable {
             index += 2
         }
         let entry = SlotValues(bytes: bytes, slots: slots)
+        if slots[Slot.version] == nil, let decisionPart = slots[Slot.decisionPart] {
+            return try packed(entry) { () throws(QueueMessageError) in
+                var decision = PackedFields.Reader(bytes[decisionPart])
+                func span() throws(QueueMessageError) -> Span {
+                    guard let item = decision.next() else {
+                        throw QueueMessageError(field: Field.decisionPart, problem: "is truncated")
+                    }
+                    return Span(item)
+                }
+                return Decided(account: try span(), credential: try span(), quotaKey: try span())
+            }
+        }
         let version = try entry.value(Slot.version)
         if version.elementsEqual(Self.version.utf8) {
-            return try packed(entry)
+            return try packed(entry) { () throws(QueueMessageError) in
+                Decided(
+                    account: try entry.span(Slot.account), credential: try entry.span(Slot.credential),
+                    quotaKey: try entry.span(Slot.quotaKey))
+            }
         } else if version.elementsEqual(Self.legacyVersion.utf8) {
             return try legacy(entry)
         } else {
@@ -358,7 +392,15 @@ public struct QueueMessage: Sendable, Equatable {
         }
     }
 
-    private static func packed(_ entry: SlotValues) throws(QueueMessageError) -> Decoded {
+    /// What the hot-path script adds to the two parts: format 2's fields or format 3's `d`.
+    private struct Decided {
+        let account, credential, quotaKey: Span
+    }
+
+    /// Formats 2 and 3: the subscription's and the message's parts, then `decided`.
+    private static func packed(
+        _ entry: SlotValues, decided: () throws(QueueMessageError) -> Decided
+    ) throws(QueueMessageError) -> Decoded {
         // The packed items are slices of the entry's buffer: their indices are spans of it.
         var subscription = PackedFields.Reader(try entry.value(Slot.subscriptionPart))
         var message = PackedFields.Reader(try entry.value(Slot.messagePart))
@@ -398,11 +440,12 @@ public struct QueueMessage: Sendable, Equatable {
         let acceptedAt = try integer(&message, m)
         let collapseID = try optionalSpan(&message, m)
         let replyKey = try optionalSpan(&message, m)
+        let decision = try decided()
         let spans = Spans(
-            messageID: messageID, subscriptionID: subscriptionID, appID: appID,
-            accountID: try entry.span(Slot.account), credentialID: try entry.span(Slot.credential), topic: topic,
-            deviceToken: deviceToken, alertTitle: alertTitle, alertBody: alertBody, ciphertext: ciphertext,
-            quotaKey: try entry.span(Slot.quotaKey), collapseID: collapseID, replyKey: replyKey)
+            messageID: messageID, subscriptionID: subscriptionID, appID: appID, accountID: decision.account,
+            credentialID: decision.credential, topic: topic, deviceToken: deviceToken, alertTitle: alertTitle,
+            alertBody: alertBody, ciphertext: ciphertext, quotaKey: decision.quotaKey, collapseID: collapseID,
+            replyKey: replyKey)
         return Decoded(
             spans: spans, sandbox: sandbox, priority: priority, expiration: expiration, acceptedAt: acceptedAt,
             attempts: try entry.attempts())
@@ -428,24 +471,25 @@ public struct QueueMessage: Sendable, Equatable {
         static let version = 0, subscriptionPart = 1, messagePart = 2, account = 3, credential = 4, quotaKey = 5
         static let attempts = 6, messageID = 7, subscription = 8, app = 9, topic = 10, token = 11, sandbox = 12
         static let title = 13, body = 14, ciphertext = 15, priority = 16, expiration = 17, collapseID = 18
-        static let acceptedAt = 19, reply = 20
+        static let acceptedAt = 19, reply = 20, decisionPart = 21
 
         static let names = [
             Field.version, Field.subscriptionPart, Field.messagePart, Field.account, Field.credential,
             Field.quotaKey, Field.attempts, Field.messageID, Field.subscription, Field.app, Field.topic,
             Field.token, Field.sandbox, Field.title, Field.body, Field.ciphertext, Field.priority,
-            Field.expiration, Field.collapseID, Field.acceptedAt, Field.reply,
+            Field.expiration, Field.collapseID, Field.acceptedAt, Field.reply, Field.decisionPart,
         ]
         private static let nameBytes = names.map { Array($0.utf8) }
 
         static func of(_ name: Bytes) -> Int? {
-            // Format 2's one-letter names without a search: every entry read has three.
+            // Formats 2 and 3's one-letter names without a search: every entry read has three.
             if name.count == 1 {
                 switch name[name.startIndex] {
                 case UInt8(ascii: "v"): return version
                 case UInt8(ascii: "s"): return subscriptionPart
                 case UInt8(ascii: "m"): return messagePart
                 case UInt8(ascii: "n"): return attempts
+                case UInt8(ascii: "d"): return decisionPart
                 default: return nil
                 }
             }
@@ -460,7 +504,7 @@ public struct QueueMessage: Sendable, Equatable {
     /// An entry's values by slot.
     private struct SlotValues {
         /// One per `Slot.names` entry, on the stack: no allocation per entry decoded.
-        typealias Slots = InlineArray<21, Range<Int>?>
+        typealias Slots = InlineArray<22, Range<Int>?>
 
         let bytes: UnsafeBufferPointer<UInt8>
         let slots: Slots
@@ -511,7 +555,7 @@ public struct QueueMessage: Sendable, Equatable {
         return negative ? -value : value
     }
 
-    /// The flat field/value list for `XADD`, in format 2 (as the script writes it).
+    /// The flat field/value list for `XADD`, in format 2 (read like the script's format 3).
     public var fields: [[UInt8]] {
         var fields: [[UInt8]] = [
             Array(Field.version.utf8), Array(Self.version.utf8),
