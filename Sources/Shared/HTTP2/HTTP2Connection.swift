@@ -95,7 +95,8 @@ public final class HTTP2Connection: TLSStreamDelegate {
         @exclusivity(unchecked) var fields = HTTP2ReceivedFields()
         @exclusivity(unchecked) var body: [UInt8] = []
         /// What we send on this stream, and how much of it nghttp2 has taken.
-        @exclusivity(unchecked) var outgoing: [UInt8] = []
+        /// A slice: a request's payload lies in its batch's buffer, shared, not copied.
+        @exclusivity(unchecked) var outgoing: ArraySlice<UInt8> = []
         var outgoingOffset = 0
         var finished = false
 
@@ -190,6 +191,12 @@ public final class HTTP2Connection: TLSStreamDelegate {
 
     /// Sends a request; returns its stream id. Client side only.
     public func sendRequest(_ fields: HTTP2HeaderFields, body: [UInt8]) throws(HTTP2Error) -> Int32 {
+        try sendRequest(fields, body: body[...])
+    }
+
+    /// Sends a request whose body is a slice of a larger buffer (kept, not copied,
+    /// until it is sent); returns its stream id. Client side only.
+    public func sendRequest(_ fields: HTTP2HeaderFields, body: ArraySlice<UInt8>) throws(HTTP2Error) -> Int32 {
         guard let session, !isClosed, !isGoingAway else { throw HTTP2Error("connection is closing") }
         let state = makeStreamState()
         state.outgoing = body
@@ -214,7 +221,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
     /// (nghttp2 copies them). Server side only.
     public func sendResponse(streamID: Int32, fields: HTTP2HeaderFields, body: [UInt8]) {
         guard let session, let state = streams[streamID] else { return }
-        state.outgoing = body
+        state.outgoing = body[...]
         state.outgoingOffset = 0
         let status = withDataProvider(reading: state) { provider in
             fields.withNameValues { nva in
