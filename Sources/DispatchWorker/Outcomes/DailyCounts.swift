@@ -28,9 +28,33 @@ final class DailyCounts: Sendable {
 
     enum Kind: Sendable { case sent, failed, gone }
 
+    /// A subscription id as its message holds it, hashed and compared as bytes: a
+    /// sent message adds its last push without making a String (one is made per
+    /// subscription when the batch is written). Keeps the message's buffer until then.
+    struct SubscriptionKey: Hashable, Sendable {
+        let bytes: ArraySlice<UInt8>
+
+        init(_ message: QueueMessage) { bytes = message.subscriptionIDBytes }
+
+        var text: String { String(decoding: bytes, as: UTF8.self) }
+
+        static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs.bytes.count == rhs.bytes.count
+                && lhs.bytes.withUnsafeBytes { left in
+                    rhs.bytes.withUnsafeBytes { right in
+                        left.isEmpty || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0
+                    }
+                }
+        }
+
+        func hash(into hasher: inout Hasher) {
+            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+    }
+
     private struct State {
         var tallies: [Key: Tally] = [:]
-        var lastPush: [String: Date] = [:]
+        var lastPush: [SubscriptionKey: Date] = [:]
         var events = 0
         var stopping = false
         /// The last UTC day seen (days since 1970) and its `yyyy-mm-dd`, so most
@@ -65,7 +89,7 @@ final class DailyCounts: Sendable {
             switch kind {
             case .sent:
                 state.tallies[key, default: Tally()].sent += 1
-                state.lastPush[message.subscriptionID] = date
+                state.lastPush[SubscriptionKey(message)] = date
             case .failed: state.tallies[key, default: Tally()].failed += 1
             case .gone: state.tallies[key, default: Tally()].gone += 1
             }
@@ -97,7 +121,7 @@ final class DailyCounts: Sendable {
                 switch item.tally {
                 case .sent:
                     tally.sent += 1
-                    state.lastPush[delivery.message.subscriptionID] = date
+                    state.lastPush[SubscriptionKey(delivery.message)] = date
                 case .failed: tally.failed += 1
                 case .gone: tally.gone += 1
                 }
@@ -132,7 +156,7 @@ final class DailyCounts: Sendable {
         }
     }
 
-    private func take() -> ([Key: Tally], [String: Date]) {
+    private func take() -> ([Key: Tally], [SubscriptionKey: Date]) {
         state.withLock { state in
             defer {
                 // Sized for the next batch: growing them again each second costs a rehash per doubling.
@@ -144,7 +168,7 @@ final class DailyCounts: Sendable {
         }
     }
 
-    private func write(_ tallies: [Key: Tally], _ lastPush: [String: Date]) async {
+    private func write(_ tallies: [Key: Tally], _ lastPush: [SubscriptionKey: Date]) async {
         guard !tallies.isEmpty || !lastPush.isEmpty else { return }
         do {
             // One transaction: counts and last-push times become visible together.
@@ -170,7 +194,7 @@ final class DailyCounts: Sendable {
                             """))
                 }
                 if !lastPush.isEmpty {
-                    let rows = lastPush.sorted { $0.key < $1.key }
+                    let rows = lastPush.map { (key: $0.key.text, value: $0.value) }.sorted { $0.key < $1.key }
                     try await connection.execute(
                         .prepared(
                             "worker_last_push",
