@@ -26,14 +26,26 @@ public struct APNsResponse: Sendable, Equatable, CustomStringConvertible {
     /// A response from the received header fields and body, read in place (the
     /// `apns-id` of every answer is parsed from its bytes, never made a String).
     init?(fields: HTTP2ReceivedFields, body: [UInt8]) {
-        guard let status = fields.withValue(of: ":status", { Int(String(decoding: $0, as: UTF8.self)) }) ?? nil
-        else { return nil }
+        guard let status = fields.withValue(of: ":status", Self.statusCode) ?? nil else { return nil }
         self.status = status
         self.apnsID = fields.withValue(of: "apns-id", Self.uuid) ?? nil
         self.reason = status == 200 ? nil : APNsReason(body: body)
     }
 
     public var isSuccess: Bool { status == 200 }
+
+    /// A `:status` value: three digits (RFC 9113 §8.3.2, which nghttp2 enforces),
+    /// read from its bytes without making a String.
+    static func statusCode(_ chars: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard chars.count == 3 else { return nil }
+        var status = 0
+        for char in chars {
+            let digit = char &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            status = status * 10 + Int(digit)
+        }
+        return status
+    }
 
     /// The UUID written as `text` (8-4-4-4-12 hex digits, either case), as
     /// `UUID(uuidString:)` reads it but without its `sscanf`: every answer has one.
