@@ -28,27 +28,41 @@ final class DailyCounts: Sendable {
 
     enum Kind: Sendable { case sent, failed, gone }
 
-    /// A subscription id as its message holds it, hashed and compared as bytes: a
-    /// sent message adds its last push without making a String (one is made per
-    /// subscription when the batch is written). Keeps the message's buffer until then.
+    /// A subscription id as a dictionary key, made without a String and compared
+    /// without reaching into another message: the service's ids (22 characters) are
+    /// packed into three words, so counting a sent message's last push allocates
+    /// nothing. A longer id (not one this service made) is kept as text.
     struct SubscriptionKey: Hashable, Sendable {
-        let bytes: ArraySlice<UInt8>
+        private var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        private let count: Int
+        private var longID: String?
 
-        init(_ message: QueueMessage) { bytes = message.subscriptionIDBytes }
+        init(_ message: QueueMessage) {
+            let id = message.subscriptionIDBytes
+            count = id.count
+            if count <= MemoryLayout.size(ofValue: words) {
+                id.withUnsafeBytes { id in
+                    withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: id) }
+                }
+            } else {
+                longID = String(decoding: id, as: UTF8.self)
+            }
+        }
 
-        var text: String { String(decoding: bytes, as: UTF8.self) }
+        var text: String {
+            longID ?? withUnsafeBytes(of: words) { String(decoding: $0.prefix(count), as: UTF8.self) }
+        }
 
         static func == (lhs: Self, rhs: Self) -> Bool {
-            lhs.bytes.count == rhs.bytes.count
-                && lhs.bytes.withUnsafeBytes { left in
-                    rhs.bytes.withUnsafeBytes { right in
-                        left.isEmpty || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0
-                    }
-                }
+            lhs.count == rhs.count && lhs.words.0 == rhs.words.0 && lhs.words.1 == rhs.words.1
+                && lhs.words.2 == rhs.words.2 && lhs.longID == rhs.longID
         }
 
         func hash(into hasher: inout Hasher) {
-            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+            hasher.combine(words.0)
+            hasher.combine(words.1)
+            hasher.combine(words.2)
+            hasher.combine(longID)
         }
     }
 

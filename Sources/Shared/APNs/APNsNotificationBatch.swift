@@ -109,27 +109,31 @@ public struct APNsNotificationBatch: Sendable, RandomAccessCollection {
     /// never its value.
     func validate(_ index: Int) throws(APNsClientError) {
         let item = items[index]
-        try bytes.withUnsafeBufferPointer { bytes throws(APNsClientError) in
-            // An index loop: `allSatisfy` on a slice steps a generic iterator per byte.
-            func all(_ range: Range<Int>, _ test: (UInt8) -> Bool) -> Bool {
-                for index in range where !test(bytes[index]) { return false }
-                return true
-            }
-            guard !item.deviceToken.isEmpty, item.deviceToken.count <= 200, all(item.deviceToken, Self.isHexDigit)
-            else {
-                throw APNsClientError(.invalidRequest, "the device token must be 1 to 200 hexadecimal characters")
-            }
-            guard !item.topic.isEmpty, all(item.topic, Self.isHeaderSafe) else {
-                throw APNsClientError(.invalidRequest, "the topic must be non-empty visible ASCII")
-            }
-            let pushType = item.pushType.rawValue
-            guard !pushType.isEmpty, pushType.utf8.allSatisfy(Self.isHeaderSafe) else {
-                throw APNsClientError(.invalidRequest, "the push type must be non-empty visible ASCII")
-            }
-            if let collapseID = item.collapseID, !all(collapseID, Self.isHeaderSafe) {
-                throw APNsClientError(.invalidRequest, "the collapse id must not contain control characters")
+        let problem: String? = bytes.withUnsafeBufferPointer { bytes in
+            Self.byteClasses.withUnsafeBufferPointer { classes in
+                // Whether every byte in `range` is of class `wanted`: one table load per
+                // byte and no branch (every notification is checked).
+                func all(_ range: Range<Int>, are wanted: UInt8) -> Bool {
+                    var found = wanted
+                    for position in range { found &= classes[Int(bytes[position])] }
+                    return found != 0
+                }
+                guard !item.deviceToken.isEmpty, item.deviceToken.count <= 200, all(item.deviceToken, are: Self.hexDigit)
+                else { return "the device token must be 1 to 200 hexadecimal characters" }
+                guard !item.topic.isEmpty, all(item.topic, are: Self.headerSafe) else {
+                    return "the topic must be non-empty visible ASCII"
+                }
+                let pushType = item.pushType.rawValue
+                guard !pushType.isEmpty, pushType.utf8.allSatisfy({ classes[Int($0)] & Self.headerSafe != 0 }) else {
+                    return "the push type must be non-empty visible ASCII"
+                }
+                if let collapseID = item.collapseID, !all(collapseID, are: Self.headerSafe) {
+                    return "the collapse id must not contain control characters"
+                }
+                return nil
             }
         }
+        if let problem { throw APNsClientError(.invalidRequest, problem) }
     }
 
     /// Adds the header fields of the request at `index` to `fields`; it must have
@@ -145,7 +149,7 @@ public struct APNsNotificationBatch: Sendable, RandomAccessCollection {
         fields.append("authorization", prefix: "bearer ", providerToken)
         fields.append("apns-topic", prefix: "", bytes: bytes[item.topic])
         fields.append("apns-push-type", item.pushType.rawValue)
-        fields.append("apns-priority") { Self.appendDecimal(item.priority.rawValue, to: &$0) }
+        fields.append("apns-priority") { Self.appendDecimal(Int64(item.priority.rawValue), to: &$0) }
         if let expiration = item.expiration {
             fields.append("apns-expiration") { Self.appendDecimal(expiration.seconds, to: &$0) }
         }
@@ -156,25 +160,30 @@ public struct APNsNotificationBatch: Sendable, RandomAccessCollection {
     /// The payload of the notification at `index`, where it lies (no copy).
     func payload(of index: Int) -> ArraySlice<UInt8> { bytes[items[index].payload] }
 
-    /// `value` in decimal, as `String(value)` writes it, without building the String.
-    private static func appendDecimal<Value: BinaryInteger>(_ value: Value, to bytes: inout [UInt8]) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        let start = bytes.count
-        repeat {
-            bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
-            magnitude /= 10
-        } while magnitude > 0
-        bytes[start...].reverse()
+    /// `value` in decimal, as `String(value)` writes it, without building the String:
+    /// digits written from the right into a stack buffer, then appended at once.
+    private static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var magnitude = value.magnitude
+            var start = digits.count
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 { bytes.append(UInt8(ascii: "-")) }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
     }
 
-    /// 0-9, a-f or A-F: two comparisons (`| 0x20` makes a letter lower-case).
-    private static func isHexDigit(_ byte: UInt8) -> Bool {
-        byte &- UInt8(ascii: "0") < 10 || (byte | 0x20) &- UInt8(ascii: "a") < 6
+    /// `byteClasses` bits: a hex digit (0-9, a-f, A-F); safe in a header value (no
+    /// control characters — CR, LF, NUL… — that could split or end a header).
+    private static let hexDigit: UInt8 = 1
+    private static let headerSafe: UInt8 = 2
+    private static let byteClasses: [UInt8] = (0...255).map { byte in
+        let isHex = (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+        return (isHex ? hexDigit : 0) | (byte >= 0x20 && byte != 0x7F ? headerSafe : 0)
     }
-
-    /// No control characters (CR, LF, NUL…) that could split or end a header.
-    private static func isHeaderSafe(_ byte: UInt8) -> Bool { byte >= 0x20 && byte != 0x7F }
 
     /// `uuid` in canonical lower-case form (8-4-4-4-12), without building a String.
     private static func appendLowercase(_ uuid: UUID, to bytes: inout [UInt8]) {
