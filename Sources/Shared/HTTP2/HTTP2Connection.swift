@@ -81,6 +81,8 @@ public final class HTTP2Connection: TLSStreamDelegate {
     public var keptHeaderNames: [StaticString]?
 
     fileprivate var session: OpaquePointer?
+    /// The session's memory; outlives it (`deinit` deletes the session first).
+    private let memory = HTTP2SessionMemory()
     // Looked up in every nghttp2 callback, only on the loop and never during another
     // access: the runtime's exclusivity check is skipped for these (and the states' fields).
     @exclusivity(unchecked) fileprivate var streams: [Int32: StreamState] = [:]
@@ -157,10 +159,11 @@ public final class HTTP2Connection: TLSStreamDelegate {
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
         let userData = Unmanaged.passUnretained(self).toOpaque()
         var session: OpaquePointer?
+        var allocator = memory.allocator
         let status =
             role == .client
-            ? nghttp2_session_client_new(&session, callbacks, userData)
-            : nghttp2_session_server_new(&session, callbacks, userData)
+            ? nghttp2_session_client_new3(&session, callbacks, userData, nil, &allocator)
+            : nghttp2_session_server_new3(&session, callbacks, userData, nil, &allocator)
         guard status == 0, let session else { throw HTTP2Error("cannot create nghttp2 session") }
         self.session = session
         var entries = settings.map { nghttp2_settings_entry(settings_id: $0.id, value: $0.value) }
