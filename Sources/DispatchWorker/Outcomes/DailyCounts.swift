@@ -135,7 +135,7 @@ final class DailyCounts: Sendable {
                 switch item.tally {
                 case .sent:
                     tally.sent += 1
-                    state.lastPush[SubscriptionKey(delivery.message)] = date
+                    state.lastPush[delivery.subscriptionKey] = date
                 case .failed: tally.failed += 1
                 case .gone: tally.gone += 1
                 }

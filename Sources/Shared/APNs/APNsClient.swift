@@ -72,7 +72,7 @@ public final class APNsClient: Sendable {
                 [0],
                 of: APNsSubmission(
                     client: self, credential: credential, key: key, token: token,
-                notifications: APNsNotificationBatch(CollectionOfOne(notification)),
+                    notifications: APNsNotificationBatch(CollectionOfOne(notification)),
                     isRefreshed: false, completion: { _, result in continuation.resume(with: result) }))
         }
     }

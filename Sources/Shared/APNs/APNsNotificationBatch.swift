@@ -118,7 +118,8 @@ public struct APNsNotificationBatch: Sendable, RandomAccessCollection {
                     for position in range { found &= classes[Int(bytes[position])] }
                     return found != 0
                 }
-                guard !item.deviceToken.isEmpty, item.deviceToken.count <= 200, all(item.deviceToken, are: Self.hexDigit)
+                guard !item.deviceToken.isEmpty, item.deviceToken.count <= 200,
+                    all(item.deviceToken, are: Self.hexDigit)
                 else { return "the device token must be 1 to 200 hexadecimal characters" }
                 guard !item.topic.isEmpty, all(item.topic, are: Self.headerSafe) else {
                     return "the topic must be non-empty visible ASCII"

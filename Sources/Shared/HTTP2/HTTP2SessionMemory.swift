@@ -73,7 +73,8 @@ final class HTTP2SessionMemory {
         guard let pointer else { return }
         let block = pointer - Self.headerSize
         let sizeClass = block.load(as: Int.self)
-        guard sizeClass != Self.unclassed, freeCounts[sizeClass] < Self.bytesKeptPerClass / Self.blockSize(of: sizeClass)
+        guard sizeClass != Self.unclassed,
+            freeCounts[sizeClass] < Self.bytesKeptPerClass / Self.blockSize(of: sizeClass)
         else { return free(block) }
         pointer.storeBytes(of: freeBlocks[sizeClass], as: UnsafeMutableRawPointer?.self)
         freeBlocks[sizeClass] = block
@@ -119,7 +120,9 @@ final class HTTP2SessionMemory {
 
 // MARK: - nghttp2_mem functions (mem_user_data is the unretained HTTP2SessionMemory)
 
-private func withMemory<Result>(_ userData: UnsafeMutableRawPointer?, _ body: (HTTP2SessionMemory) -> Result) -> Result {
+private func withMemory<Result>(
+    _ userData: UnsafeMutableRawPointer?, _ body: (HTTP2SessionMemory) -> Result
+) -> Result {
     Unmanaged<HTTP2SessionMemory>.fromOpaque(userData!)._withUnsafeGuaranteedRef(body)
 }
 

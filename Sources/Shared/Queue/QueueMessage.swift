@@ -223,7 +223,8 @@ public struct QueueMessage: Sendable, Equatable {
         // `elementsEqual` walks the bytes one iterator step at a time.
         return storage.withUnsafeBytes { bytes in
             other.storage.withUnsafeBytes { otherBytes in
-                memcmp(bytes.baseAddress! + range.lowerBound, otherBytes.baseAddress! + otherRange.lowerBound, range.count)
+                memcmp(
+                    bytes.baseAddress! + range.lowerBound, otherBytes.baseAddress! + otherRange.lowerBound, range.count)
                     == 0
             }
         }
