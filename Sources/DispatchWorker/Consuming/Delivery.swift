@@ -7,10 +7,14 @@ final class Delivery: Sendable {
     let entry: StreamEntry
     let message: QueueMessage
     let context: StreamContext
+    /// The message's last-push key, made here while its buffer is in cache: counting
+    /// the outcome later (on another thread) then reads only this object.
+    let subscriptionKey: DailyCounts.SubscriptionKey
 
     init(entry: StreamEntry, message: QueueMessage, context: StreamContext) {
         self.entry = entry
         self.message = message
         self.context = context
+        subscriptionKey = DailyCounts.SubscriptionKey(message)
     }
 }

@@ -12,10 +12,12 @@ import Shared
 final class StreamReadVisitor: RedisReplyVisitor, @unchecked Sendable {
     // @unchecked: used by one read at a time (on the connection's queue), then read
     // by the caller after that read returned.
-    private(set) var entries: [StreamEntry] = []
+    // Touched for every value of the reply, by one read at a time: the runtime's
+    // exclusivity check is skipped for these.
+    @exclusivity(unchecked) private(set) var entries: [StreamEntry] = []
     private let deliveryCount: Int
     private var id: String?
-    private var fields = StreamEntryFields()
+    @exclusivity(unchecked) private var fields = StreamEntryFields()
     private var fieldsExpected = 0
     private var fieldsSeen = 0
     /// The bytes the next entry's buffer is made for: the last entry's, plus a quarter.

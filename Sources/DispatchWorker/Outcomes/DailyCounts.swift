@@ -28,9 +28,47 @@ final class DailyCounts: Sendable {
 
     enum Kind: Sendable { case sent, failed, gone }
 
+    /// A subscription id as a dictionary key, made without a String and compared
+    /// without reaching into another message: the service's ids (22 characters) are
+    /// packed into three words, so counting a sent message's last push allocates
+    /// nothing. A longer id (not one this service made) is kept as text.
+    struct SubscriptionKey: Hashable, Sendable {
+        private var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        private let count: Int
+        private var longID: String?
+
+        init(_ message: QueueMessage) {
+            let id = message.subscriptionIDBytes
+            count = id.count
+            if count <= MemoryLayout.size(ofValue: words) {
+                id.withUnsafeBytes { id in
+                    withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: id) }
+                }
+            } else {
+                longID = String(decoding: id, as: UTF8.self)
+            }
+        }
+
+        var text: String {
+            longID ?? withUnsafeBytes(of: words) { String(decoding: $0.prefix(count), as: UTF8.self) }
+        }
+
+        static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs.count == rhs.count && lhs.words.0 == rhs.words.0 && lhs.words.1 == rhs.words.1
+                && lhs.words.2 == rhs.words.2 && lhs.longID == rhs.longID
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(words.0)
+            hasher.combine(words.1)
+            hasher.combine(words.2)
+            hasher.combine(longID)
+        }
+    }
+
     private struct State {
         var tallies: [Key: Tally] = [:]
-        var lastPush: [String: Date] = [:]
+        var lastPush: [SubscriptionKey: Date] = [:]
         var events = 0
         var stopping = false
         /// The last UTC day seen (days since 1970) and its `yyyy-mm-dd`, so most
@@ -65,7 +103,7 @@ final class DailyCounts: Sendable {
             switch kind {
             case .sent:
                 state.tallies[key, default: Tally()].sent += 1
-                state.lastPush[message.subscriptionID] = date
+                state.lastPush[SubscriptionKey(message)] = date
             case .failed: state.tallies[key, default: Tally()].failed += 1
             case .gone: state.tallies[key, default: Tally()].gone += 1
             }
@@ -97,7 +135,7 @@ final class DailyCounts: Sendable {
                 switch item.tally {
                 case .sent:
                     tally.sent += 1
-                    state.lastPush[delivery.message.subscriptionID] = date
+                    state.lastPush[delivery.subscriptionKey] = date
                 case .failed: tally.failed += 1
                 case .gone: tally.gone += 1
                 }
@@ -132,7 +170,7 @@ final class DailyCounts: Sendable {
         }
     }
 
-    private func take() -> ([Key: Tally], [String: Date]) {
+    private func take() -> ([Key: Tally], [SubscriptionKey: Date]) {
         state.withLock { state in
             defer {
                 // Sized for the next batch: growing them again each second costs a rehash per doubling.
@@ -144,7 +182,7 @@ final class DailyCounts: Sendable {
         }
     }
 
-    private func write(_ tallies: [Key: Tally], _ lastPush: [String: Date]) async {
+    private func write(_ tallies: [Key: Tally], _ lastPush: [SubscriptionKey: Date]) async {
         guard !tallies.isEmpty || !lastPush.isEmpty else { return }
         do {
             // One transaction: counts and last-push times become visible together.
@@ -170,7 +208,7 @@ final class DailyCounts: Sendable {
                             """))
                 }
                 if !lastPush.isEmpty {
-                    let rows = lastPush.sorted { $0.key < $1.key }
+                    let rows = lastPush.map { (key: $0.key.text, value: $0.value) }.sorted { $0.key < $1.key }
                     try await connection.execute(
                         .prepared(
                             "worker_last_push",

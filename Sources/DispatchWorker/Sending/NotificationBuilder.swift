@@ -10,57 +10,73 @@ import Shared
 enum NotificationBuilder {
     static let maximumPayloadBytes = 4096
 
-    /// The notifications of a batch, in order. A run of messages to one topic (one
-    /// app's: the usual batch) shares one topic string instead of making one each.
-    static func notifications(for batch: [Delivery]) -> [APNsNotification] {
-        var notifications: [APNsNotification] = []
-        notifications.reserveCapacity(batch.count)
-        var topic = (index: -1, text: "")
-        for (index, delivery) in batch.enumerated() {
-            if index == 0 || !delivery.message.hasSameTopic(as: batch[topic.index].message) {
-                topic = (index, delivery.message.topic)
-            }
-            notifications.append(notification(for: delivery.message, topic: topic.text))
+    /// The notifications of a batch, in order, written into one buffer straight from
+    /// the messages' bytes: no strings, and no payload array per message.
+    static func notifications(for batch: [Delivery]) -> APNsNotificationBatch {
+        var bytes = 0
+        for delivery in batch {
+            let message = delivery.message
+            bytes +=
+                message.deviceTokenBytes.count + message.topicBytes.count + (message.collapseIDBytes?.count ?? 0)
+                + payloadCapacity(for: message)
+        }
+        var notifications = APNsNotificationBatch(reservingCapacity: batch.count, bytes: bytes)
+        for delivery in batch {
+            let message = delivery.message
+            notifications.append(
+                deviceToken: message.deviceTokenBytes, topic: message.topicBytes, pushType: .alert,
+                priority: APNsPriority(rawValue: message.priority), expiration: expiration(of: message),
+                collapseID: message.collapseIDBytes
+            ) { appendPayload(for: message, to: &$0) }
         }
         return notifications
     }
 
     static func notification(for message: QueueMessage) -> APNsNotification {
-        notification(for: message, topic: message.topic)
+        APNsNotification(
+            deviceToken: message.deviceToken, topic: message.topic, pushType: .alert,
+            priority: APNsPriority(rawValue: message.priority), expiration: expiration(of: message),
+            collapseID: message.collapseID, payload: payload(for: message))
     }
 
-    /// `topic` is the message's.
-    private static func notification(for message: QueueMessage, topic: String) -> APNsNotification {
-        APNsNotification(
-            deviceToken: message.deviceToken, topic: topic, pushType: .alert,
-            priority: APNsPriority(rawValue: message.priority),
-            expiration: message.expiration == 0
-                ? .immediately : .at(Date(timeIntervalSince1970: TimeInterval(message.expiration))),
-            collapseID: message.collapseID, payload: payload(for: message))
+    /// `apns-expiration`: 0 stays 0 ("now or never").
+    private static func expiration(of message: QueueMessage) -> APNsExpiration {
+        message.expiration == 0 ? .immediately : .at(Date(timeIntervalSince1970: TimeInterval(message.expiration)))
     }
 
     static func payload(for message: QueueMessage) -> [UInt8] {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(payloadCapacity(for: message))
+        appendPayload(for: message, to: &bytes)
+        return bytes
+    }
+
+    /// Room for the payload: the JSON around the three strings is 67 bytes; a few
+    /// more cover the odd escape. Short by even one byte, an append would copy the
+    /// buffer into one twice its size.
+    private static func payloadCapacity(for message: QueueMessage) -> Int {
+        80 + message.alertTitleBytes.count + message.alertBodyBytes.count
+            + (message.ciphertextBytes.count * 4 + 2) / 3
+    }
+
+    /// Appends the payload to `bytes` (which may hold other things before it).
+    private static func appendPayload(for message: QueueMessage, to bytes: inout [UInt8]) {
+        let start = bytes.count
         // Read in place from the message's buffer: no copy of the ciphertext, no strings.
         let (title, body, ciphertext) = (message.alertTitleBytes, message.alertBodyBytes, message.ciphertextBytes)
         let encodedLength = (ciphertext.count * 4 + 2) / 3
-        // The JSON around the three strings is 67 bytes; a few more cover the odd escape.
-        // Short by even one byte, the ciphertext's append would copy the payload into
-        // a buffer twice its size, kept for as long as the request.
-        bytes.reserveCapacity(80 + title.count + body.count + encodedLength)
         bytes.append(contentsOf: #"{"aps":{"alert":{"title":"#.utf8)
         appendJSONString(utf8: title, to: &bytes)
         bytes.append(contentsOf: #","body":"#.utf8)
         appendJSONString(utf8: body, to: &bytes)
         bytes.append(contentsOf: #"},"mutable-content":1}"#.utf8)
         // `,"c":"` + text + `"` + the closing `}`.
-        if bytes.count + 7 + encodedLength + 1 <= maximumPayloadBytes {
+        if bytes.count - start + 7 + encodedLength + 1 <= maximumPayloadBytes {
             bytes.append(contentsOf: #","c":""#.utf8)
             Base64URL.append(ciphertext, to: &bytes)
             bytes.append(UInt8(ascii: "\""))
         }
         bytes.append(UInt8(ascii: "}"))
-        return bytes
     }
 
     /// `appendJSONString` of stored UTF-8 bytes: plain ASCII (alerts mostly are) is

@@ -71,7 +71,8 @@ public final class APNsClient: Sendable {
             submit(
                 [0],
                 of: APNsSubmission(
-                    client: self, credential: credential, key: key, token: token, notifications: [notification],
+                    client: self, credential: credential, key: key, token: token,
+                    notifications: APNsNotificationBatch(CollectionOfOne(notification)),
                     isRefreshed: false, completion: { _, result in continuation.resume(with: result) }))
         }
     }
@@ -88,17 +89,25 @@ public final class APNsClient: Sendable {
         _ notifications: [APNsNotification], credential: APNsCredential, environment: APNsEnvironment,
         completion: @escaping Completion
     ) async {
+        await send(
+            APNsNotificationBatch(notifications), credential: credential, environment: environment,
+            completion: completion)
+    }
+
+    /// `send(_:credential:environment:completion:)` of notifications already written
+    /// into one buffer (what a sender of many builds); indices are the batch's.
+    public func send(
+        _ notifications: APNsNotificationBatch, credential: APNsCredential, environment: APNsEnvironment,
+        completion: @escaping Completion
+    ) async {
         var valid: [Int] = []
         valid.reserveCapacity(notifications.count)
-        // Checked in place through a pointer, not copied out of the array one by one.
-        notifications.withUnsafeBufferPointer { notifications in
-            for index in notifications.indices {
-                do throws(APNsClientError) {
-                    try APNsNotification.validate(notifications.baseAddress.unsafelyUnwrapped + index)
-                    valid.append(index)
-                } catch {
-                    completion(index, .failure(error))
-                }
+        for index in notifications.indices {
+            do throws(APNsClientError) {
+                try notifications.validate(index)
+                valid.append(index)
+            } catch {
+                completion(index, .failure(error))
             }
         }
         guard !valid.isEmpty else { return }
@@ -211,7 +220,8 @@ public final class APNsClient: Sendable {
             [0],
             of: APNsSubmission(
                 client: self, credential: submission.credential, key: submission.key, token: fresh,
-                notifications: [submission.notifications[index]], isRefreshed: true,
+                notifications: APNsNotificationBatch(CollectionOfOne(submission.notifications[index])),
+                isRefreshed: true,
                 completion: { _, result in completion(index, result) }))
     }
 }

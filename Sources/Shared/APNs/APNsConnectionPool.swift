@@ -70,6 +70,7 @@ final class APNsConnectionPool {
             request.fail(APNsClientError(.connection, "not processed by APNs after \(request.retries + 1) attempts"))
             return
         }
+        var request = request
         request.retries += 1
         queue.requeue(request)
         schedulePump()
@@ -115,8 +116,8 @@ final class APNsConnectionPool {
 
     /// Fails queued requests past their deadline and lets connections check theirs.
     func tick(now: ContinuousClock.Instant) {
-        let expired = queue.removeAll { $0.deadline <= now || $0.isComplete }
-        for request in expired where !request.isComplete {
+        let expired = queue.removeAll { $0.deadline <= now }
+        for request in expired {
             counters.timeouts.add(1, ordering: .relaxed)
             request.fail(APNsClientError(.timeout, "no free stream to APNs within the request timeout"))
         }
@@ -160,7 +161,6 @@ final class APNsConnectionPool {
         pumpScheduled = false
         while !queue.isEmpty, let connection = leastLoaded() {
             guard let request = queue.popFirst() else { break }
-            if request.isComplete { continue }
             if !connection.start(request) { queue.requeue(request) }
         }
         if !queue.isEmpty { openConnectionsIfNeeded() }

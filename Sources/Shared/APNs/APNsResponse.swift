@@ -26,14 +26,26 @@ public struct APNsResponse: Sendable, Equatable, CustomStringConvertible {
     /// A response from the received header fields and body, read in place (the
     /// `apns-id` of every answer is parsed from its bytes, never made a String).
     init?(fields: HTTP2ReceivedFields, body: [UInt8]) {
-        guard let status = fields.withValue(of: ":status", { Int(String(decoding: $0, as: UTF8.self)) }) ?? nil
-        else { return nil }
+        guard let status = fields.withValue(of: ":status", Self.statusCode) ?? nil else { return nil }
         self.status = status
         self.apnsID = fields.withValue(of: "apns-id", Self.uuid) ?? nil
         self.reason = status == 200 ? nil : APNsReason(body: body)
     }
 
     public var isSuccess: Bool { status == 200 }
+
+    /// A `:status` value: three digits (RFC 9113 §8.3.2, which nghttp2 enforces),
+    /// read from its bytes without making a String.
+    static func statusCode(_ chars: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard chars.count == 3 else { return nil }
+        var status = 0
+        for char in chars {
+            let digit = char &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            status = status * 10 + Int(digit)
+        }
+        return status
+    }
 
     /// The UUID written as `text` (8-4-4-4-12 hex digits, either case), as
     /// `UUID(uuidString:)` reads it but without its `sscanf`: every answer has one.
@@ -42,34 +54,40 @@ public struct APNsResponse: Sendable, Equatable, CustomStringConvertible {
         return text.withUTF8(uuid)
     }
 
-    /// The UUID written in `chars`, as `uuid(_:)` reads it.
+    /// The UUID written in `chars`, as `uuid(_:)` reads it: every digit through one
+    /// table load, no branch per digit (every answer carries one).
     static func uuid(_ chars: UnsafeBufferPointer<UInt8>) -> UUID? {
-        guard chars.count == 36 else { return nil }
-        var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        let parsed = withUnsafeMutableBytes(of: &bytes) { out -> Bool in
-            var position = 0
-            for index in 0..<16 {
-                if index == 4 || index == 6 || index == 8 || index == 10 {
-                    guard chars[position] == UInt8(ascii: "-") else { return false }
-                    position += 1
-                }
-                guard let high = hexValue(chars[position]), let low = hexValue(chars[position + 1]) else {
-                    return false
-                }
-                out[index] = high << 4 | low
-                position += 2
-            }
-            return true
+        let dash = UInt8(ascii: "-")
+        guard chars.count == 36, chars[8] == dash, chars[13] == dash, chars[18] == dash, chars[23] == dash else {
+            return nil
         }
-        return parsed ? UUID(uuid: bytes) : nil
+        var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        // `notHex` (0xF0) in a value marks a byte that is not a hex digit: its high bits survive the OR.
+        var seen: UInt8 = 0
+        hexValues.withUnsafeBufferPointer { values in
+            withUnsafeMutableBytes(of: &bytes) { out in
+                var position = 0
+                for index in 0..<16 {
+                    if index == 4 || index == 6 || index == 8 || index == 10 { position += 1 }
+                    let (high, low) = (values[Int(chars[position])], values[Int(chars[position + 1])])
+                    seen |= high | low
+                    out[index] = high << 4 | low
+                    position += 2
+                }
+            }
+        }
+        return seen & notHex == 0 ? UUID(uuid: bytes) : nil
     }
 
-    /// 0-9, a-f or A-F as a number (`| 0x20` makes a letter lower-case); nil for anything else.
-    private static func hexValue(_ char: UInt8) -> UInt8? {
-        let digit = char &- UInt8(ascii: "0")
-        if digit < 10 { return digit }
-        let letter = (char | 0x20) &- UInt8(ascii: "a")
-        return letter < 6 ? letter + 10 : nil
+    /// 0-9, a-f or A-F as a number, by byte; `notHex` for anything else.
+    private static let notHex: UInt8 = 0xF0
+    private static let hexValues: [UInt8] = (0...255).map { (byte: UInt8) -> UInt8 in
+        switch byte {
+        case 0x30...0x39: byte - 0x30
+        case 0x41...0x46: byte - 0x41 + 10
+        case 0x61...0x66: byte - 0x61 + 10
+        default: notHex
+        }
     }
 
     /// For `Unregistered`, when APNs last confirmed the token was no longer valid.

@@ -14,7 +14,7 @@ final class APNsSubmission: Sendable {
     let credential: APNsCredential
     let key: APNsPoolKey
     let token: String
-    let notifications: [APNsNotification]
+    let notifications: APNsNotificationBatch
     let isRefreshed: Bool
     let completion: APNsClient.Completion
     /// The one token refresh of this submission, shared by all of its notifications
@@ -23,7 +23,7 @@ final class APNsSubmission: Sendable {
 
     init(
         client: APNsClient, credential: APNsCredential, key: APNsPoolKey, token: String,
-        notifications: [APNsNotification], isRefreshed: Bool, completion: @escaping APNsClient.Completion
+        notifications: APNsNotificationBatch, isRefreshed: Bool, completion: @escaping APNsClient.Completion
     ) {
         self.client = client
         self.credential = credential

@@ -81,6 +81,8 @@ public final class HTTP2Connection: TLSStreamDelegate {
     public var keptHeaderNames: [StaticString]?
 
     fileprivate var session: OpaquePointer?
+    /// The session's memory; outlives it (`deinit` deletes the session first).
+    private let memory = HTTP2SessionMemory()
     // Looked up in every nghttp2 callback, only on the loop and never during another
     // access: the runtime's exclusivity check is skipped for these (and the states' fields).
     @exclusivity(unchecked) fileprivate var streams: [Int32: StreamState] = [:]
@@ -95,7 +97,8 @@ public final class HTTP2Connection: TLSStreamDelegate {
         @exclusivity(unchecked) var fields = HTTP2ReceivedFields()
         @exclusivity(unchecked) var body: [UInt8] = []
         /// What we send on this stream, and how much of it nghttp2 has taken.
-        @exclusivity(unchecked) var outgoing: [UInt8] = []
+        /// A slice: a request's payload lies in its batch's buffer, shared, not copied.
+        @exclusivity(unchecked) var outgoing: ArraySlice<UInt8> = []
         var outgoingOffset = 0
         var finished = false
 
@@ -156,10 +159,11 @@ public final class HTTP2Connection: TLSStreamDelegate {
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
         let userData = Unmanaged.passUnretained(self).toOpaque()
         var session: OpaquePointer?
+        var allocator = memory.allocator
         let status =
             role == .client
-            ? nghttp2_session_client_new(&session, callbacks, userData)
-            : nghttp2_session_server_new(&session, callbacks, userData)
+            ? nghttp2_session_client_new3(&session, callbacks, userData, nil, &allocator)
+            : nghttp2_session_server_new3(&session, callbacks, userData, nil, &allocator)
         guard status == 0, let session else { throw HTTP2Error("cannot create nghttp2 session") }
         self.session = session
         var entries = settings.map { nghttp2_settings_entry(settings_id: $0.id, value: $0.value) }
@@ -190,6 +194,12 @@ public final class HTTP2Connection: TLSStreamDelegate {
 
     /// Sends a request; returns its stream id. Client side only.
     public func sendRequest(_ fields: HTTP2HeaderFields, body: [UInt8]) throws(HTTP2Error) -> Int32 {
+        try sendRequest(fields, body: body[...])
+    }
+
+    /// Sends a request whose body is a slice of a larger buffer (kept, not copied,
+    /// until it is sent); returns its stream id. Client side only.
+    public func sendRequest(_ fields: HTTP2HeaderFields, body: ArraySlice<UInt8>) throws(HTTP2Error) -> Int32 {
         guard let session, !isClosed, !isGoingAway else { throw HTTP2Error("connection is closing") }
         let state = makeStreamState()
         state.outgoing = body
@@ -214,7 +224,7 @@ public final class HTTP2Connection: TLSStreamDelegate {
     /// (nghttp2 copies them). Server side only.
     public func sendResponse(streamID: Int32, fields: HTTP2HeaderFields, body: [UInt8]) {
         guard let session, let state = streams[streamID] else { return }
-        state.outgoing = body
+        state.outgoing = body[...]
         state.outgoingOffset = 0
         let status = withDataProvider(reading: state) { provider in
             fields.withNameValues { nva in

@@ -46,6 +46,14 @@ public struct HTTP2HeaderFields {
         }
     }
 
+    /// Adds `name: prefix + value` for a value given as bytes (a span of a larger buffer).
+    public mutating func append(_ name: StaticString, prefix: StaticString, bytes value: ArraySlice<UInt8>) {
+        append(name) { bytes in
+            bytes.append(contentsOf: UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
+            bytes.append(contentsOf: value)
+        }
+    }
+
     /// Appends `value`'s UTF-8 in one copy from its storage (appending `utf8` as a
     /// sequence takes a slower, generic path).
     private static func appendUTF8(of value: String, to bytes: inout [UInt8]) {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The header fields received on one stream, kept as the bytes nghttp2 handed
 /// over: one buffer for all names and values, so receiving a field builds no
 /// String and, once a stream's state is reused, allocates nothing.
@@ -36,8 +38,12 @@ public struct HTTP2ReceivedFields {
     /// during the call); nil when there is no such field.
     public func withValue<Result>(of name: StaticString, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result? {
         bytes.withUnsafeBufferPointer { buffer in
-            let wanted = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
-            for field in fields where UnsafeBufferPointer(rebasing: buffer[field.name]).elementsEqual(wanted) {
+            guard let base = buffer.baseAddress else { return nil }
+            // Lengths, then memcmp: every answer is read this way, a field or two per name.
+            for field in fields
+            where field.name.count == name.utf8CodeUnitCount
+                && memcmp(base + field.name.lowerBound, name.utf8Start, field.name.count) == 0
+            {
                 return body(UnsafeBufferPointer(rebasing: buffer[field.value]))
             }
             return nil

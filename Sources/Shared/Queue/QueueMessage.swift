@@ -1,3 +1,5 @@
+import Foundation
+
 /// One push on the queue stream, with everything the dispatch worker needs to send
 /// it without a Postgres query. Stored as a stream entry's field/value pairs
 /// (binary safe: the ciphertext is raw bytes). The ingress's hot-path script writes
@@ -163,6 +165,14 @@ public struct QueueMessage: Sendable, Equatable {
     public var alertTitleBytes: ArraySlice<UInt8> { storage[spans.alertTitle.range] }
     /// The alert body's UTF-8 bytes as stored (decoding them gives `alertBody`).
     public var alertBodyBytes: ArraySlice<UInt8> { storage[spans.alertBody.range] }
+    /// The device token's bytes as stored (decoding them gives `deviceToken`).
+    public var deviceTokenBytes: ArraySlice<UInt8> { storage[spans.deviceToken.range] }
+    /// The topic's bytes as stored (decoding them gives `topic`).
+    public var topicBytes: ArraySlice<UInt8> { storage[spans.topic.range] }
+    /// The collapse id's bytes as stored, if there is one.
+    public var collapseIDBytes: ArraySlice<UInt8>? { spans.collapseID.map { storage[$0.range] } }
+    /// The subscription id's bytes as stored (decoding them gives `subscriptionID`).
+    public var subscriptionIDBytes: ArraySlice<UInt8> { storage[spans.subscriptionID.range] }
     /// Whether there is a reply list, without making its name.
     public var hasReplyKey: Bool { spans.replyKey != nil }
 
@@ -217,11 +227,14 @@ public struct QueueMessage: Sendable, Equatable {
     private func equalBytes(_ span: Span, _ other: QueueMessage, _ otherSpan: Span) -> Bool {
         let (range, otherRange) = (span.range, otherSpan.range)
         guard range.count == otherRange.count else { return false }
-        // Through raw pointers: slicing the arrays would retain them and compare generically.
+        guard !range.isEmpty else { return true }
+        // memcmp through raw pointers: slicing the arrays would retain them, and
+        // `elementsEqual` walks the bytes one iterator step at a time.
         return storage.withUnsafeBytes { bytes in
             other.storage.withUnsafeBytes { otherBytes in
-                UnsafeRawBufferPointer(rebasing: bytes[range])
-                    .elementsEqual(UnsafeRawBufferPointer(rebasing: otherBytes[otherRange]))
+                memcmp(
+                    bytes.baseAddress! + range.lowerBound, otherBytes.baseAddress! + otherRange.lowerBound, range.count)
+                    == 0
             }
         }
     }
