@@ -4,8 +4,11 @@ import Synchronization
 
 /// Daily send counts (account, app, UTC day: sent, failed, gone) and subscriptions'
 /// last-push times, added up in memory and written in batches: once a second, or
-/// sooner when 1,000 outcomes have accumulated. Two statements per batch, never one
-/// per message; rows are written in key order so concurrent workers do not deadlock.
+/// sooner when a batch would write 1,000 rows (distinct subscriptions, or counters).
+/// Outcomes that touch rows already in the batch add nothing to write: a burst to
+/// one device within the second is one last-push update, not one per message. Two
+/// statements per batch, never one per message; rows are written in key order so
+/// concurrent workers do not deadlock.
 /// A batch that cannot be written is merged back and tried with the next one.
 final class DailyCounts: Sendable {
     struct Key: Hashable, Sendable {
@@ -69,7 +72,6 @@ final class DailyCounts: Sendable {
     private struct State {
         var tallies: [Key: Tally] = [:]
         var lastPush: [SubscriptionKey: Date] = [:]
-        var events = 0
         var stopping = false
         /// The last UTC day seen (days since 1970) and its `yyyy-mm-dd`, so most
         /// outcomes do not format a date.
@@ -107,7 +109,6 @@ final class DailyCounts: Sendable {
             case .failed: state.tallies[key, default: Tally()].failed += 1
             case .gone: state.tallies[key, default: Tally()].gone += 1
             }
-            state.events += 1
         }
     }
 
@@ -141,7 +142,6 @@ final class DailyCounts: Sendable {
                 }
             }
             flushRun()
-            state.events += batch.count
         }
     }
 
@@ -157,13 +157,13 @@ final class DailyCounts: Sendable {
         await write(tallies, lastPush)
     }
 
-    /// Checks every 50 ms whether a second passed or 1,000 outcomes accumulated.
+    /// Checks every 50 ms whether a second passed or a batch's rows reached `batchSize`.
     private func run() async {
         var last = ContinuousClock.now
         while true {
             try? await Task.sleep(for: .milliseconds(50))
-            let (stopping, events) = state.withLock { ($0.stopping, $0.events) }
-            guard stopping || events >= batchSize || ContinuousClock.now - last >= interval else { continue }
+            let (stopping, rows) = state.withLock { ($0.stopping, max($0.tallies.count, $0.lastPush.count)) }
+            guard stopping || rows >= batchSize || ContinuousClock.now - last >= interval else { continue }
             last = .now
             await flush()
             if stopping { return }
@@ -176,7 +176,6 @@ final class DailyCounts: Sendable {
                 // Sized for the next batch: growing them again each second costs a rehash per doubling.
                 state.tallies = Dictionary(minimumCapacity: state.tallies.count)
                 state.lastPush = Dictionary(minimumCapacity: state.lastPush.count)
-                state.events = 0
             }
             return (state.tallies, state.lastPush)
         }

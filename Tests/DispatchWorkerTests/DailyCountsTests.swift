@@ -1,0 +1,56 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import DispatchWorker
+
+/// `DailyCounts` against the real Postgres: when a batch is written.
+@Suite struct DailyCountsTests {
+    /// A batch is written once it would write `batchSize` rows, not after `batchSize`
+    /// outcomes: a burst to one device adds nothing to write and waits for the interval.
+    @Test func aBatchIsWrittenAtItsRowCountNotItsOutcomeCount() async throws {
+        let postgres = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 2)
+        let fixture = try await Fixture.create(postgres)
+        let ids = (0..<3).map { _ in Base64URL.encode(SecureRandom.bytes(16)) }
+        for id in ids {
+            try await postgres.execute(
+                """
+                INSERT INTO subscriptions (id, app_id, topic, device_token, sandbox, secret_hash, state)
+                VALUES (\(id), \(fixture.appID), \(fixture.topic), \(Fixture.token()), false,
+                    \(SecureRandom.bytes(32)), 'active')
+                """)
+        }
+        func message(_ id: String) -> QueueMessage {
+            QueueMessage(
+                messageID: "m", subscriptionID: id, appID: fixture.appID, accountID: fixture.accountID,
+                credentialID: "c", topic: fixture.topic, deviceToken: "ab", sandbox: false,
+                alertTitle: "t", alertBody: "b", ciphertext: [1], priority: 10, expiration: 0, collapseID: nil,
+                acceptedAt: 0, quotaKey: "q")
+        }
+        func sent() async throws -> Int64 {
+            let rows = try await postgres.query(
+                "SELECT sent FROM daily_counts WHERE account_id = \(fixture.accountID) AND app_id = \(fixture.appID)")
+            return try rows.first?.decode("sent", as: Int64.self) ?? 0
+        }
+        func pushed() async throws -> Int64 {
+            let rows = try await postgres.query(
+                "SELECT count(*) AS n FROM subscriptions WHERE id = ANY(\(ids)) AND last_push_at IS NOT NULL")
+            return try rows.first?.decode("n", as: Int64.self) ?? 0
+        }
+
+        let counts = DailyCounts(
+            postgres: postgres, interval: .seconds(3600), batchSize: 3,
+            logger: Logger(component: "worker", minimumLevel: .warning))
+        counts.start()
+        for _ in 0..<10 { counts.record(.sent, message: message(ids[0])) }
+        // Ten outcomes, two rows (one counter, one subscription): not a batch yet.
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(try await sent() == 0)
+        counts.record(.sent, message: message(ids[1]))
+        counts.record(.sent, message: message(ids[2]))
+        try await eventually("the batch of three subscriptions written") { try await sent() == 12 }
+        #expect(try await pushed() == 3)
+        await counts.stop()
+    }
+}
