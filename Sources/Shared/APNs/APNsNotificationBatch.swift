@@ -150,9 +150,9 @@ public struct APNsNotificationBatch: Sendable, RandomAccessCollection {
         fields.append("authorization", prefix: "bearer ", providerToken)
         fields.append("apns-topic", prefix: "", bytes: bytes[item.topic])
         fields.append("apns-push-type", item.pushType.rawValue)
-        fields.append("apns-priority") { Self.appendDecimal(Int64(item.priority.rawValue), to: &$0) }
+        fields.append("apns-priority") { DecimalText.append(Int64(item.priority.rawValue), to: &$0) }
         if let expiration = item.expiration {
-            fields.append("apns-expiration") { Self.appendDecimal(expiration.seconds, to: &$0) }
+            fields.append("apns-expiration") { DecimalText.append(expiration.seconds, to: &$0) }
         }
         if let collapseID = item.collapseID { fields.append("apns-collapse-id", prefix: "", bytes: bytes[collapseID]) }
         if let apnsID = item.apnsID { fields.append("apns-id") { Self.appendLowercase(apnsID, to: &$0) } }
@@ -160,22 +160,6 @@ public struct APNsNotificationBatch: Sendable, RandomAccessCollection {
 
     /// The payload of the notification at `index`, where it lies (no copy).
     func payload(of index: Int) -> ArraySlice<UInt8> { bytes[items[index].payload] }
-
-    /// `value` in decimal, as `String(value)` writes it, without building the String:
-    /// digits written from the right into a stack buffer, then appended at once.
-    private static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var magnitude = value.magnitude
-            var start = digits.count
-            repeat {
-                start -= 1
-                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            if value < 0 { bytes.append(UInt8(ascii: "-")) }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
-        }
-    }
 
     /// `byteClasses` bits: a hex digit (0-9, a-f, A-F); safe in a header value (no
     /// control characters — CR, LF, NUL… — that could split or end a header).

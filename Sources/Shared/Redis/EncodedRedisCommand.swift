@@ -86,7 +86,11 @@ public struct EncodedRedisCommand: Sendable {
 
         /// A decimal integer, as `Int64.redisBytes` writes it.
         public mutating func append(_ value: Int64) {
-            append(String(value))
+            DecimalText.withBytes(of: value) { digits in
+                begin(length: digits.count)
+                bytes.append(contentsOf: digits)
+                end()
+            }
         }
 
         private mutating func begin(length: Int) {

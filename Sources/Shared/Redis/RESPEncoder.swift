@@ -20,14 +20,7 @@ enum RESPEncoder {
     /// `value` (≥ 0) in decimal, then CRLF.
     static func appendDecimal(_ value: Int, to buffer: inout [UInt8]) {
         precondition(value >= 0, "RESP lengths are not negative")
-        var divisor = 1
-        while divisor <= value / 10 { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            buffer.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
-        }
+        DecimalText.append(Int64(value), to: &buffer)
         buffer.append(0x0d)
         buffer.append(0x0a)
     }
