@@ -26,7 +26,7 @@ import Testing
     @Test func alertsWithoutEscapesAreCopiedAsTheyAreAndEscapesAreFoundAnywhere() {
         func literal(_ text: String) -> String {
             var bytes: [UInt8] = []
-            NotificationBuilder.appendJSONString(text, to: &bytes)
+            JSONString.append(text, to: &bytes)
             return String(decoding: bytes, as: UTF8.self)
         }
         #expect(literal("") == #""""#)
@@ -42,9 +42,9 @@ import Testing
         ]
         for bytes in samples {
             var fromBytes: [UInt8] = []
-            NotificationBuilder.appendJSONString(utf8: bytes[...], to: &fromBytes)
+            JSONString.append(utf8: bytes[...], to: &fromBytes)
             var fromText: [UInt8] = []
-            NotificationBuilder.appendJSONString(String(decoding: bytes, as: UTF8.self), to: &fromText)
+            JSONString.append(String(decoding: bytes, as: UTF8.self), to: &fromText)
             #expect(fromBytes == fromText)
         }
     }

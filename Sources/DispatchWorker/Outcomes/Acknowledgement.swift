@@ -1,3 +1,5 @@
+import Shared
+
 /// What is written to Redis when a message's outcome is final: the entry is
 /// acknowledged and deleted, and, as the outcome requires, its quota reservation
 /// released and its reply list answered, all in one script run (`QueueScripts.acknowledge`); once that is written
@@ -19,11 +21,11 @@ struct Acknowledgement: Sendable {
 enum ReplyJSON {
     static func make(messageID: String, status: String, reason: String) -> String {
         var bytes: [UInt8] = Array(#"{"mid":"#.utf8)
-        NotificationBuilder.appendJSONString(messageID, to: &bytes)
+        JSONString.append(messageID, to: &bytes)
         bytes += Array(#","status":"#.utf8)
-        NotificationBuilder.appendJSONString(status, to: &bytes)
+        JSONString.append(status, to: &bytes)
         bytes += Array(#","reason":"#.utf8)
-        NotificationBuilder.appendJSONString(reason, to: &bytes)
+        JSONString.append(reason, to: &bytes)
         bytes.append(UInt8(ascii: "}"))
         return String(decoding: bytes, as: UTF8.self)
     }

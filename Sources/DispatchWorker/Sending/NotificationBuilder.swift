@@ -66,9 +66,9 @@ enum NotificationBuilder {
         let (title, body, ciphertext) = (message.alertTitleBytes, message.alertBodyBytes, message.ciphertextBytes)
         let encodedLength = (ciphertext.count * 4 + 2) / 3
         bytes.append(contentsOf: #"{"aps":{"alert":{"title":"#.utf8)
-        appendJSONString(utf8: title, to: &bytes)
+        JSONString.append(utf8: title, to: &bytes)
         bytes.append(contentsOf: #","body":"#.utf8)
-        appendJSONString(utf8: body, to: &bytes)
+        JSONString.append(utf8: body, to: &bytes)
         bytes.append(contentsOf: #"},"mutable-content":1}"#.utf8)
         // `,"c":"` + text + `"` + the closing `}`.
         if bytes.count - start + 7 + encodedLength + 1 <= maximumPayloadBytes {
@@ -77,51 +77,5 @@ enum NotificationBuilder {
             bytes.append(UInt8(ascii: "\""))
         }
         bytes.append(UInt8(ascii: "}"))
-    }
-
-    /// `appendJSONString` of stored UTF-8 bytes: plain ASCII (alerts mostly are) is
-    /// copied as it is; anything else goes through the `String` the property would
-    /// give (invalid UTF-8 repaired, as when it is read as text).
-    static func appendJSONString(utf8 text: ArraySlice<UInt8>, to bytes: inout [UInt8]) {
-        guard text.allSatisfy({ $0 < 0x80 && !needsEscape($0) }) else {
-            return appendJSONString(String(decoding: text, as: UTF8.self), to: &bytes)
-        }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(contentsOf: text)
-        bytes.append(UInt8(ascii: "\""))
-    }
-
-    /// A JSON string literal: quotes, backslashes and control characters escaped,
-    /// everything else (UTF-8 included) as it is.
-    static func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
-        let hex: StaticString = "0123456789abcdef"  // no array built per call: this runs per message
-        bytes.append(UInt8(ascii: "\""))
-        // Alerts rarely need escaping: then one copy instead of a byte-by-byte walk.
-        var text = text
-        let copied = text.withUTF8 { utf8 in
-            guard !utf8.contains(where: needsEscape) else { return false }
-            bytes.append(contentsOf: utf8)
-            return true
-        }
-        if copied { return bytes.append(UInt8(ascii: "\"")) }
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
-            case 0x0A: bytes.append(contentsOf: #"\n"#.utf8)
-            case 0x0D: bytes.append(contentsOf: #"\r"#.utf8)
-            case 0x09: bytes.append(contentsOf: #"\t"#.utf8)
-            case 0..<0x20, 0x7F:
-                bytes.append(contentsOf: #"\u00"#.utf8)
-                bytes.append(hex.utf8Start[Int(byte >> 4)])
-                bytes.append(hex.utf8Start[Int(byte & 0x0F)])
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
-    }
-
-    private static func needsEscape(_ byte: UInt8) -> Bool {
-        byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
     }
 }

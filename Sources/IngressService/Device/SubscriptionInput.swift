@@ -110,19 +110,15 @@ struct SubscriptionInput: Sendable, Equatable {
         return text
     }
 
-    /// The bytes `text` takes in the notification payload's JSON: its UTF-8, with
-    /// quote, backslash, tab, newline and carriage return escaped to two bytes; nil
-    /// when it holds any other control character.
+    /// The bytes `text` takes in the notification payload, escaped as the worker
+    /// writes it (`JSONString`, quotes left out); nil when it holds a control
+    /// character other than tab, newline and carriage return.
     static func payloadLength(_ text: String) -> Int? {
-        var length = 0
-        for byte in text.utf8 {
-            switch byte {
-            case 0x09, 0x0A, 0x0D, UInt8(ascii: "\""), UInt8(ascii: "\\"): length += 2
-            case 0..<0x20, 0x7F: return nil
-            default: length += 1
-            }
-        }
-        return length
+        let control = text.utf8.contains { ($0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D) || $0 == 0x7F }
+        guard !control else { return nil }
+        var literal: [UInt8] = []
+        JSONString.append(text, to: &literal)
+        return literal.count - 2
     }
 
     /// Whether `topic` could be a registered app identifier: 1 to 155 ASCII letters,

@@ -148,23 +148,58 @@ public enum Redact {
     }
 }
 
-/// Minimal JSON string quoting (RFC 8259), shared by the logger and response writers.
+/// JSON string literals (RFC 8259), shared by the logger, response writers and the
+/// worker's notification payloads: quotes, backslashes and control characters
+/// escaped, everything else (UTF-8 included) as it is.
 public enum JSONString {
     public static func quote(_ string: String) -> String {
-        var out = "\""
-        out.reserveCapacity(string.utf8.count + 2)
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(string.utf8.count + 2)
+        append(string, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `text` as a JSON string literal, quotes included.
+    public static func append(_ text: String, to bytes: inout [UInt8]) {
+        let hex: StaticString = "0123456789abcdef"  // no array built per call: this runs per message
+        bytes.append(UInt8(ascii: "\""))
+        // Text rarely needs escaping: then one copy instead of a byte-by-byte walk.
+        var text = text
+        let copied = text.withUTF8 { utf8 in
+            guard !utf8.contains(where: needsEscape) else { return false }
+            bytes.append(contentsOf: utf8)
+            return true
+        }
+        if copied { return bytes.append(UInt8(ascii: "\"")) }
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
+            case 0x0A: bytes.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: bytes.append(contentsOf: #"\r"#.utf8)
+            case 0x09: bytes.append(contentsOf: #"\t"#.utf8)
+            case 0..<0x20, 0x7F:
+                bytes.append(contentsOf: #"\u00"#.utf8)
+                bytes.append(hex.utf8Start[Int(byte >> 4)])
+                bytes.append(hex.utf8Start[Int(byte & 0x0F)])
+            default: bytes.append(byte)
             }
         }
-        return out + "\""
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// `append` of stored UTF-8 bytes: plain ASCII is copied as it is; anything else
+    /// goes through the `String` it reads as (invalid UTF-8 repaired).
+    public static func append(utf8 text: ArraySlice<UInt8>, to bytes: inout [UInt8]) {
+        guard text.allSatisfy({ $0 < 0x80 && !needsEscape($0) }) else {
+            return append(String(decoding: text, as: UTF8.self), to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: text)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private static func needsEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
     }
 }
