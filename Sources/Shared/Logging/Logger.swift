@@ -189,7 +189,9 @@ public enum JSONString {
     }
 
     /// `append` of stored UTF-8 bytes: plain ASCII is copied as it is; anything else
-    /// goes through the `String` it reads as (invalid UTF-8 repaired).
+    /// goes through the `String` it reads as (invalid UTF-8 repaired). Inlinable: the
+    /// worker writes two per notification, and the usual one is a plain copy.
+    @inlinable
     public static func append(utf8 text: ArraySlice<UInt8>, to bytes: inout [UInt8]) {
         guard text.allSatisfy({ $0 < 0x80 && !needsEscape($0) }) else {
             return append(String(decoding: text, as: UTF8.self), to: &bytes)
@@ -199,7 +201,8 @@ public enum JSONString {
         bytes.append(UInt8(ascii: "\""))
     }
 
-    private static func needsEscape(_ byte: UInt8) -> Bool {
+    @usableFromInline
+    static func needsEscape(_ byte: UInt8) -> Bool {
         byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
     }
 }
