@@ -53,4 +53,42 @@ import Testing
         #expect(try await pushed() == 3)
         await counts.stop()
     }
+
+    /// A subscription's last push is kept to the minute: a later push within a minute
+    /// of the recorded one rewrites nothing (at scale, one row version per sent push
+    /// was most of Postgres's work), a push a minute later or more moves it on, and an
+    /// older one never moves it back.
+    @Test func lastPushTimesAreRewrittenOnlyAMinuteApart() async throws {
+        let postgres = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 2)
+        let fixture = try await Fixture.create(postgres)
+        let id = Base64URL.encode(SecureRandom.bytes(16))
+        try await postgres.execute(
+            """
+            INSERT INTO subscriptions (id, app_id, topic, device_token, sandbox, secret_hash, state)
+            VALUES (\(id), \(fixture.appID), \(fixture.topic), \(Fixture.token()), false, \(SecureRandom.bytes(32)), 'active')
+            """)
+        let message = QueueMessage(
+            messageID: "m", subscriptionID: id, appID: fixture.appID, accountID: fixture.accountID,
+            credentialID: "c", topic: fixture.topic, deviceToken: "ab", sandbox: false,
+            alertTitle: "t", alertBody: "b", ciphertext: [1], priority: 10, expiration: 0, collapseID: nil,
+            acceptedAt: 0, quotaKey: "q")
+        func lastPush() async throws -> Double? {
+            let rows = try await postgres.query(
+                "SELECT extract(epoch FROM last_push_at)::float8 AS at FROM subscriptions WHERE id = \(id)")
+            return try rows.first?.decode("at", as: Double?.self)
+        }
+        let counts = DailyCounts(
+            postgres: postgres, interval: .seconds(3600), logger: Logger(component: "worker", minimumLevel: .warning))
+        let start = Date(timeIntervalSince1970: 1_790_000_000)
+        func push(after seconds: Double) async throws -> Double? {
+            counts.record(.sent, message: message, at: start.addingTimeInterval(seconds))
+            await counts.flush()
+            return try await lastPush()
+        }
+
+        #expect(try await push(after: 0) == start.timeIntervalSince1970)
+        #expect(try await push(after: 59) == start.timeIntervalSince1970)
+        #expect(try await push(after: 61) == start.timeIntervalSince1970 + 61)
+        #expect(try await push(after: 10) == start.timeIntervalSince1970 + 61)
+    }
 }

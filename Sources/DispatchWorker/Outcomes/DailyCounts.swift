@@ -6,7 +6,10 @@ import Synchronization
 /// last-push times, added up in memory and written in batches: once a second, or
 /// sooner when a batch would write 1,000 rows (distinct subscriptions, or counters).
 /// Outcomes that touch rows already in the batch add nothing to write: a burst to
-/// one device within the second is one last-push update, not one per message. Two
+/// one device within the second is one last-push update, not one per message. A
+/// last-push time is kept to the minute: a row is rewritten only when its time is a
+/// minute or more older, since at many devices a new row version per sent push was
+/// most of Postgres's work (and the App API's `lastPushAt` needs no finer). Two
 /// statements per batch, never one per message; rows are written in key order so
 /// concurrent workers do not deadlock.
 /// A batch that cannot be written is merged back and tried with the next one.
@@ -214,7 +217,8 @@ final class DailyCounts: Sendable {
                             """
                             UPDATE subscriptions s SET last_push_at = to_timestamp(u.at::float8)
                             FROM unnest(\(rows.map(\.key)), \(rows.map { Self.timestamp($0.value) })) AS u(id, at)
-                            WHERE s.id = u.id AND (s.last_push_at IS NULL OR s.last_push_at < to_timestamp(u.at::float8))
+                            WHERE s.id = u.id AND (s.last_push_at IS NULL
+                                OR s.last_push_at < to_timestamp(u.at::float8) - interval '1 minute')
                             """))
                 }
             }
