@@ -79,6 +79,24 @@ import Testing
         }
     }
 
+    /// Headers over 8 KiB, or a path and query over 4 KiB, are answered in the
+    /// spec's format (the App API in its own), not with libmicrohttpd's HTML.
+    @Test func oversizedHeadsAnswerInTheSpecsErrorFormat() async throws {
+        try await IngressTestApp.with { app in
+            let big = [("X-Padding", String(repeating: "a", count: 9000))]
+            let push = try await app.request("POST", "/api/push/p/abc", headers: big + [("TTL", "60")], body: [1])
+            #expect(push.status == 431)
+            #expect(push.headers["content-type"] == "application/json")
+            #expect(push.text == errorBody(1001, "Invalid parameters: request header fields too large"))
+            let long = try await app.request("POST", "/api/push/p/" + String(repeating: "a", count: 5000))
+            #expect(long.status == 414)
+            #expect(long.text == errorBody(1001, "Invalid parameters: request target too long"))
+            let appAPI = try await app.request("POST", "/api/v1/app/push/send", headers: big, body: Array("{}".utf8))
+            #expect(appAPI.status == 431)
+            #expect(appAPI.text == #"{"error": "request header fields too large"}"#)
+        }
+    }
+
     /// A trailing slash names the same resource: a sender that adds one to its push
     /// URL must not be told the subscription is gone.
     @Test func aTrailingSlashReachesTheSameRoute() async throws {

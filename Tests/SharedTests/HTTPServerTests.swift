@@ -12,6 +12,9 @@ import Testing
         func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse {
             .json(413, #"{"error": "1004 Message too large"}"#)
         }
+        func headTooLarge(_ head: HTTPRequestHead, status: Int) -> HTTPResponse {
+            .json(status, #"{"error": "1001 Invalid parameters: head too large"}"#)
+        }
         func handle(_ request: HTTPRequest) async -> HTTPResponse {
             let query = request.head.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
             let summary =
@@ -106,6 +109,36 @@ import Testing
         }
     }
 
+    /// A head over the server's `headerLimit` (8 KiB) is answered by the handler, in
+    /// its own format, not by libmicrohttpd's HTML: 414 for a long path and query,
+    /// 431 for header fields; its body is dropped, and the connection serves on.
+    @Test(arguments: pollings) func answersAnOversizedHeadWithTheHandlersError(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
+            let client = RawHTTPClient(port: server.port)
+            let within = try await client.request(
+                "GET", "/", headers: [("X-Thing", String(repeating: "a", count: 7000))])
+            #expect(within.status == 201)
+            let fields = try await client.request(
+                "POST", "/", headers: [("X-Big", String(repeating: "a", count: 9000))], body: [1, 2, 3])
+            #expect(fields.status == 431)
+            #expect(fields.text == #"{"error": "1001 Invalid parameters: head too large"}"#)
+            let target = try await client.request("GET", "/" + String(repeating: "p", count: 4200))
+            #expect(target.status == 414)
+            #expect(target.text == #"{"error": "1001 Invalid parameters: head too large"}"#)
+            let query = try await client.request("GET", "/?q=" + String(repeating: "q", count: 4200))
+            #expect(query.status == 414)
+
+            // On one kept-alive connection, the request after a refused one is served.
+            let refused =
+                "POST / HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "b", count: 9000))\r\n"
+                + "Content-Length: 3\r\n\r\nabc"
+            let next = "GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            let both = String(decoding: try await client.exchange(Array((refused + next).utf8)), as: UTF8.self)
+            #expect(both.hasPrefix("HTTP/1.1 431"))
+            #expect(both.contains("GET /next ?"))
+        }
+    }
+
     /// A client that asks before sending (`Expect: 100-continue`) a body declared over
     /// the limit is refused at once, not invited to send it.
     @Test(arguments: pollings) func refusesADeclaredOversizedBodyBeforeInvitingIt(polling: Polling) async throws {
@@ -118,7 +151,8 @@ import Testing
             #expect(try RawHTTPClient.parse(received).status == 413)
             // Within the limit, the client is still invited to send.
             let small = Array(
-                "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabcd".utf8)
+                "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabcd"
+                    .utf8)
             let answered = String(decoding: try await RawHTTPClient(port: server.port).exchange(small), as: UTF8.self)
             #expect(answered.hasPrefix("HTTP/1.1 100 Continue"))
             #expect(answered.contains("bytes=4"))

@@ -49,6 +49,12 @@ public struct AdminAPI: HTTPHandler {
         AdminResponse.error(AdminError(413, "body_too_large", "the request body is over 64 KiB"))
     }
 
+    public func headTooLarge(_ head: HTTPRequestHead, status: Int) -> HTTPResponse {
+        status == 414
+            ? AdminResponse.error(AdminError(414, "uri_too_long", "the request target is too long"))
+            : AdminResponse.error(AdminError(431, "headers_too_large", "the request header fields are too large"))
+    }
+
     public func handle(_ request: HTTPRequest) async -> HTTPResponse {
         let response = await answer(request)
         logger.info(

@@ -41,6 +41,16 @@ final class IngressHandler: HTTPHandler {
     /// a 503 (1005) tells the sender to retry.
     func unavailable(_ head: HTTPRequestHead) -> HTTPResponse { PushAPIError.storageUnavailable.response }
 
+    func headTooLarge(_ head: HTTPRequestHead, status: Int) -> HTTPResponse {
+        let detail = status == 414 ? "request target too long" : "request header fields too large"
+        let response =
+            head.path.hasPrefix(Route.appAPIPrefix)
+            ? AppAPIError(status: status, message: detail).response
+            : PushAPIError(.invalidParameters, status: status, detail: detail).response
+        record(Route(method: head.method, path: head.path), response, since: .now)
+        return response
+    }
+
     func handleOversized(_ head: HTTPRequestHead) async -> HTTPResponse {
         let start = ContinuousClock.now
         let route = Route(method: head.method, path: head.path)

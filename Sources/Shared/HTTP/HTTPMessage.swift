@@ -22,6 +22,13 @@ public struct HTTPHeaders: Sendable, Sequence {
 /// What the server knows of a request before its body arrives; handlers use it to
 /// choose the body limit.
 public struct HTTPRequestHead: Sendable {
+    /// What `HTTPServer.Configuration.headerLimit` counts: the bytes of the path and
+    /// query (`target`) and of the whole head (`total`, header fields included).
+    struct Size {
+        var target = 0
+        var total = 0
+    }
+
     public let method: String
     /// The path without the query string, percent-decoding left to the router.
     public let path: String
@@ -29,6 +36,21 @@ public struct HTTPRequestHead: Sendable {
     public let headers: HTTPHeaders
     /// The socket peer's address (IPv4 4 bytes or IPv6 16 bytes); empty if unknown.
     public let peerAddress: [UInt8]
+
+    var size: Size {
+        var size = Size(target: path.utf8.count)
+        for (name, value) in query { size.target += name.utf8.count + value.utf8.count + 2 }
+        size.total = size.target
+        for (name, value) in headers { size.total += name.utf8.count + value.utf8.count + 4 }
+        return size
+    }
+
+    /// 414 or 431 when the head passes `limit` (see `HTTPServer.Configuration.headerLimit`).
+    func oversizeStatus(limit: Int) -> Int? {
+        let size = size
+        if size.target > limit / 2 { return 414 }
+        return size.total > limit ? 431 : nil
+    }
 }
 
 public struct HTTPRequest: Sendable {
@@ -84,6 +106,10 @@ public protocol HTTPHandler: Sendable {
     /// that delivers a Redis reply), which saves two thread hops per request. Called
     /// on one of the server's threads: it must not block.
     func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void)
+    /// The answer for a request whose path, query and headers pass the server's
+    /// `headerLimit` (`status` 414 or 431), in the API's own error format. The body,
+    /// if any, is read and dropped. By default plain text.
+    func headTooLarge(_ head: HTTPRequestHead, status: Int) -> HTTPResponse
     /// The answer for a request still waiting for its handler when the server stops
     /// (past the shutdown deadline) or arriving while it stops. By default a plain 503.
     func unavailable(_ head: HTTPRequestHead) -> HTTPResponse
@@ -94,6 +120,9 @@ extension HTTPHandler {
     public func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { .text(413, "request body too large\n") }
     public func handleOversized(_ head: HTTPRequestHead) async -> HTTPResponse { bodyTooLarge(head) }
     public func unavailable(_ head: HTTPRequestHead) -> HTTPResponse { .text(503, "shutting down\n") }
+    public func headTooLarge(_ head: HTTPRequestHead, status: Int) -> HTTPResponse {
+        .text(status, status == 414 ? "request target too long\n" : "request header fields too large\n")
+    }
     public func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         Task { respond(await handle(request)) }
     }

@@ -11,6 +11,9 @@ final class HTTPRequestContext: Sendable {
     /// Touched only by the daemon thread that owns the connection, until dispatch.
     nonisolated(unsafe) var body: [UInt8] = []
     nonisolated(unsafe) var bodyTooLarge = false
+    /// The answer for a head over the server's limit, set on the first call; the
+    /// body is then dropped as it arrives.
+    nonisolated(unsafe) var headRejection: HTTPResponse?
     /// Written by the handler's task, read by the daemon thread after resume.
     let response = Mutex<HTTPResponse?>(nil)
 
@@ -41,6 +44,15 @@ let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method
         }
         server.inFlight.add(1, ordering: .relaxed)
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
+        if let status = head.oversizeStatus(limit: server.configuration.headerLimit) {
+            let rejection = server.handler.headTooLarge(head, status: status)
+            // As below: a client waiting for "100 Continue" is answered at once.
+            if head.headers["Expect"]?.caseInsensitiveEquals("100-continue") == true {
+                return queue(rejection, on: connection)
+            }
+            context.headRejection = rejection
+            return .YES
+        }
         // A client that waits for "100 Continue" before sending a body declared over
         // the limit is answered now: libmicrohttpd sends no "100 Continue" once a
         // response is queued, and closes instead of reading the body. (A client that
@@ -58,7 +70,7 @@ let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method
     }
     if uploadSize.pointee > 0 {
         let size = uploadSize.pointee
-        if !context.bodyTooLarge {
+        if !context.bodyTooLarge && context.headRejection == nil {
             if context.body.count + size > context.bodyLimit {
                 context.bodyTooLarge = true
                 context.body = []
@@ -71,6 +83,7 @@ let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method
         uploadSize.pointee = 0  // consumed (or discarded past the limit, never buffered)
         return .YES
     }
+    if let rejection = context.headRejection { return queue(rejection, on: connection) }
     let request = HTTPRequest(head: context.head, body: context.body)
     context.body = []
     return dispatch(request, of: context, on: connection, server: server)

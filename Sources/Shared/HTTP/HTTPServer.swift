@@ -25,10 +25,15 @@ public final class HTTPServer: Sendable {
         public var threads: Int
         public var connectionLimit: Int
         public var connectionTimeoutSeconds: Int
-        /// Bounds the request line plus headers (libmicrohttpd answers 431 past it).
-        /// It is each connection's memory pool, which libmicrohttpd clears before
-        /// every request (keep-alive included): 16 KB holds any sane header set and
-        /// costs half the clearing of its former 32 KB on every push.
+        /// The most bytes of path, query and header fields a request may carry: past
+        /// it the handler's `headTooLarge(_:status:)` answers, in the API's own error
+        /// format (414 when the path and query alone pass half of it, else 431).
+        public var headerLimit: Int
+        /// Each connection's memory pool, which holds the request line and headers
+        /// as read; past it libmicrohttpd answers 431 or 414 itself, with an HTML
+        /// body no hook of Debian's 0.9.75 can replace, so it is kept about twice
+        /// `headerLimit`. libmicrohttpd clears it before every request (keep-alive
+        /// included): 16 KB costs half the clearing of the former 32 KB on every push.
         public var headerMemoryLimit: Int
         /// The loop that runs the daemon instead of its own `threads` (which are then
         /// not started): handlers answering from this loop's thread (a Redis
@@ -37,13 +42,14 @@ public final class HTTPServer: Sendable {
 
         public init(
             address: ListenAddress, threads: Int = 2, connectionLimit: Int = 10_000, connectionTimeoutSeconds: Int = 30,
-            headerMemoryLimit: Int = 16 * 1024, eventLoop: EventLoop? = nil
+            headerLimit: Int = 8 * 1024, headerMemoryLimit: Int = 16 * 1024, eventLoop: EventLoop? = nil
         ) {
             self.eventLoop = eventLoop
             self.address = address
             self.threads = threads
             self.connectionLimit = connectionLimit
             self.connectionTimeoutSeconds = connectionTimeoutSeconds
+            self.headerLimit = headerLimit
             self.headerMemoryLimit = headerMemoryLimit
         }
     }
@@ -52,7 +58,7 @@ public final class HTTPServer: Sendable {
     let logger: Logger
     /// Runs the daemon on `Configuration.eventLoop`; nil when it has threads of its own.
     let driver: HTTPDaemonDriver?
-    private let configuration: Configuration
+    let configuration: Configuration
     private let state = Mutex(State())
     /// Requests begun and not yet completed (for draining on shutdown).
     let inFlight = Atomic<Int>(0)
