@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Shared
 import TestSupport
 import Testing
@@ -147,5 +148,62 @@ import Testing
             #expect(on.json["pushEnabled"] as? Bool == true)
             #expect(invalidator.events == Array(repeating: "app \(app) \(bundle)", count: 3))
         }
+    }
+
+    /// APNs is asked outside the transaction: while a probe waits, the app's row is not
+    /// locked (another session locks it at once, NOWAIT). A change made meanwhile that the
+    /// probes did not cover (a bundle id added, which the new credential must reach) is
+    /// refused with 409 `concurrent_update`, and nothing is saved; retried, it succeeds.
+    @Test func probesHoldNoRowLockAndAChangeTheyDidNotCoverIsRefused() async throws {
+        let probe = HookedProbe()
+        try await AdminHarness.with(probe: probe) { admin in
+            let account = try await admin.account()
+            let app = try await admin.app(account: account)
+            let first = Self.bundleID("first")
+            let added = Self.bundleID("meanwhile")
+            try await admin.insertIdentifier(first, app: app)
+            let credential = try await admin.insertCredential(account: account)
+            let rowWasFree = Mutex<Bool?>(nil)
+            probe.hook.withLock {
+                $0 = {
+                    let free: Bool
+                    do {
+                        _ = try await admin.postgres.withTransaction { connection in
+                            try await connection.query("SELECT id FROM apps WHERE id = \(app) FOR UPDATE NOWAIT")
+                        }
+                        free = true
+                    } catch {
+                        free = false
+                    }
+                    rowWasFree.withLock { $0 = free }
+                    try? await admin.insertIdentifier(added, app: app)
+                }
+            }
+            let refused = try await admin.call("PATCH", "/apps/\(app)/push", ["credentialId": credential])
+            #expect(rowWasFree.withLock { $0 } == true)
+            #expect(refused.status == 409)
+            #expect(refused.errorCode == "concurrent_update")
+            #expect(try await admin.call("GET", "/apps/\(app)").json["credentialId"] is NSNull)
+
+            let saved = try await admin.call("PATCH", "/apps/\(app)/push", ["credentialId": credential])
+            #expect(saved.status == 200)
+            #expect(saved.json["credentialId"] as? String == credential)
+            #expect(Set(probe.topics.withLock { $0 }) == [first, added])
+        }
+    }
+}
+
+/// Apple's stand-in for `probesHoldNoRowLockAndAChangeTheyDidNotCoverIsRefused`: accepts
+/// every probe, records its topic, and runs `hook` (once) while the first one waits.
+final class HookedProbe: CredentialProbe {
+    let hook = Mutex<(@Sendable () async -> Void)?>(nil)
+    let topics = Mutex<[String]>([])
+
+    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topic: String)
+        async throws(CredentialProbeError) -> CredentialProbeResult
+    {
+        topics.withLock { $0.append(topic) }
+        if let hook = hook.withLock({ hook in defer { hook = nil }; return hook }) { await hook() }
+        return .accepted
     }
 }

@@ -122,58 +122,39 @@ struct AppsController: Sendable {
     ///   detaches it and keeps the bundle ids (only adding one needs a credential);
     /// - removing a bundle id deletes its device subscriptions.
     /// The change and its activity record commit together; caches are invalidated after.
+    ///
+    /// APNs is probed before the transaction, not inside it: a slow or unreachable APNs
+    /// must not hold the app's row lock and a Postgres connection for its timeouts. The
+    /// transaction decides again under the lock; if what it must verify is no longer
+    /// what was verified (the settings changed meanwhile), the save is refused with 409
+    /// `concurrent_update`, to be retried.
     func updatePush(_ request: AdminRequest) async throws -> HTTPResponse {
         let id = request.parameter("id")
         let body = try request.decode(PushSettingsRequest.self)
         let requestedBundleIDs = try body.bundleIds.map(Self.normalize)
 
+        let planned = try await dependencies.postgres.withConnection { connection in
+            try await decidePush(id, body, requestedBundleIDs, locking: false, on: connection)
+        }
+        if !planned.toVerify.isEmpty, let credential = planned.credential {
+            try await verify(planned.toVerify, with: credential)
+        }
         let (before, after, deleted) = try await dependencies.postgres.withTransaction { connection in
-            let before = try await apps.lock(id, on: connection)
-            let account = try await accounts.require(before.accountId, on: connection)
-            let enabled = body.enabled ?? before.pushEnabled
-            let credentialID = body.credentialId ?? before.credentialId
-            let bundleIDs = requestedBundleIDs ?? before.bundleIds
-
-            if body.enabled == true && !account.plan.allowsPush {
-                throw AdminError.unprocessable(
-                    "plan_without_push",
-                    "account \(account.id) is on the \(account.plan.rawValue) plan, which has no push; upgrade it first"
-                )
-            }
-            var credential: Credential?
-            if let credentialID {
-                credential = try await credentials.find(credentialID, on: connection)
-                guard let found = credential, found.accountId == account.id else {
-                    throw AdminError.unprocessable(
-                        "credential_not_in_account", "credential \(credentialID) is not one of account \(account.id)'s")
-                }
-            }
-            let existing = Set(before.bundleIds)
-            let added = bundleIDs.filter { !existing.contains($0) }
-            let removed = before.bundleIds.filter { !bundleIDs.contains($0) }
-
-            if let conflict = try await apps.conflicts(added, excluding: id, on: connection).first {
+            let change = try await decidePush(id, body, requestedBundleIDs, locking: true, on: connection)
+            guard change.credential?.id == planned.credential?.id,
+                Set(change.toVerify).isSubset(of: planned.toVerify)
+            else {
                 throw AdminError.conflict(
-                    "bundle_id_taken", "bundle id \(conflict.bundleID) is already used by app \(conflict.appID)")
+                    "concurrent_update", "app \(id)'s push settings changed while they were verified; try again")
             }
-            // A new credential must reach every bundle id; detaching one leaves nothing to
-            // verify the kept ids with (sends fail credential_missing until one is chosen).
-            let toVerify = credentialID != before.credentialId && credentialID != nil ? bundleIDs : added
-            if !toVerify.isEmpty {
-                guard let credential else {
-                    throw AdminError.unprocessable(
-                        "credential_required", "choose a push credential so the bundle ids can be verified")
-                }
-                try await verify(toVerify, with: credential)
-            }
-
-            try await apps.setPush(id, enabled: enabled, credentialID: credentialID, on: connection)
-            let deleted = try await apps.removeIdentifiers(removed, appID: id, on: connection)
-            try await apps.addIdentifiers(added, appID: id, on: connection)
+            let before = change.before
+            try await apps.setPush(id, enabled: change.enabled, credentialID: change.credential?.id, on: connection)
+            let deleted = try await apps.removeIdentifiers(change.removed, appID: id, on: connection)
+            try await apps.addIdentifiers(change.added, appID: id, on: connection)
             let after = try await apps.require(id, on: connection)
             if PushSnapshot(before) != PushSnapshot(after) {
                 try await dependencies.activity.record(
-                    on: connection, accountID: account.id, actor: request.actor, action: "app.push.update",
+                    on: connection, accountID: change.accountID, actor: request.actor, action: "app.push.update",
                     subject: "app:\(id)", before: PushSnapshot(before), after: PushSnapshot(after))
             }
             return (before, after, deleted)
@@ -190,6 +171,64 @@ struct AppsController: Sendable {
                 "subscriptions deleted with their bundle ids", metadata: ["app": id, "count": "\(deleted.count)"])
         }
         return AdminResponse.ok(after)
+    }
+
+    /// What a push settings change does to the app as it is now, checked (all but the
+    /// APNs probes): the bundle ids to verify, add and remove.
+    private struct PushChange {
+        let before: App
+        let accountID: String
+        let enabled: Bool
+        let credential: Credential?
+        let added: [String]
+        let removed: [String]
+        let toVerify: [String]
+    }
+
+    /// Checks `body` against the app as it is on `connection` (its row locked when
+    /// `locking`) and says what the change does.
+    private func decidePush(
+        _ id: String, _ body: PushSettingsRequest, _ requestedBundleIDs: [String]?, locking: Bool,
+        on connection: PostgresConnection
+    ) async throws -> PushChange {
+        let before = try await locking ? apps.lock(id, on: connection) : apps.require(id, on: connection)
+        let account = try await accounts.require(before.accountId, on: connection)
+        let enabled = body.enabled ?? before.pushEnabled
+        let credentialID = body.credentialId ?? before.credentialId
+        let bundleIDs = requestedBundleIDs ?? before.bundleIds
+
+        if body.enabled == true && !account.plan.allowsPush {
+            throw AdminError.unprocessable(
+                "plan_without_push",
+                "account \(account.id) is on the \(account.plan.rawValue) plan, which has no push; upgrade it first"
+            )
+        }
+        var credential: Credential?
+        if let credentialID {
+            credential = try await credentials.find(credentialID, on: connection)
+            guard let found = credential, found.accountId == account.id else {
+                throw AdminError.unprocessable(
+                    "credential_not_in_account", "credential \(credentialID) is not one of account \(account.id)'s")
+            }
+        }
+        let existing = Set(before.bundleIds)
+        let added = bundleIDs.filter { !existing.contains($0) }
+        let removed = before.bundleIds.filter { !bundleIDs.contains($0) }
+
+        if let conflict = try await apps.conflicts(added, excluding: id, on: connection).first {
+            throw AdminError.conflict(
+                "bundle_id_taken", "bundle id \(conflict.bundleID) is already used by app \(conflict.appID)")
+        }
+        // A new credential must reach every bundle id; detaching one leaves nothing to
+        // verify the kept ids with (sends fail credential_missing until one is chosen).
+        let toVerify = credentialID != before.credentialId && credentialID != nil ? bundleIDs : added
+        if !toVerify.isEmpty && credential == nil {
+            throw AdminError.unprocessable(
+                "credential_required", "choose a push credential so the bundle ids can be verified")
+        }
+        return PushChange(
+            before: before, accountID: account.id, enabled: enabled, credential: credential, added: added,
+            removed: removed, toVerify: toVerify)
     }
 
     /// Probes APNs once per bundle id with the credential's key.
