@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import Shared
+import Synchronization
 import TestSupport
 import Testing
 
@@ -203,7 +203,11 @@ final class HookedProbe: CredentialProbe {
         async throws(CredentialProbeError) -> CredentialProbeResult
     {
         topics.withLock { $0.append(topic) }
-        if let hook = hook.withLock({ hook in defer { hook = nil }; return hook }) { await hook() }
+        let once = hook.withLock { hook in
+            defer { hook = nil }
+            return hook
+        }
+        await once?()
         return .accepted
     }
 }
