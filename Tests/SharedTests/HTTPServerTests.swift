@@ -12,8 +12,8 @@ import Testing
         func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse {
             .json(413, #"{"error": "1004 Message too large"}"#)
         }
-        func headTooLarge(_ head: HTTPRequestHead, status: Int) -> HTTPResponse {
-            .json(status, #"{"error": "1001 Invalid parameters: head too large"}"#)
+        func rejected(_ head: HTTPRequestHead, _ rejection: HTTPHeadRejection) -> HTTPResponse {
+            .json(rejection.status, #"{"error": "1001 Invalid parameters: \#(rejection.reason)"}"#)
         }
         func handle(_ request: HTTPRequest) async -> HTTPResponse {
             let query = request.head.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
@@ -121,10 +121,10 @@ import Testing
             let fields = try await client.request(
                 "POST", "/", headers: [("X-Big", String(repeating: "a", count: 9000))], body: [1, 2, 3])
             #expect(fields.status == 431)
-            #expect(fields.text == #"{"error": "1001 Invalid parameters: head too large"}"#)
+            #expect(fields.text == #"{"error": "1001 Invalid parameters: request header fields too large"}"#)
             let target = try await client.request("GET", "/" + String(repeating: "p", count: 4200))
             #expect(target.status == 414)
-            #expect(target.text == #"{"error": "1001 Invalid parameters: head too large"}"#)
+            #expect(target.text == #"{"error": "1001 Invalid parameters: request target too long"}"#)
             let query = try await client.request("GET", "/?q=" + String(repeating: "q", count: 4200))
             #expect(query.status == 414)
 
@@ -136,6 +136,20 @@ import Testing
             let both = String(decoding: try await client.exchange(Array((refused + next).utf8)), as: UTF8.self)
             #expect(both.hasPrefix("HTTP/1.1 431"))
             #expect(both.contains("GET /next ?"))
+        }
+    }
+
+    /// An HTTP/1.1 request without `Host` is refused (RFC 9112 §3.2) by the handler, in
+    /// its format; HTTP/1.0 needs none.
+    @Test(arguments: pollings) func refusesAnHTTP11RequestWithoutHost(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
+            let client = RawHTTPClient(port: server.port)
+            let missing = try RawHTTPClient.parse(
+                try await client.exchange(Array("GET / HTTP/1.1\r\nConnection: close\r\n\r\n".utf8)))
+            #expect(missing.status == 400)
+            #expect(missing.text == #"{"error": "1001 Invalid parameters: Host header missing"}"#)
+            let old = try RawHTTPClient.parse(try await client.exchange(Array("GET / HTTP/1.0\r\n\r\n".utf8)))
+            #expect(old.status == 201)
         }
     }
 

@@ -49,10 +49,14 @@ public struct AdminAPI: HTTPHandler {
         AdminResponse.error(AdminError(413, "body_too_large", "the request body is over 64 KiB"))
     }
 
-    public func headTooLarge(_ head: HTTPRequestHead, status: Int) -> HTTPResponse {
-        status == 414
-            ? AdminResponse.error(AdminError(414, "uri_too_long", "the request target is too long"))
-            : AdminResponse.error(AdminError(431, "headers_too_large", "the request header fields are too large"))
+    public func rejected(_ head: HTTPRequestHead, _ rejection: HTTPHeadRejection) -> HTTPResponse {
+        let code =
+            switch rejection {
+            case .targetTooLong: "uri_too_long"
+            case .fieldsTooLarge: "headers_too_large"
+            case .missingHost: "invalid_request"
+            }
+        return AdminResponse.error(AdminError(rejection.status, code, rejection.reason))
     }
 
     public func handle(_ request: HTTPRequest) async -> HTTPResponse {

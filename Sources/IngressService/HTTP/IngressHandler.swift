@@ -41,12 +41,11 @@ final class IngressHandler: HTTPHandler {
     /// a 503 (1005) tells the sender to retry.
     func unavailable(_ head: HTTPRequestHead) -> HTTPResponse { PushAPIError.storageUnavailable.response }
 
-    func headTooLarge(_ head: HTTPRequestHead, status: Int) -> HTTPResponse {
-        let detail = status == 414 ? "request target too long" : "request header fields too large"
+    func rejected(_ head: HTTPRequestHead, _ rejection: HTTPHeadRejection) -> HTTPResponse {
         let response =
             head.path.hasPrefix(Route.appAPIPrefix)
-            ? AppAPIError(status: status, message: detail).response
-            : PushAPIError(.invalidParameters, status: status, detail: detail).response
+            ? AppAPIError(status: rejection.status, message: rejection.reason).response
+            : PushAPIError(.invalidParameters, status: rejection.status, detail: rejection.reason).response
         record(Route(method: head.method, path: head.path), response, since: .now)
         return response
     }

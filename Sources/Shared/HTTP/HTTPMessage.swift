@@ -19,6 +19,33 @@ public struct HTTPHeaders: Sendable, Sequence {
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
 }
 
+/// Why a request is answered from its head alone, before its handler sees it.
+public enum HTTPHeadRejection: Sendable, Equatable {
+    /// The path and query pass half the server's `headerLimit`.
+    case targetTooLong
+    /// The path, query and header fields pass the server's `headerLimit`.
+    case fieldsTooLarge
+    /// An HTTP/1.1 request without `Host`, which RFC 9112 (§3.2) has servers refuse.
+    case missingHost
+
+    public var status: Int {
+        switch self {
+        case .targetTooLong: 414
+        case .fieldsTooLarge: 431
+        case .missingHost: 400
+        }
+    }
+
+    /// In English, for error bodies.
+    public var reason: String {
+        switch self {
+        case .targetTooLong: "request target too long"
+        case .fieldsTooLarge: "request header fields too large"
+        case .missingHost: "Host header missing"
+        }
+    }
+}
+
 /// What the server knows of a request before its body arrives; handlers use it to
 /// choose the body limit.
 public struct HTTPRequestHead: Sendable {
@@ -45,11 +72,14 @@ public struct HTTPRequestHead: Sendable {
         return size
     }
 
-    /// 414 or 431 when the head passes `limit` (see `HTTPServer.Configuration.headerLimit`).
-    func oversizeStatus(limit: Int) -> Int? {
+    /// Why the head of a request in HTTP `version` is refused, if it is: over `limit`
+    /// (`HTTPServer.Configuration.headerLimit`), or HTTP/1.1 without `Host`.
+    func rejection(limit: Int, version: String) -> HTTPHeadRejection? {
         let size = size
-        if size.target > limit / 2 { return 414 }
-        return size.total > limit ? 431 : nil
+        if size.target > limit / 2 { return .targetTooLong }
+        if size.total > limit { return .fieldsTooLarge }
+        if version == "HTTP/1.1" && headers["Host"] == nil { return .missingHost }
+        return nil
     }
 }
 
@@ -106,10 +136,10 @@ public protocol HTTPHandler: Sendable {
     /// that delivers a Redis reply), which saves two thread hops per request. Called
     /// on one of the server's threads: it must not block.
     func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void)
-    /// The answer for a request whose path, query and headers pass the server's
-    /// `headerLimit` (`status` 414 or 431), in the API's own error format. The body,
-    /// if any, is read and dropped. By default plain text.
-    func headTooLarge(_ head: HTTPRequestHead, status: Int) -> HTTPResponse
+    /// The answer, in the API's own error format, for a request refused for its head
+    /// (`rejection.status`): over the server's `headerLimit`, or without `Host`. The
+    /// body, if any, is read and dropped. By default plain text.
+    func rejected(_ head: HTTPRequestHead, _ rejection: HTTPHeadRejection) -> HTTPResponse
     /// The answer for a request still waiting for its handler when the server stops
     /// (past the shutdown deadline) or arriving while it stops. By default a plain 503.
     func unavailable(_ head: HTTPRequestHead) -> HTTPResponse
@@ -120,8 +150,8 @@ extension HTTPHandler {
     public func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { .text(413, "request body too large\n") }
     public func handleOversized(_ head: HTTPRequestHead) async -> HTTPResponse { bodyTooLarge(head) }
     public func unavailable(_ head: HTTPRequestHead) -> HTTPResponse { .text(503, "shutting down\n") }
-    public func headTooLarge(_ head: HTTPRequestHead, status: Int) -> HTTPResponse {
-        .text(status, status == 414 ? "request target too long\n" : "request header fields too large\n")
+    public func rejected(_ head: HTTPRequestHead, _ rejection: HTTPHeadRejection) -> HTTPResponse {
+        .text(rejection.status, rejection.reason + "\n")
     }
     public func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         Task { respond(await handle(request)) }

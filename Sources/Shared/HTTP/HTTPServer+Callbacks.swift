@@ -26,7 +26,7 @@ final class HTTPRequestContext: Sendable {
 /// Runs once per request: the first call (headers read) creates the context, the
 /// following calls deliver body chunks, the last (no data) dispatches the handler
 /// on a suspended connection, and the call after resume queues the response.
-let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method, _, uploadData, uploadSize, conCls in
+let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method, version, uploadData, uploadSize, conCls in
     guard let cls, let connection, let conCls, let uploadSize else { return .NO }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
 
@@ -44,13 +44,14 @@ let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method
         }
         server.inFlight.add(1, ordering: .relaxed)
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
-        if let status = head.oversizeStatus(limit: server.configuration.headerLimit) {
-            let rejection = server.handler.headTooLarge(head, status: status)
+        let httpVersion = version.map { String(cString: $0) } ?? ""
+        if let rejection = head.rejection(limit: server.configuration.headerLimit, version: httpVersion) {
+            let response = server.handler.rejected(head, rejection)
             // As below: a client waiting for "100 Continue" is answered at once.
             if head.headers["Expect"]?.caseInsensitiveEquals("100-continue") == true {
-                return queue(rejection, on: connection)
+                return queue(response, on: connection)
             }
-            context.headRejection = rejection
+            context.headRejection = response
             return .YES
         }
         // A client that waits for "100 Continue" before sending a body declared over

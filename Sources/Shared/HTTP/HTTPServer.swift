@@ -26,7 +26,7 @@ public final class HTTPServer: Sendable {
         public var connectionLimit: Int
         public var connectionTimeoutSeconds: Int
         /// The most bytes of path, query and header fields a request may carry: past
-        /// it the handler's `headTooLarge(_:status:)` answers, in the API's own error
+        /// it the handler's `rejected(_:_:)` answers, in the API's own error
         /// format (414 when the path and query alone pass half of it, else 431).
         public var headerLimit: Int
         /// Each connection's memory pool, which holds the request line and headers
