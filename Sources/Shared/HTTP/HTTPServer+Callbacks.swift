@@ -26,7 +26,8 @@ final class HTTPRequestContext: Sendable {
 /// Runs once per request: the first call (headers read) creates the context, the
 /// following calls deliver body chunks, the last (no data) dispatches the handler
 /// on a suspended connection, and the call after resume queues the response.
-let httpServerAccess: MHD_AccessHandlerCallback = { cls, connection, url, method, version, uploadData, uploadSize, conCls in
+let httpServerAccess: MHD_AccessHandlerCallback = {
+    cls, connection, url, method, version, uploadData, uploadSize, conCls in
     guard let cls, let connection, let conCls, let uploadSize else { return .NO }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
 
