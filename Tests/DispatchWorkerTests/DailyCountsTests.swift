@@ -91,4 +91,36 @@ import Testing
         #expect(try await push(after: 61) == start.timeIntervalSince1970 + 61)
         #expect(try await push(after: 10) == start.timeIntervalSince1970 + 61)
     }
+
+    /// While Postgres cannot be reached, a failed batch is kept for the next try: every
+    /// count, but last-push times only up to the limit, so an outage does not grow the
+    /// worker's memory with each device pushed.
+    @Test func aFailedBatchKeepsItsCountsAndAtMostTheLimitOfLastPushTimes() async throws {
+        // Port 1: nothing listens there, so every write is refused.
+        let unreachable = PostgresClient(url: "postgresql://pushgate@127.0.0.1:1/pushgate", maximumConnections: 1)
+        let counts = DailyCounts(
+            postgres: unreachable, interval: .seconds(3600), maximumKeptLastPush: 5,
+            logger: Logger(component: "worker", minimumLevel: .error))
+        for index in 0..<12 {
+            counts.record(
+                .sent,
+                message: QueueMessage(
+                    messageID: "m", subscriptionID: "device-\(index)", appID: "app", accountID: "account",
+                    credentialID: "c", topic: "t", deviceToken: "ab", sandbox: false, alertTitle: "t",
+                    alertBody: "b", ciphertext: [1], priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0,
+                    quotaKey: "q"))
+        }
+        counts.record(
+            .failed,
+            message: QueueMessage(
+                messageID: "m", subscriptionID: "device-0", appID: "app", accountID: "account", credentialID: "c",
+                topic: "t", deviceToken: "ab", sandbox: false, alertTitle: "t", alertBody: "b", ciphertext: [1],
+                priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0, quotaKey: "q"))
+        #expect(counts.pendingRows == (tallies: 1, lastPush: 12))
+        #expect(await counts.flush() == false)
+        #expect(counts.pendingRows == (tallies: 1, lastPush: 5))
+        #expect(await counts.flush() == false)
+        #expect(counts.pendingRows == (tallies: 1, lastPush: 5))
+        unreachable.close()
+    }
 }

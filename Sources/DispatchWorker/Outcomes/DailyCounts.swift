@@ -12,7 +12,10 @@ import Synchronization
 /// most of Postgres's work (and the App API's `lastPushAt` needs no finer). Two
 /// statements per batch, never one per message; rows are written in key order so
 /// concurrent workers do not deadlock.
-/// A batch that cannot be written is merged back and tried with the next one.
+/// A batch that cannot be written is merged back and tried again an interval later
+/// (not at every check while Postgres is down). Counts are few and always kept;
+/// last-push times, one per device, are kept only up to `maximumKeptLastPush`, so an
+/// outage of Postgres does not grow the worker's memory with every device pushed.
 final class DailyCounts: Sendable {
     struct Key: Hashable, Sendable {
         let account: String
@@ -84,15 +87,22 @@ final class DailyCounts: Sendable {
     private let postgres: PostgresClient
     private let interval: Duration
     private let batchSize: Int
+    private let maximumKeptLastPush: Int
     private let logger: Logger
+    private let failureLog: ThrottledLog
     private let state = Mutex(State())
     private let loop = Mutex<Task<Void, Never>?>(nil)
 
-    init(postgres: PostgresClient, interval: Duration = .seconds(1), batchSize: Int = 1000, logger: Logger) {
+    init(
+        postgres: PostgresClient, interval: Duration = .seconds(1), batchSize: Int = 1000,
+        maximumKeptLastPush: Int = 100_000, logger: Logger
+    ) {
         self.postgres = postgres
         self.interval = interval
         self.batchSize = batchSize
+        self.maximumKeptLastPush = maximumKeptLastPush
         self.logger = logger
+        failureLog = ThrottledLog(logger: logger, interval: .seconds(10))
     }
 
     func start() {
@@ -154,21 +164,30 @@ final class DailyCounts: Sendable {
         await loop.withLock { $0 }?.value
     }
 
-    /// Writes what has accumulated now (tests).
-    func flush() async {
+    /// Writes what has accumulated now; false when it could not (it is kept).
+    @discardableResult
+    func flush() async -> Bool {
         let (tallies, lastPush) = take()
-        await write(tallies, lastPush)
+        return await write(tallies, lastPush)
     }
 
-    /// Checks every 50 ms whether a second passed or a batch's rows reached `batchSize`.
+    /// Rows waiting to be written: counters and last-push times (tests).
+    var pendingRows: (tallies: Int, lastPush: Int) {
+        state.withLock { ($0.tallies.count, $0.lastPush.count) }
+    }
+
+    /// Checks every 50 ms whether a second passed or a batch's rows reached `batchSize`;
+    /// after a failed write, waits the interval before the next try.
     private func run() async {
         var last = ContinuousClock.now
+        var failed = false
         while true {
             try? await Task.sleep(for: .milliseconds(50))
             let (stopping, rows) = state.withLock { ($0.stopping, max($0.tallies.count, $0.lastPush.count)) }
-            guard stopping || rows >= batchSize || ContinuousClock.now - last >= interval else { continue }
+            let due = ContinuousClock.now - last >= interval
+            guard stopping || due || (rows >= batchSize && !failed) else { continue }
             last = .now
-            await flush()
+            failed = !(await flush())
             if stopping { return }
         }
     }
@@ -184,8 +203,8 @@ final class DailyCounts: Sendable {
         }
     }
 
-    private func write(_ tallies: [Key: Tally], _ lastPush: [SubscriptionKey: Date]) async {
-        guard !tallies.isEmpty || !lastPush.isEmpty else { return }
+    private func write(_ tallies: [Key: Tally], _ lastPush: [SubscriptionKey: Date]) async -> Bool {
+        guard !tallies.isEmpty || !lastPush.isEmpty else { return true }
         do {
             // One transaction: counts and last-push times become visible together.
             try await postgres.withTransaction { connection in
@@ -223,15 +242,17 @@ final class DailyCounts: Sendable {
                 }
             }
         } catch {
-            logger.warning(
-                "cannot write daily counts; keeping them for the next batch", metadata: ["error": "\(type(of: error))"])
+            failureLog.warning("cannot write daily counts; keeping them for the next batch", error: error)
             state.withLock { state in
                 for (key, tally) in tallies { state.tallies[key, default: Tally()].add(tally) }
                 for (id, date) in lastPush where (state.lastPush[id] ?? .distantPast) < date {
+                    guard state.lastPush[id] != nil || state.lastPush.count < maximumKeptLastPush else { continue }
                     state.lastPush[id] = date
                 }
             }
+            return false
         }
+        return true
     }
 
     /// `yyyy-mm-dd` in UTC.

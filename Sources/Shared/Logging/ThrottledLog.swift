@@ -1,19 +1,18 @@
-import Shared
 import Synchronization
 
 /// Logs a recurring failure (Redis down…) at most once per interval, counting
 /// what was left out, so an outage does not turn into a log line per request.
-final class ThrottledLog: Sendable {
+public final class ThrottledLog: Sendable {
     private let logger: Logger
     private let interval: Duration
     private let state = Mutex<(last: ContinuousClock.Instant?, suppressed: Int)>((nil, 0))
 
-    init(logger: Logger, interval: Duration = .seconds(5)) {
+    public init(logger: Logger, interval: Duration = .seconds(5)) {
         self.logger = logger
         self.interval = interval
     }
 
-    func warning(_ message: String, error: any Error) {
+    public func warning(_ message: String, error: any Error) {
         let now = ContinuousClock.now
         let suppressed: Int? = state.withLock { state in
             if let last = state.last, now - last < interval {
@@ -30,7 +29,7 @@ final class ThrottledLog: Sendable {
     }
 
     /// The error's own safe description (Redis and Postgres errors never carry values).
-    static func describe(_ error: any Error) -> String {
+    public static func describe(_ error: any Error) -> String {
         switch error {
         case let error as RedisError: error.description
         case let error as PostgresError: error.description
