@@ -88,7 +88,6 @@ final class DailyCounts: Sendable {
     private let interval: Duration
     private let batchSize: Int
     private let maximumKeptLastPush: Int
-    private let logger: Logger
     private let failureLog: ThrottledLog
     private let state = Mutex(State())
     private let loop = Mutex<Task<Void, Never>?>(nil)
@@ -101,7 +100,6 @@ final class DailyCounts: Sendable {
         self.interval = interval
         self.batchSize = batchSize
         self.maximumKeptLastPush = maximumKeptLastPush
-        self.logger = logger
         failureLog = ThrottledLog(logger: logger, interval: .seconds(10))
     }
 
