@@ -131,12 +131,12 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
             state.finishRequest(
                 accepted: accepted, apnsID: verdict.responseID, headers: headers, payload: body, connectionID: id)
             responseFields.append(":status", "200")
-            responseFields.append("apns-id") { verdict.responseID.write(to: &$0) }
+            responseFields.appendUnindexed("apns-id") { verdict.responseID.write(to: &$0) }
             http2.sendResponse(streamID: streamID, fields: responseFields, body: [])
         case .failure(let rejection):
             state.finishRequest(rejected: rejection)
             responseFields.append(":status", String(rejection.status))
-            responseFields.append("apns-id") { verdict.responseID.write(to: &$0) }
+            responseFields.appendUnindexed("apns-id") { verdict.responseID.write(to: &$0) }
             responseFields.append("content-type", "application/json")
             http2.sendResponse(streamID: streamID, fields: responseFields, body: rejection.body)
         }

@@ -48,6 +48,34 @@ import Testing
             ])
     }
 
+    /// A field added unindexed reaches HPACK as a literal it never adds to its dynamic
+    /// table (a response's `apns-id`, unique each time, would only churn both ends'
+    /// tables); the others may be indexed.
+    @Test func unindexedFieldsStayOutOfHPACKsDynamicTable() throws {
+        func tableEntries(after fields: HTTP2HeaderFields) throws -> Int {
+            var deflater: OpaquePointer?
+            try #require(nghttp2_hd_deflate_new(&deflater, 4096) == 0)
+            defer { nghttp2_hd_deflate_del(deflater) }
+            var block = [UInt8](repeating: 0, count: 1024)
+            let written = fields.withNameValues { nva in
+                nghttp2_hd_deflate_hd(deflater, &block, block.count, nva.baseAddress, nva.count)
+            }
+            try #require(written > 0)
+            return nghttp2_hd_deflate_get_num_table_entries(deflater)
+        }
+        let staticEntries = 61
+        let id = Array("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0".utf8)
+        var unindexed = HTTP2HeaderFields()
+        unindexed.append(":status", "200")
+        unindexed.appendUnindexed("apns-id") { $0.append(contentsOf: id) }
+        #expect(unindexed.withNameValues { $0[1].flags } & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) != 0)
+        #expect(try tableEntries(after: unindexed) == staticEntries)
+        var indexed = HTTP2HeaderFields()
+        indexed.append(":status", "200")
+        indexed.append("apns-id") { $0.append(contentsOf: id) }
+        #expect(try tableEntries(after: indexed) == staticEntries + 1)
+    }
+
     @Test func anEmptyListStillGivesValidPointers() {
         var fields = HTTP2HeaderFields()
         fields.append("empty", "")

@@ -11,7 +11,9 @@ public struct HTTP2HeaderFields {
     }
 
     private var bytes: [UInt8] = []
-    private var fields: [(name: Name, value: Range<Int>)] = []
+    /// `indexed`: whether HPACK may add the field to its dynamic table. A value that
+    /// never repeats (a response's `apns-id`) only churns both ends' tables.
+    private var fields: [(name: Name, value: Range<Int>, indexed: Bool)] = []
 
     public init() {}
 
@@ -65,7 +67,15 @@ public struct HTTP2HeaderFields {
     public mutating func append(_ name: StaticString, writingValue writeValue: (inout [UInt8]) -> Void) {
         let start = bytes.count
         writeValue(&bytes)
-        fields.append((.constant(name), start..<bytes.count))
+        fields.append((.constant(name), start..<bytes.count, true))
+    }
+
+    /// Adds `name` with the value `writeValue` appends, sent as a literal HPACK never
+    /// adds to its tables: for values unique to one message.
+    public mutating func appendUnindexed(_ name: StaticString, writingValue writeValue: (inout [UInt8]) -> Void) {
+        let start = bytes.count
+        writeValue(&bytes)
+        fields.append((.constant(name), start..<bytes.count, false))
     }
 
     /// Adds a field whose name is not a constant.
@@ -74,7 +84,7 @@ public struct HTTP2HeaderFields {
         bytes.append(contentsOf: header.name.utf8)
         let valueStart = bytes.count
         bytes.append(contentsOf: header.value.utf8)
-        fields.append((.bytes(nameStart..<valueStart), valueStart..<bytes.count))
+        fields.append((.bytes(nameStart..<valueStart), valueStart..<bytes.count, true))
     }
 
     /// The fields as `HTTP2Header`s, in order (for tests and diagnostics).
@@ -97,8 +107,10 @@ public struct HTTP2HeaderFields {
                 // Every value may be empty, and the buffer too: nghttp2 still gets a valid pointer.
                 let empty: StaticString = ""
                 let base = UnsafeMutablePointer(mutating: buffer.baseAddress ?? empty.utf8Start)
+                let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
                 for (index, field) in fields.enumerated() {
                     let value = base + field.value.lowerBound
+                    let indexing = field.indexed ? 0 : noIndex
                     switch field.name {
                     case .constant(let name):
                         nva.initializeElement(
@@ -106,13 +118,13 @@ public struct HTTP2HeaderFields {
                             to: nghttp2_nv(
                                 name: UnsafeMutablePointer(mutating: name.utf8Start), value: value,
                                 namelen: name.utf8CodeUnitCount, valuelen: field.value.count,
-                                flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)))
+                                flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue) | indexing))
                     case .bytes(let name):
                         nva.initializeElement(
                             at: index,
                             to: nghttp2_nv(
                                 name: base + name.lowerBound, value: value, namelen: name.count,
-                                valuelen: field.value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+                                valuelen: field.value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue) | indexing))
                     }
                 }
                 return body(nva)
