@@ -169,9 +169,9 @@ final class DailyCounts: Sendable {
         return await write(tallies, lastPush)
     }
 
-    /// Rows waiting to be written: counters and last-push times (tests).
-    var pendingRows: (tallies: Int, lastPush: Int) {
-        state.withLock { ($0.tallies.count, $0.lastPush.count) }
+    /// What waits to be written: the counters, and how many last-push times (tests).
+    var pending: (tallies: [Key: Tally], lastPushCount: Int) {
+        state.withLock { ($0.tallies, $0.lastPush.count) }
     }
 
     /// Checks every 50 ms whether a second passed or a batch's rows reached `batchSize`;
