@@ -123,7 +123,9 @@ import Testing
             let start = ContinuousClock.now
             let answered = try await stack.send([(device.id, DeliveryStack.payload)], key: key)
             #expect(statuses(answered) == ["queued"])
-            #expect(ContinuousClock.now - start < .seconds(3))
+            // Well under the default deadline (10 s), which an ignored setting would
+            // wait for; loose enough for a contended CI machine.
+            #expect(ContinuousClock.now - start < .seconds(8))
             #expect(try await stack.streamLength() == 1)
         }
     }
