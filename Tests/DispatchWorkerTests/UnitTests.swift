@@ -13,8 +13,18 @@ import Testing
             expiration: 0, collapseID: "k", acceptedAt: 0, quotaKey: "q")
     }
 
+    /// `message`'s notification as the worker builds it (a batch of one).
+    static func notification(for message: QueueMessage) -> APNsNotification {
+        let delivery = Delivery(
+            entry: StreamEntry(id: "1-0", fields: StreamEntryFields(), deliveryCount: 1), message: message,
+            context: StreamContext(keys: RedisKeys()))
+        return NotificationBuilder.notifications(for: [delivery])[0]
+    }
+
+    static func payload(for message: QueueMessage) -> [UInt8] { notification(for: message).payload }
+
     @Test func thePayloadEscapesTheAlertAndCarriesTheCiphertextAsBase64URL() throws {
-        let payload = NotificationBuilder.payload(
+        let payload = Self.payload(
             for: Self.message(title: "Say \"hi\"\n", body: "a\\b\u{1}é", ciphertext: [0xFB, 0xFF]))
         let text = String(decoding: payload, as: UTF8.self)
         #expect(
@@ -51,19 +61,19 @@ import Testing
 
     @Test func cIsKeptUpTo4096BytesAndLeftOutBeyond() {
         // Without c, and its room: `,"c":""` takes 7 bytes; 3 bytes of ciphertext are 4 characters.
-        let empty = NotificationBuilder.payload(for: Self.message(ciphertext: [])).count - 7
+        let empty = Self.payload(for: Self.message(ciphertext: [])).count - 7
         let room = 4096 - empty - 7
         let fits = Self.message(ciphertext: Array(repeating: 7, count: room / 4 * 3))
-        #expect(NotificationBuilder.payload(for: fits).count <= 4096)
-        #expect(String(decoding: NotificationBuilder.payload(for: fits), as: UTF8.self).contains(#""c":"#))
+        #expect(Self.payload(for: fits).count <= 4096)
+        #expect(String(decoding: Self.payload(for: fits), as: UTF8.self).contains(#""c":"#))
         let tooBig = Self.message(ciphertext: Array(repeating: 7, count: room / 4 * 3 + 3))
-        let payload = NotificationBuilder.payload(for: tooBig)
+        let payload = Self.payload(for: tooBig)
         #expect(payload.count == empty)
         #expect(!String(decoding: payload, as: UTF8.self).contains(#""c":"#))
     }
 
     @Test func headersComeFromTheMessage() {
-        let notification = NotificationBuilder.notification(for: Self.message())
+        let notification = Self.notification(for: Self.message())
         #expect(notification.pushType == .alert)
         #expect(notification.priority.rawValue == 5)
         #expect(notification.expiration == .immediately)

@@ -32,23 +32,9 @@ enum NotificationBuilder {
         return notifications
     }
 
-    static func notification(for message: QueueMessage) -> APNsNotification {
-        APNsNotification(
-            deviceToken: message.deviceToken, topic: message.topic, pushType: .alert,
-            priority: APNsPriority(rawValue: message.priority), expiration: expiration(of: message),
-            collapseID: message.collapseID, payload: payload(for: message))
-    }
-
     /// `apns-expiration`: 0 stays 0 ("now or never").
     private static func expiration(of message: QueueMessage) -> APNsExpiration {
         message.expiration == 0 ? .immediately : .at(Date(timeIntervalSince1970: TimeInterval(message.expiration)))
-    }
-
-    static func payload(for message: QueueMessage) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(payloadCapacity(for: message))
-        appendPayload(for: message, to: &bytes)
-        return bytes
     }
 
     /// Room for the payload: the JSON around the three strings is 67 bytes; a few

@@ -181,11 +181,6 @@ public struct QueueMessage: Sendable, Equatable {
         equalBytes(spans.credentialID, other, other.spans.credentialID)
     }
 
-    /// Whether both go to the same topic (compared as bytes).
-    public func hasSameTopic(as other: QueueMessage) -> Bool {
-        equalBytes(spans.topic, other, other.spans.topic)
-    }
-
     /// Whether both belong to the same account and app (compared as bytes).
     public func hasSameAccountAndApp(as other: QueueMessage) -> Bool {
         equalBytes(spans.accountID, other, other.spans.accountID) && equalBytes(spans.appID, other, other.spans.appID)
