@@ -63,7 +63,8 @@ public final class APNsClient: Sendable {
     public func send(
         _ notification: APNsNotification, credential: APNsCredential, environment: APNsEnvironment
     ) async throws -> APNsResponse {
-        try notification.validate()
+        let batch = APNsNotificationBatch(CollectionOfOne(notification))
+        try batch.validate(0)
         guard isAccepting else { throw Self.shutdownError }
         let key = APNsPoolKey(credentialID: credential.id, environment: environment)
         let token = try await providerToken { try await tokens.token(for: credential) }
@@ -72,8 +73,8 @@ public final class APNsClient: Sendable {
                 [0],
                 of: APNsSubmission(
                     client: self, credential: credential, key: key, token: token,
-                    notifications: APNsNotificationBatch(CollectionOfOne(notification)),
-                    isRefreshed: false, completion: { _, result in continuation.resume(with: result) }))
+                    notifications: batch, isRefreshed: false,
+                    completion: { _, result in continuation.resume(with: result) }))
         }
     }
 

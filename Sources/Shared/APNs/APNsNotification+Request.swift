@@ -11,9 +11,4 @@ extension APNsNotification {
         batch.appendRequestHeaders(of: 0, to: &fields, authority: authority, providerToken: providerToken)
         return fields.headers
     }
-
-    /// Checks what would otherwise corrupt the request (`APNsNotificationBatch.validate(_:)`).
-    func validate() throws(APNsClientError) {
-        try APNsNotificationBatch(CollectionOfOne(self)).validate(0)
-    }
 }
