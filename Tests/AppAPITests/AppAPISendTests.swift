@@ -95,7 +95,7 @@ import Testing
                     (overQuota.id, payload), (pending.id, payload), (foreign.id, payload),
                     ("AAAAAAAAAAAAAAAAAAAAAA", payload), (muted.id, payload), (bad.id, "not base64url!"),
                 ], key: key)
-            try await eventually("both enqueued") { try await stack.streamLength() == 2 }
+            try await eventually("both enqueued") { try await stack.queuedMessages() == 2 }
             try await stack.startWorker()
             let answered = try await results
             #expect(
@@ -126,7 +126,7 @@ import Testing
             // Well under the default deadline (10 s), which an ignored setting would
             // wait for; loose enough for a contended CI machine.
             #expect(ContinuousClock.now - start < .seconds(8))
-            #expect(try await stack.streamLength() == 1)
+            #expect(try await stack.queuedMessages() == 1)
         }
     }
 

@@ -55,8 +55,10 @@ import Testing
             try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":3000}"#)
             let first = try WorkerProcess(
                 environment: stack.workerEnvironment(["WORKER_MAX_IN_FLIGHT": "5000", "WORKER_BATCH_SIZE": "1000"]))
-            try await eventually("5000 read by the first worker", timeout: .seconds(30)) {
-                try await stack.pendingCount() == 5000
+            try await eventually("all 5000 read by the first worker", timeout: .seconds(30)) {
+                let length = try await stack.streamLength()
+                let pending = try await stack.pendingCount()
+                return length > 0 && pending == length
             }
             first.signal(SIGKILL)
             let (exited, _) = await first.waitForExit()
@@ -126,6 +128,38 @@ import Testing
             #expect(try await stack.quota() == 0)
             #expect(try await stack.pendingCount() == 0)
             #expect(stack.recordings(token: token).isEmpty)
+        }
+    }
+
+    @Test func anEntryOfSeveralMessagesHandedOutTooOftenIsDeadLetteredWhole() async throws {
+        try await DeliveryStack.with { stack in
+            var messages: [QueueMessage] = []
+            for index in 0..<3 {
+                let (id, _, token) = try await stack.subscribe()
+                messages.append(try await stack.message(subscription: id, token: token, reply: "dead\(index)"))
+            }
+            _ = try await stack.redis.send(
+                "XGROUP", "CREATE", stack.keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
+            let entry = try await stack.enqueue(fields: QueueMessage.batchFields(messages))
+            _ = try await stack.redis.send(
+                "XREADGROUP", "GROUP", RedisKeys.consumerGroup, "ghost", "COUNT", 10, "STREAMS", stack.keys.stream, ">")
+            _ = try await stack.redis.send("XCLAIM", stack.keys.stream, RedisKeys.consumerGroup, "ghost-2", 0, entry)
+            #expect(try await stack.quota() == 3)
+            let worker = try await stack.startWorker(["WORKER_MAX_DELIVERIES": "2", "WORKER_VISIBILITY_TIMEOUT": "1"])
+            for index in 0..<3 {
+                let reply = try await stack.awaitReply("dead\(index)")
+                #expect(reply == ["mid": messages[index].messageID, "status": "failed", "reason": "provider_error"])
+            }
+            let dead = try await stack.redis.send("XRANGE", stack.keys.deadLetters, "-", "+").array ?? []
+            #expect(dead.count == 1)
+            let fields = dead.first?.array?.last?.array?.compactMap(\.bytes) ?? []
+            // All the entry's fields, then why: replayable as it was.
+            #expect(Array(fields.dropLast(4)) == QueueMessage.batchFields(messages))
+            #expect(try await stack.quota() == 0)
+            #expect(try await stack.pendingCount() == 0)
+            #expect(worker.metrics.deadLetters.value("deliveries") == 3)
+            for message in messages { #expect(stack.recordings(token: message.deviceToken).isEmpty) }
+            try await eventually("the daily count") { try await stack.dailyCounts().failed == 3 }
         }
     }
 

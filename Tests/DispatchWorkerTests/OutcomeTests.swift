@@ -164,4 +164,43 @@ import Testing
             #expect(try await stack.pendingCount() == 0)
         }
     }
+
+    /// One entry of several messages (format 4, as the hot path writes them): each
+    /// gets its own outcome, and the entry is acknowledged once, with all of them.
+    @Test func eachMessageOfAnEntryGetsItsOwnOutcome() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (sentID, _, sentToken) = try await stack.subscribe()
+            let (goneID, _, goneToken) = try await stack.subscribe()
+            let (expiredID, _, expiredToken) = try await stack.subscribe()
+            try await stack.controlRequest("POST", "/devices/\(goneToken)/uninstall")
+            let messages = [
+                try await stack.message(subscription: sentID, token: sentToken, reply: "one"),
+                try await stack.message(subscription: goneID, token: goneToken, reply: "two"),
+                try await stack.message(subscription: expiredID, token: expiredToken, expiration: 1, reply: "three"),
+                try await stack.message(subscription: sentID, token: sentToken, reply: "four"),
+            ]
+            try await stack.enqueue(fields: QueueMessage.batchFields(messages))
+            #expect(try await stack.awaitReply("one") == ["mid": messages[0].messageID, "status": "sent", "reason": ""])
+            #expect(try await stack.awaitReply("two")["status"] == "gone")
+            #expect(
+                try await stack.awaitReply("three") == [
+                    "mid": messages[2].messageID, "status": "failed", "reason": "expired",
+                ])
+            #expect(try await stack.awaitReply("four")["status"] == "sent")
+            try await eventually("the entry acknowledged") {
+                let length = try await stack.streamLength()
+                let pending = try await stack.pendingCount()
+                return length == 0 && pending == 0
+            }
+            #expect(stack.recordings(token: sentToken).count == 2)
+            #expect(stack.recordings(token: expiredToken).isEmpty)
+            #expect(try await !stack.subscriptionExists(goneID))
+            #expect(try await stack.quota() == 2)
+            try await eventually("the daily counts") {
+                let counts = try await stack.dailyCounts()
+                return counts.sent == 2 && counts.failed == 1 && counts.gone == 1
+            }
+        }
+    }
 }

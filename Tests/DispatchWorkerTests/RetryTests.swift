@@ -51,6 +51,34 @@ import Testing
         }
     }
 
+    /// A message of an entry that must be retried goes to the delayed-retry set as a
+    /// message of its own when the entry is acknowledged; the others are done.
+    @Test func aRetriedMessageLeavesItsEntryAndComesBackAlone() async throws {
+        try await DeliveryStack.with { stack in
+            let worker = try await stack.startWorker(["WORKER_RETRY_BASE_MS": "200", "WORKER_RETRY_CAP_MS": "200"])
+            var messages: [QueueMessage] = []
+            for index in 0..<3 {
+                let (id, _, token) = try await stack.subscribe()
+                messages.append(try await stack.message(subscription: id, token: token, reply: "r\(index)"))
+            }
+            try await stack.controlRequest("POST", "/faults", #"{"status":429,"count":1}"#)
+            try await stack.enqueue(fields: QueueMessage.batchFields(messages))
+            for index in 0..<3 {
+                let reply = try await stack.awaitReply("r\(index)")
+                #expect(reply == ["mid": messages[index].messageID, "status": "sent", "reason": ""])
+            }
+            for message in messages { #expect(stack.recordings(token: message.deviceToken).count == 1) }
+            try await eventually("the queue empty") {
+                let length = try await stack.streamLength()
+                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
+                return length == 0 && retries == 0
+            }
+            #expect(worker.metrics.retries.value("TooManyRequests") == 1)
+            #expect(try await stack.quota() == 3)
+            for index in 0..<3 { #expect(try await stack.redis.send("LLEN", stack.keys.reply("r\(index)")).int == 0) }
+        }
+    }
+
     @Test func attemptsAreBoundedThenTheMessageFailsWithProviderError() async throws {
         try await DeliveryStack.with { stack in
             try await stack.startWorker(["WORKER_MAX_ATTEMPTS": "3", "WORKER_RETRY_BASE_MS": "50"])

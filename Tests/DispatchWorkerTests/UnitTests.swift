@@ -16,8 +16,8 @@ import Testing
     /// `message`'s notification as the worker builds it (a batch of one).
     static func notification(for message: QueueMessage) -> APNsNotification {
         let delivery = Delivery(
-            entry: StreamEntry(id: "1-0", fields: StreamEntryFields(), deliveryCount: 1), message: message,
-            context: StreamContext(keys: RedisKeys()))
+            entry: PendingEntry(id: "1-0", context: StreamContext(keys: RedisKeys()), messageCount: 1),
+            message: message)
         return NotificationBuilder.notifications(for: [delivery])[0]
     }
 
@@ -87,8 +87,8 @@ import Testing
             var message = Self.message()
             (message.topic, message.deviceToken) = (topic, String(repeating: "\(index)", count: 64))
             return Delivery(
-                entry: StreamEntry(id: "\(index)-0", fields: StreamEntryFields(), deliveryCount: 1), message: message,
-                context: StreamContext(keys: RedisKeys()))
+                entry: PendingEntry(id: "\(index)-0", context: StreamContext(keys: RedisKeys()), messageCount: 1),
+                message: message)
         }
         let notifications = NotificationBuilder.notifications(for: batch)
         #expect(notifications.map(\.topic) == topics)

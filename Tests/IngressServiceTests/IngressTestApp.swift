@@ -99,16 +99,18 @@ final class IngressTestApp: @unchecked Sendable {
 
     // MARK: queue
 
+    /// The messages on the queue, in order (an entry holds one script run's).
     func queueEntries() async throws -> [QueueMessage] {
         let reply = try await redis.send("XRANGE", keys.stream, "-", "+")
-        return try (reply.array ?? []).map { entry in
+        return try (reply.array ?? []).flatMap { entry in
             let fields = entry.array?[1].array?.compactMap(\.bytes) ?? []
-            return try QueueMessage(fields: fields)
+            return try QueueMessage.messages(in: StreamEntryFields(fields))
         }
     }
 
+    /// How many messages are on the queue.
     func queueLength() async throws -> Int {
-        Int(try await redis.send("XLEN", keys.stream).int ?? -1)
+        try await queueEntries().count
     }
 }
 

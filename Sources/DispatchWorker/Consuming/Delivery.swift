@@ -1,20 +1,20 @@
 import Shared
 
-/// One message being worked on: its entry, decoded, and the stream it came from.
+/// One message being worked on: the entry it came in, and the message decoded.
 /// A class, so the tasks and batches it passes through share it rather than copy
 /// (and retain) each of its strings.
 final class Delivery: Sendable {
-    let entry: StreamEntry
+    let entry: PendingEntry
     let message: QueueMessage
-    let context: StreamContext
     /// The message's last-push key, made here while its buffer is in cache: counting
     /// the outcome later (on another thread) then reads only this object.
     let subscriptionKey: DailyCounts.SubscriptionKey
 
-    init(entry: StreamEntry, message: QueueMessage, context: StreamContext) {
+    var context: StreamContext { entry.context }
+
+    init(entry: PendingEntry, message: QueueMessage) {
         self.entry = entry
         self.message = message
-        self.context = context
         subscriptionKey = DailyCounts.SubscriptionKey(message)
     }
 }

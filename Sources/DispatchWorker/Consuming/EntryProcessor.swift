@@ -1,12 +1,13 @@
 import Foundation
 import Shared
 
-/// What happens to the entries of one read: each is decoded, dead-lettered if it
-/// cannot be read or was handed out too often, failed if its TTL passed, and
-/// otherwise sent, with its outcome recorded. The checks run in the reader's task;
-/// the entries to send go to the sender together in one task, and a `sent`
-/// outcome is recorded where the answer arrives, so the common case costs no task
-/// per entry. The reader took an in-flight permit per entry; the recorder gives it back.
+/// What happens to the entries of one read: each is decoded into its messages and
+/// dead-lettered whole if it cannot be read or was handed out too often; otherwise
+/// each message is failed if its TTL passed, or sent, with its outcome recorded.
+/// The checks run in the reader's task; the messages to send go to the sender
+/// together in one task, and a `sent` outcome is recorded where the answer arrives,
+/// so the common case costs no task per message. Each message holds an in-flight
+/// permit (an unreadable entry one) until its entry is settled.
 final class EntryProcessor: Sendable {
     let sender: MessageSender
     let recorder: OutcomeRecorder
@@ -18,30 +19,42 @@ final class EntryProcessor: Sendable {
         self.maxDeliveries = maxDeliveries
     }
 
-    func start(_ entries: [StreamEntry], context: StreamContext) {
-        guard !entries.isEmpty else { return }
+    /// Starts work on `entries`; returns the in-flight permits it holds for them
+    /// (one per message, one per unreadable entry), which the reader took or takes.
+    func start(_ entries: [StreamEntry], context: StreamContext) -> Int {
+        guard !entries.isEmpty else { return 0 }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         var sends: [Delivery] = []
         sends.reserveCapacity(entries.count)
+        var permits = 0
         for entry in entries {
-            guard let message = decode(entry, context: context) else { continue }
-            let delivery = Delivery(entry: entry, message: message, context: context)
+            guard let messages = decode(entry, context: context) else {
+                permits += 1
+                continue
+            }
+            permits += messages.count
             if entry.deliveryCount > maxDeliveries {
                 let recorder = recorder
                 Task {
                     await recorder.deadLetter(
-                        delivery.entry, message: delivery.message,
-                        reason: "handed out \(delivery.entry.deliveryCount) times without an outcome",
-                        metricReason: "deliveries", context: delivery.context)
+                        entry, messages: messages, permits: messages.count,
+                        reason: "handed out \(entry.deliveryCount) times without an outcome",
+                        metricReason: "deliveries", context: context)
                 }
-            } else if now > OutcomeRecorder.deadline(of: message) {
-                let recorder = recorder
-                Task { await recorder.record(.failed(.expired, detail: "expired"), delivery) }
-            } else {
-                sends.append(delivery)
+                continue
+            }
+            let pending = PendingEntry(id: entry.id, context: context, messageCount: messages.count)
+            for message in messages {
+                let delivery = Delivery(entry: pending, message: message)
+                if now > OutcomeRecorder.deadline(of: message) {
+                    let recorder = recorder
+                    Task { await recorder.record(.failed(.expired, detail: "expired"), delivery) }
+                } else {
+                    sends.append(delivery)
+                }
             }
         }
-        guard !sends.isEmpty else { return }
+        guard !sends.isEmpty else { return permits }
         let (sender, recorder) = (sender, recorder)
         Task {
             await sender.send(sends) { delivery, outcome in
@@ -49,18 +62,19 @@ final class EntryProcessor: Sendable {
                 Task { await recorder.record(outcome, delivery) }
             }
         }
+        return permits
     }
 
-    /// The entry's message, or nil when it cannot be read (it is dead-lettered).
-    private func decode(_ entry: StreamEntry, context: StreamContext) -> QueueMessage? {
+    /// The entry's messages, or nil when it cannot be read (it is dead-lettered).
+    private func decode(_ entry: StreamEntry, context: StreamContext) -> [QueueMessage]? {
         do {
-            return try QueueMessage(entry: entry.fields)
+            return try QueueMessage.messages(in: entry.fields)
         } catch {
             let recorder = recorder
             Task {
                 await recorder.deadLetter(
-                    entry, message: nil, reason: "unreadable: \(error.description)", metricReason: "unreadable",
-                    context: context)
+                    entry, messages: [], permits: 1, reason: "unreadable: \(error.description)",
+                    metricReason: "unreadable", context: context)
             }
             return nil
         }

@@ -1,8 +1,10 @@
 import Synchronization
 
 /// Bounds the messages one process works on at once: a counting semaphore whose
-/// permits are taken by the readers (a batch at a time) and given back one by one
-/// when a message's outcome has been recorded (or it was left for another worker).
+/// permits are taken by the readers (a batch at a time) and given back when an
+/// entry's outcomes have been recorded (or it was left for another worker). Readers
+/// ask for entries, which hold several messages, so a read can bring more messages
+/// than it took permits for; it takes the rest at once (`take`).
 final class InFlightLimiter: Sendable {
     private struct State {
         var available: Int
@@ -45,6 +47,14 @@ final class InFlightLimiter: Sendable {
                 if resumeNow { continuation.resume() }
             }
         }
+    }
+
+    /// Takes `count` permits whether or not they are free: a read that brought more
+    /// messages than it took permits for (entries hold several) has them in hand
+    /// already. Readers then wait until enough are given back.
+    func take(_ count: Int) {
+        guard count > 0 else { return }
+        state.withLock { $0.available -= count }
     }
 
     /// Gives `count` permits back and wakes the readers waiting for them.

@@ -4,9 +4,9 @@ import Synchronization
 
 /// Reads one queue stream as a member of the `workers` consumer group:
 ///
-/// * the reader takes in-flight permits, `XREADGROUP`s up to a batch of new
-///   entries (blocking up to half a second), read straight out of the reply, and
-///   hands them to the `EntryProcessor`;
+/// * the reader takes in-flight permits, `XREADGROUP`s new entries for about as
+///   many messages (blocking up to half a second), read straight out of the reply,
+///   and hands them to the `EntryProcessor`;
 /// * the claimer, every half visibility timeout, `XAUTOCLAIM`s entries that stayed
 ///   unacknowledged longer than the visibility timeout (their worker died or hangs),
 ///   with their delivery counts, so entries handed out too often are dead-lettered;
@@ -72,6 +72,20 @@ final class QueueConsumer: Sendable {
 
     // MARK: Loops
 
+    /// Entries to ask for with `permits` in hand: as many as can hold no more
+    /// messages than that, the hot path's entries holding at most
+    /// `HotPathScript.maximumBatch`. Smaller entries (light load, retries) make reads
+    /// of fewer messages, which is when the worker is not busy.
+    static func entryCount(permits: Int) -> Int {
+        max(1, permits / HotPathScript.maximumBatch)
+    }
+
+    /// Settles the permits of a read: those it did not need go back, and those its
+    /// messages need beyond what it took are taken.
+    private func reconcile(granted: Int, used: Int) {
+        if used < granted { limiter.release(granted - used) } else { limiter.take(used - granted) }
+    }
+
     private func readLoop() async {
         var failures = 0
         var expectedEntryBytes = 768
@@ -84,17 +98,17 @@ final class QueueConsumer: Sendable {
             }
             do {
                 let read = StreamReadVisitor(deliveryCount: 1, expectedEntryBytes: expectedEntryBytes)
+                let count = Self.entryCount(permits: granted)
                 try await redis.send(
                     RedisCommand(
-                        "XREADGROUP", "GROUP", context.group, consumer, "COUNT", granted, "BLOCK",
+                        "XREADGROUP", "GROUP", context.group, consumer, "COUNT", count, "BLOCK",
                         Self.blockMilliseconds,
                         "STREAMS", context.stream, ">"),
                     timeout: .milliseconds(Self.blockMilliseconds + 5000), visitor: read)
                 let entries = read.entries
                 expectedEntryBytes = read.expectedEntryBytes
                 failures = 0
-                limiter.release(granted - entries.count)
-                processor.start(entries, context: context)
+                reconcile(granted: granted, used: processor.start(entries, context: context))
             } catch {
                 limiter.release(granted)
                 failures += 1
@@ -124,9 +138,10 @@ final class QueueConsumer: Sendable {
                     return
                 }
                 do {
+                    let count = Self.entryCount(permits: granted)
                     let reply = try await redis.run(
                         QueueScripts.claim, keys: [context.stream],
-                        arguments: [context.group, consumer, idle, cursor, granted])
+                        arguments: [context.group, consumer, idle, cursor, count])
                     let parts = reply.array ?? []
                     cursor = parts.first?.string ?? "0-0"
                     let entries = (parts.count > 1 ? parts[1].array ?? [] : []).compactMap { item -> StreamEntry? in
@@ -135,12 +150,11 @@ final class QueueConsumer: Sendable {
                             id: id, fields: StreamEntryFields(fields[1].array?.compactMap(\.bytes) ?? []),
                             deliveryCount: Int(fields[2].int ?? 1))
                     }
-                    limiter.release(granted - entries.count)
                     if !entries.isEmpty {
                         metrics.claimed.increment(by: Double(entries.count))
                         logger.info("claimed entries left unacknowledged", metadata: ["entries": "\(entries.count)"])
                     }
-                    processor.start(entries, context: context)
+                    reconcile(granted: granted, used: processor.start(entries, context: context))
                 } catch {
                     limiter.release(granted)
                     if (error as? RedisError)?.serverPrefix == "NOGROUP" { try? await ensureGroup() }

@@ -5,23 +5,28 @@ import Shared
 /// lost or doubled between them. Time comes from the Redis server (`TIME`), so
 /// every worker shares one clock for retry due times.
 enum QueueScripts {
-    /// Records final outcomes: for each entry the group still has pending, `XACK`,
-    /// `XDEL`, and as its outcome requires a quota release (`DECR`) and a reply
-    /// (`RPUSH` + `EXPIRE`). An entry no longer pending (this very write already ran
-    /// but its answer was lost, or another worker claimed and finished it) changes
-    /// nothing, so a retried write never releases a quota twice or answers twice.
+    /// Records the outcomes of entries whose messages are all settled
+    /// (`PendingEntry`): for each entry the group still has pending, `XACK`, `XDEL`,
+    /// and for each of its messages as its outcome requires a quota release (`DECR`),
+    /// a reply (`RPUSH` + `EXPIRE`) or a delayed retry (`ZADD` of the message's fields,
+    /// msgpack'd, scored by the due time). An entry no longer pending (this very write
+    /// already ran but its answer was lost, or another worker claimed and finished it)
+    /// changes nothing, so a retried write never releases a quota, answers or
+    /// schedules a retry twice.
     ///
-    /// Entries with nothing but the acknowledgement to record (the usual `sent`) come
-    /// first, as bare ids, and are acknowledged and deleted together, one `XACK` and
-    /// one `XDEL` per 500: Redis pays its per-command cost (and writes its AOF record)
-    /// once per batch, not per entry, and each such entry costs one argument, not four.
+    /// Entries with nothing but the acknowledgement to record (every message `sent`)
+    /// come first, as bare ids, and are acknowledged and deleted together, one `XACK`
+    /// and one `XDEL` per 500: Redis pays its per-command cost (and writes its AOF
+    /// record) once per batch, not per entry, and each such entry costs one argument.
     /// Deleting them without asking which were still pending changes nothing: an
     /// entry of ours that is no longer pending was acknowledged by a script that
-    /// deleted it in the same run (this one, the retry or the dead-letter script).
+    /// deleted it in the same run (this one or the dead-letter script).
     ///
-    /// KEYS: 1 stream. ARGV: 1 group, 2 reply lifetime in seconds, 3 the number of
-    /// plain entries, their ids, then per other entry four values: id, quota key or "",
-    /// reply list or "", reply JSON.
+    /// KEYS: 1 stream, 2 delayed-retry set. ARGV: 1 group, 2 reply lifetime in seconds,
+    /// 3 the number of plain entries, their ids, then per other entry its id and its
+    /// number of messages, and per message five values and its retry fields: quota key
+    /// or "", reply list or "", reply JSON, retry delay in ms, the number of retry
+    /// fields (0: no retry), those fields.
     /// Returns how many entries were acknowledged.
     static let acknowledge = RedisScript(
         source: """
@@ -32,15 +37,34 @@ enum QueueScripts {
               acknowledged = acknowledged + redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, first, last))
               redis.call('XDEL', KEYS[1], unpack(ARGV, first, last))
             end
-            for i = plainEnd + 1, #ARGV, 4 do
-              if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
-                redis.call('XDEL', KEYS[1], ARGV[i])
-                if ARGV[i + 1] ~= '' then redis.call('DECR', ARGV[i + 1]) end
-                if ARGV[i + 2] ~= '' then
-                  redis.call('RPUSH', ARGV[i + 2], ARGV[i + 3])
-                  redis.call('EXPIRE', ARGV[i + 2], ARGV[2])
-                end
+            local now
+            local i = plainEnd + 1
+            while i <= #ARGV do
+              local id, messages = ARGV[i], tonumber(ARGV[i + 1])
+              local live = redis.call('XACK', KEYS[1], ARGV[1], id) == 1
+              if live then
+                redis.call('XDEL', KEYS[1], id)
                 acknowledged = acknowledged + 1
+              end
+              i = i + 2
+              for _ = 1, messages do
+                local retryFields = tonumber(ARGV[i + 4])
+                if live then
+                  if ARGV[i] ~= '' then redis.call('DECR', ARGV[i]) end
+                  if ARGV[i + 1] ~= '' then
+                    redis.call('RPUSH', ARGV[i + 1], ARGV[i + 2])
+                    redis.call('EXPIRE', ARGV[i + 1], ARGV[2])
+                  end
+                  if retryFields > 0 then
+                    if not now then
+                      local t = redis.call('TIME')
+                      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+                    end
+                    local fields = {unpack(ARGV, i + 5, i + 4 + retryFields)}
+                    redis.call('ZADD', KEYS[2], now + tonumber(ARGV[i + 3]), cmsgpack.pack(fields))
+                  end
+                end
+                i = i + 5 + retryFields
               end
             end
             return acknowledged
@@ -66,22 +90,6 @@ enum QueueScripts {
             return {claimed[1], out}
             """)
 
-    /// Moves an entry into the delayed-retry set (its fields msgpack'd, scored by the
-    /// due time) and acknowledges and deletes it, unless it was acknowledged already.
-    ///
-    /// KEYS: 1 stream, 2 retry set. ARGV: 1 group, 2 entry id, 3 delay ms, 4… fields.
-    static let scheduleRetry = RedisScript(
-        source: """
-            if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
-            local t = redis.call('TIME')
-            local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-            local fields = {}
-            for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
-            redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), cmsgpack.pack(fields))
-            redis.call('XDEL', KEYS[1], ARGV[2])
-            return 1
-            """)
-
     /// Moves due retries back onto the stream as new entries. Any worker may run it.
     ///
     /// KEYS: 1 retry set, 2 stream. ARGV: 1 at most this many. Returns how many moved.
@@ -98,28 +106,31 @@ enum QueueScripts {
             """)
 
     /// Moves an entry to the dead-letter stream with its reason, acknowledges and
-    /// deletes it, and (for a readable message) releases its quota reservation and
-    /// answers its reply list, all unless it was acknowledged already.
+    /// deletes it, and for each of its messages (none when it cannot be read)
+    /// releases the quota reservation and answers the reply list, all unless it was
+    /// acknowledged already.
     ///
-    /// KEYS: 1 stream, 2 dead-letter stream, 3 quota key, 4 reply key (each of the
-    /// last two the stream itself when there is none). ARGV: 1 group, 2 entry id,
-    /// 3 reason, 4 `1` to release quota, 5 `1` to reply, 6 reply JSON, 7 reply TTL s, 8… fields.
+    /// KEYS: 1 stream, 2 dead-letter stream. ARGV: 1 group, 2 entry id, 3 reason,
+    /// 4 reply TTL s, 5 the number of messages, then per message its quota key, its
+    /// reply list or "" and the reply JSON; then the entry's fields.
     static let deadLetter = RedisScript(
         source: """
             if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
             local t = redis.call('TIME')
-            local fields = {}
-            for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
+            local messagesEnd = 5 + 3 * tonumber(ARGV[5])
+            local fields = {unpack(ARGV, messagesEnd + 1)}
             fields[#fields + 1] = 'dead_reason'
             fields[#fields + 1] = ARGV[3]
             fields[#fields + 1] = 'dead_at'
             fields[#fields + 1] = t[1]
             redis.call('XADD', KEYS[2], 'MAXLEN', '~', 100000, '*', unpack(fields))
             redis.call('XDEL', KEYS[1], ARGV[2])
-            if ARGV[4] == '1' then redis.call('DECR', KEYS[3]) end
-            if ARGV[5] == '1' then
-              redis.call('RPUSH', KEYS[4], ARGV[6])
-              redis.call('EXPIRE', KEYS[4], ARGV[7])
+            for i = 6, messagesEnd, 3 do
+              redis.call('DECR', ARGV[i])
+              if ARGV[i + 1] ~= '' then
+                redis.call('RPUSH', ARGV[i + 1], ARGV[i + 2])
+                redis.call('EXPIRE', ARGV[i + 1], ARGV[4])
+              end
             end
             return 1
             """)

@@ -40,7 +40,8 @@ final class WorkerMetrics: Sendable {
             "pushgate_queue_lag_seconds", help: "Age of the oldest unacknowledged entry on the stream.",
             labels: ["stream"])
         queueLength = registry.gauge(
-            "pushgate_worker_queue_length", help: "Entries on the stream (read or not, not yet acknowledged).",
+            "pushgate_worker_queue_length",
+            help: "Entries on the stream (read or not, not yet acknowledged), each up to 32 messages.",
             labels: ["stream"])
         retryScheduled = registry.gauge(
             "pushgate_worker_retry_scheduled", help: "Messages waiting in the delayed-retry set.", labels: ["stream"])

@@ -1,20 +1,48 @@
 import Shared
 
-/// What is written to Redis when a message's outcome is final: the entry is
-/// acknowledged and deleted, and, as the outcome requires, its quota reservation
-/// released and its reply list answered, all in one script run (`QueueScripts.acknowledge`); once that is written
-/// the outcome is added to the daily counts.
+/// What is written to Redis when an entry's messages all have their outcomes: the
+/// entry is acknowledged and deleted and, as each message's outcome requires, its
+/// quota reservation released, its reply list answered or the message put on the
+/// delayed-retry set, all in one script run (`QueueScripts.acknowledge`); once that
+/// is written the outcomes are added to the daily counts.
 struct Acknowledgement: Sendable {
-    let delivery: Delivery
-    /// The daily count the outcome adds to.
-    let tally: DailyCounts.Kind
-    /// `DECR` the message's quota key (failed, expired, gone: never counted against the quota).
-    let releaseQuota: Bool
-    /// `RPUSH`ed to the message's reply list (which it has when this is set).
-    let replyJSON: String?
+    let entry: PendingEntry
+    let items: [Item]
 
-    /// Nothing to write but the acknowledgement (the usual `sent`).
-    var isPlain: Bool { !releaseQuota && replyJSON == nil }
+    /// One message's outcome.
+    struct Item: Sendable {
+        let delivery: Delivery
+        /// The daily count the outcome adds to; nil for a retry, which is not final.
+        let tally: DailyCounts.Kind?
+        /// `DECR` the message's quota key (failed, expired, gone: never counted against the quota).
+        let releaseQuota: Bool
+        /// `RPUSH`ed to the message's reply list (which it has when this is set).
+        let replyJSON: String?
+        /// Put back on the stream later, as a new entry of its own.
+        let retry: Retry?
+
+        /// Nothing to write but the acknowledgement (the usual `sent`).
+        var isPlain: Bool { !releaseQuota && replyJSON == nil && retry == nil }
+    }
+
+    /// A message to send again after `delayMilliseconds`, with `attempts` made so far.
+    struct Retry: Sendable {
+        let delayMilliseconds: Int
+        let attempts: Int
+        /// Why (the metric's label).
+        let cause: String
+
+        /// The message's fields on the delayed-retry set: the message alone (format 2)
+        /// with its attempts, as `QueueScripts.promoteRetries` adds it back.
+        func fields(of message: QueueMessage) -> [[UInt8]] {
+            var retried = message
+            retried.attempts = attempts
+            return retried.fields
+        }
+    }
+
+    /// Nothing to write but the acknowledgement: every message was sent.
+    var isPlain: Bool { items.allSatisfy(\.isPlain) }
 }
 
 /// The JSON a reply list receives (see `QueueMessage`).

@@ -1,13 +1,14 @@
 import Shared
 import Synchronization
 
-/// Acknowledges finished messages in batches: whatever accumulated while the
+/// Acknowledges settled entries in batches: whatever accumulated while the
 /// previous write was under way goes out as one `QueueScripts.acknowledge` run per
-/// stream (`XACK`, `XDEL`, quota release and reply per entry still pending, so a
-/// write retried after a lost answer applies nothing twice), and once it succeeded the outcomes are
-/// added to the daily counts and metrics and each message's in-flight permit is
-/// given back. A failed write is tried again; the entries stay pending meanwhile
-/// (and are claimable by another worker should this one die).
+/// stream (`XACK`, `XDEL`, and quota releases, replies and retries per entry still
+/// pending, so a write retried after a lost answer applies nothing twice), and once
+/// it succeeded the outcomes are added to the daily counts and metrics and the
+/// entries' in-flight permits are given back. A failed write is tried again; the
+/// entries stay pending meanwhile (and are claimable by another worker should this
+/// one die).
 final class Acknowledger: Sendable {
     private struct State {
         var pending: [Acknowledgement] = []
@@ -89,31 +90,39 @@ final class Acknowledger: Sendable {
 
     private func write(_ batch: [Acknowledgement]) async {
         // Almost always one stream; more only with several WORKER_STREAMS.
-        // Compared by reference first: each stream has one context, shared by its deliveries.
-        let first = batch[0].delivery.context
-        if batch.allSatisfy({ $0.delivery.context === first || $0.delivery.context.stream == first.stream }) {
+        // Compared by reference first: each stream has one context, shared by its entries.
+        let first = batch[0].entry.context
+        if batch.allSatisfy({ $0.entry.context === first || $0.entry.context.stream == first.stream }) {
             await write(stream: batch)
             return
         }
         var byStream: [String: [Acknowledgement]] = [:]
-        for item in batch { byStream[item.delivery.context.stream, default: []].append(item) }
+        for item in batch { byStream[item.entry.context.stream, default: []].append(item) }
         for items in byStream.values { await write(stream: items) }
     }
 
-    private func write(stream items: [Acknowledgement]) async {
+    private func write(stream entries: [Acknowledgement]) async {
         var failures = 0
         while true {
             do {
-                try await send(items)
-                counts.record(items)
-                metrics.sentSinceFlush.add(items.count { $0.tally == .sent })
+                let plain = entries.filter(\.isPlain)
+                let others = entries.filter { !$0.isPlain }
+                try await send(plain: plain, others: others)
+                for entry in plain { counts.record(entry.items) }
+                var sent = plain.reduce(0) { $0 + $1.items.count }
+                for entry in others {
+                    counts.record(entry.items)
+                    sent += entry.items.count { $0.tally == .sent }
+                    for item in entry.items { if let retry = item.retry { metrics.retries.increment(by: 1, retry.cause) } }
+                }
+                metrics.sentSinceFlush.add(sent)
                 break
             } catch {
                 failures += 1
                 if failures == 1 || failures % 100 == 0 {
                     logger.warning(
                         "cannot acknowledge; retrying",
-                        metadata: ["entries": "\(items.count)", "error": "\(type(of: error))"])
+                        metadata: ["entries": "\(entries.count)", "error": "\(type(of: error))"])
                 }
                 if failures >= 50 && state.withLock({ $0.stopping }) {
                     // Shutting down without Redis: leave them pending for another worker.
@@ -122,31 +131,44 @@ final class Acknowledger: Sendable {
                 try? await Task.sleep(for: .milliseconds(100))
             }
         }
-        limiter.release(items.count)
+        limiter.release(entries.reduce(0) { $0 + $1.entry.messageCount })
     }
 
     /// One `QueueScripts.acknowledge` run for entries of one stream: safe to repeat
     /// when its answer is lost. Written straight into RESP: no byte array per argument.
-    private func send(_ items: [Acknowledgement]) async throws {
-        let context = items[0].delivery.context
-        let plain = items.count(where: \.isPlain)
-        let others = items.count - plain
+    private func send(plain: [Acknowledgement], others: [Acknowledgement]) async throws {
+        let context = (plain.first ?? others[0]).entry.context
+        // Retried messages are written as their own fields (format 2), made here.
+        let retryFields: [[[UInt8]]] = others.flatMap { entry in
+            entry.items.map { item in item.retry.map { $0.fields(of: item.delivery.message) } ?? [] }
+        }
+        let otherItems = others.reduce(0) { $0 + $1.items.count }
+        let argumentCount =
+            3 + plain.count + others.count * 2 + otherItems * 5 + retryFields.reduce(0) { $0 + $1.count }
         // Entry ids are about 15 bytes, plus their 5-byte header and CRLF.
         let command = EncodedRedisCommand.script(
-            QueueScripts.acknowledge, keys: [context.stream], argumentCount: 3 + plain + others * 4,
-            capacity: 256 + items.count * 24 + others * 160
+            QueueScripts.acknowledge, keys: [context.stream, context.keys.retrySchedule],
+            argumentCount: argumentCount, capacity: 256 + plain.count * 24 + otherItems * 160
         ) { arguments in
             arguments.append(context.group)
             arguments.append(Int64(replyLifetimeSeconds))
-            arguments.append(Int64(plain))
-            for item in items where item.isPlain { arguments.append(item.delivery.entry.id) }
-            for item in items where !item.isPlain {
-                let message = item.delivery.message
-                let reply = item.replyJSON.flatMap { json in message.replyKey.map { ($0, json) } }
-                arguments.append(item.delivery.entry.id)
-                arguments.append(item.releaseQuota ? message.quotaKey : "")
-                arguments.append(reply?.0 ?? "")
-                arguments.append(reply?.1 ?? "")
+            arguments.append(Int64(plain.count))
+            for entry in plain { arguments.append(entry.entry.id) }
+            var retries = retryFields.makeIterator()
+            for entry in others {
+                arguments.append(entry.entry.id)
+                arguments.append(Int64(entry.items.count))
+                for item in entry.items {
+                    let message = item.delivery.message
+                    let reply = item.replyJSON.flatMap { json in message.replyKey.map { ($0, json) } }
+                    let fields = retries.next() ?? []
+                    arguments.append(item.releaseQuota ? message.quotaKey : "")
+                    arguments.append(reply?.0 ?? "")
+                    arguments.append(reply?.1 ?? "")
+                    arguments.append(Int64(item.retry?.delayMilliseconds ?? 0))
+                    arguments.append(Int64(fields.count))
+                    for field in fields { arguments.append(field) }
+                }
             }
         }
         _ = try await redis.send(encoded: command)

@@ -124,8 +124,9 @@ final class DailyCounts: Sendable {
     }
 
     /// Counts a batch of acknowledged outcomes under one lock; consecutive outcomes
-    /// of one account and app (the usual case) share one tally update.
-    func record(_ batch: [Acknowledgement], at date: Date = Date()) {
+    /// of one account and app (the usual case) share one tally update. Retries are
+    /// not outcomes yet, and count nothing.
+    func record(_ batch: [Acknowledgement.Item], at date: Date = Date()) {
         guard !batch.isEmpty else { return }
         let dayNumber = Int((date.timeIntervalSince1970 / 86_400).rounded(.down))
         state.withLock { state in
@@ -134,6 +135,7 @@ final class DailyCounts: Sendable {
             var runStart = 0
             var tally = Tally()
             func flushRun() {
+                guard tally.sent + tally.failed + tally.gone > 0 else { return }
                 let message = batch[runStart].delivery.message
                 let key = Key(account: message.accountID, app: message.appID, day: state.cachedDay.text)
                 state.tallies[key, default: Tally()].add(tally)
@@ -150,6 +152,7 @@ final class DailyCounts: Sendable {
                     state.lastPush[delivery.subscriptionKey] = date
                 case .failed: tally.failed += 1
                 case .gone: tally.gone += 1
+                case nil: break
                 }
             }
             flushRun()

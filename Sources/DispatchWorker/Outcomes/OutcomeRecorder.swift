@@ -1,7 +1,9 @@
 import Foundation
 import Shared
 
-/// Writes a message's outcome back and then lets its entry go:
+/// Writes a message's outcome back and settles it in its entry (`PendingEntry`);
+/// the entry is acknowledged, with the Redis side of its messages' outcomes, once
+/// all of them settled:
 ///
 /// | outcome | Postgres (batched, counted once acknowledged) | Redis (one `QueueScripts.acknowledge` run with the acknowledgement, unless noted) |
 /// |---|---|---|
@@ -9,8 +11,8 @@ import Shared
 /// | gone | subscription deleted (unless updated after Apple's verdict), daily `gone` +1 | tombstone + cache/stash dropped (before), quota released, reply `gone` |
 /// | credential rejected | credential flagged (before), daily `failed` +1 | app caches dropped (before), quota released, reply `failed` |
 /// | failed, expired | daily `failed` +1 | quota released, reply `failed` |
-/// | retry | — | moved to the delayed-retry set (script); quota stays reserved |
-/// | dead letter | daily `failed` +1 | moved to `<stream>:dead` with its reason, quota released, reply `failed` (script) |
+/// | retry | — | put on the delayed-retry set; quota stays reserved |
+/// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed` (its own script) |
 ///
 /// When a Postgres or Redis write fails, the entry is not acknowledged: it stays
 /// pending and another worker claims it after the visibility timeout.
@@ -79,7 +81,7 @@ final class OutcomeRecorder: Sendable {
             finish(delivery, status: "sent", reason: "", tally: .sent, releaseQuota: false)
             return
         }
-        let (message, entry, context) = (delivery.message, delivery.entry, delivery.context)
+        let (message, context) = (delivery.message, delivery.context)
         switch outcome {
         case .sent:
             break
@@ -99,7 +101,7 @@ final class OutcomeRecorder: Sendable {
                     finish(delivery, status: "failed", reason: "provider_error", tally: .failed, releaseQuota: true)
                 }
             } catch {
-                leavePending(entry, "cannot delete a gone subscription", error)
+                leavePending(delivery, "cannot delete a gone subscription", error)
             }
 
         case .credentialRejected(let reason):
@@ -115,7 +117,7 @@ final class OutcomeRecorder: Sendable {
                         metadata: ["credential": message.credentialID, "apns.reason": reason, "apps": "\(apps.count)"])
                 }
             } catch {
-                leavePending(entry, "cannot flag a rejected credential", error)
+                leavePending(delivery, "cannot flag a rejected credential", error)
                 return
             }
             metrics.sends.increment(by: 1, "failed", "credential_rejected")
@@ -144,95 +146,90 @@ final class OutcomeRecorder: Sendable {
                 attempts: attempts, nowMilliseconds: now, deadlineMilliseconds: Self.deadline(of: message))
             {
             case .retry(let delay):
-                await scheduleRetry(
-                    message, attempts: attempts, delay: delay, cause: cause, entry: entry, context: context)
+                settle(
+                    delivery,
+                    Acknowledgement.Item(
+                        delivery: delivery, tally: nil, releaseQuota: false, replyJSON: nil,
+                        retry: Acknowledgement.Retry(delayMilliseconds: delay, attempts: attempts, cause: cause)))
             case .giveUp:
                 await record(.failed(.providerError, detail: cause), delivery)
             }
 
         case .abandoned:
-            limiter.release()
+            leaveEntryPending(delivery)
         }
     }
 
     /// Moves an entry that cannot be handled (unreadable, or handed out too often) to
-    /// the dead-letter stream with its reason.
+    /// the dead-letter stream with its reason, all of its `messages` (none when it
+    /// cannot be read) failed; it held `permits` in-flight permits.
     func deadLetter(
-        _ entry: StreamEntry, message: QueueMessage?, reason: String, metricReason: String, context: StreamContext
+        _ entry: StreamEntry, messages: [QueueMessage], permits: Int, reason: String, metricReason: String,
+        context: StreamContext
     ) async {
-        var keys: [any RedisValueConvertible] = [
-            context.stream, context.keys.deadLetters, context.stream, context.stream,
+        var arguments: [any RedisValueConvertible] = [
+            context.group, entry.id, reason, replyLifetimeSeconds, messages.count,
         ]
-        var release = "0"
-        var reply = "0"
-        var json = ""
-        if let message {
-            keys[2] = message.quotaKey
-            release = "1"
-            if let replyKey = message.replyKey {
-                keys[3] = replyKey
-                reply = "1"
-                json = ReplyJSON.make(messageID: message.messageID, status: "failed", reason: "provider_error")
-            }
+        for message in messages {
+            arguments.append(message.quotaKey)
+            arguments.append(message.replyKey ?? "")
+            arguments.append(
+                message.hasReplyKey
+                    ? ReplyJSON.make(messageID: message.messageID, status: "failed", reason: "provider_error") : "")
         }
         do {
-            let arguments: [any RedisValueConvertible] =
-                [context.group, entry.id, reason, release, reply, json, replyLifetimeSeconds] + entry.fields.list
-            let moved = try await redis.run(QueueScripts.deadLetter, keys: keys, arguments: arguments)
+            let moved = try await redis.run(
+                QueueScripts.deadLetter, keys: [context.stream, context.keys.deadLetters],
+                arguments: arguments + entry.fields.list)
             if moved.int == 1 {
-                metrics.deadLetters.increment(by: 1, metricReason)
-                if let message { counts.record(.failed, message: message) }
+                metrics.deadLetters.increment(by: Double(max(1, messages.count)), metricReason)
+                for message in messages { counts.record(.failed, message: message) }
                 logger.warning(
                     "entry moved to the dead-letter stream",
-                    metadata: ["stream": context.stream, "entry": entry.id, "reason": reason])
+                    metadata: [
+                        "stream": context.stream, "entry": entry.id, "messages": "\(messages.count)", "reason": reason,
+                    ])
             }
         } catch {
             logger.warning("cannot dead-letter an entry", metadata: ["entry": entry.id, "error": "\(type(of: error))"])
         }
-        limiter.release()
+        limiter.release(permits)
     }
 
-    private func scheduleRetry(
-        _ message: QueueMessage, attempts: Int, delay: Int, cause: String, entry: StreamEntry, context: StreamContext
-    ) async {
-        var fields: [[UInt8]] = []
-        fields.reserveCapacity(entry.fields.count + 2)
-        var index = 0
-        while index + 1 < entry.fields.count {
-            if !entry.fields[index].elementsEqual(QueueMessage.Field.attempts.utf8) {
-                fields.append(Array(entry.fields[index]))
-                fields.append(Array(entry.fields[index + 1]))
-            }
-            index += 2
-        }
-        fields.append(Array(QueueMessage.Field.attempts.utf8))
-        fields.append(Array(String(attempts).utf8))
-        do {
-            _ = try await redis.run(
-                QueueScripts.scheduleRetry, keys: [context.stream, context.keys.retrySchedule],
-                arguments: [context.group, entry.id, delay] + fields)
-            metrics.retries.increment(by: 1, cause)
-        } catch {
-            logger.warning(
-                "cannot schedule a retry; the entry stays pending", metadata: ["error": "\(type(of: error))"])
-        }
-        limiter.release()
-    }
-
-    /// Hands the entry to the acknowledger; it is counted (`tally`) once acknowledged.
+    /// Settles the message in its entry; it is counted (`tally`) once acknowledged.
     private func finish(
         _ delivery: Delivery, status: String, reason: String, tally: DailyCounts.Kind, releaseQuota: Bool
     ) {
-        acknowledger.enqueue(
-            Acknowledgement(
+        settle(
+            delivery,
+            Acknowledgement.Item(
                 delivery: delivery, tally: tally, releaseQuota: releaseQuota,
                 replyJSON: !delivery.message.hasReplyKey
-                    ? nil : ReplyJSON.make(messageID: delivery.message.messageID, status: status, reason: reason)))
+                    ? nil : ReplyJSON.make(messageID: delivery.message.messageID, status: status, reason: reason),
+                retry: nil))
     }
 
-    private func leavePending(_ entry: StreamEntry, _ what: String, _ error: any Error) {
+    private func settle(_ delivery: Delivery, _ item: Acknowledgement.Item) {
+        complete(delivery.entry, delivery.entry.settle(item))
+    }
+
+    private func leavePending(_ delivery: Delivery, _ what: String, _ error: any Error) {
         logger.warning(
-            "\(what); the entry stays pending", metadata: ["entry": entry.id, "error": "\(type(of: error))"])
-        limiter.release()
+            "\(what); the entry stays pending", metadata: ["entry": delivery.entry.id, "error": "\(type(of: error))"])
+        leaveEntryPending(delivery)
+    }
+
+    private func leaveEntryPending(_ delivery: Delivery) {
+        complete(delivery.entry, delivery.entry.leavePending())
+    }
+
+    /// What follows once an entry's last message settled: its acknowledgement, or
+    /// (left for another worker) only its permits back.
+    private func complete(_ entry: PendingEntry, _ completion: PendingEntry.Completion?) {
+        switch completion {
+        case .acknowledge(let items): acknowledger.enqueue(Acknowledgement(entry: entry, items: items))
+        case .leavePending: limiter.release(entry.messageCount)
+        case nil: break
+        }
     }
 }

@@ -179,7 +179,8 @@ public struct IngressConfiguration: Sendable {
 /// - `WORKER_STREAMS`: comma-separated queue streams to read, default `pushgate:queue:{0}`.
 /// - `APNS_CONNECTIONS`: HTTP/2 connections per (credential, environment) pool, default 4.
 /// - `METRICS_LISTEN`: `/metrics`, `/healthz`, `/readyz`, default `127.0.0.1:9091`.
-/// - `WORKER_BATCH_SIZE`: entries read per `XREADGROUP`, default 256 (1–10000).
+/// - `WORKER_BATCH_SIZE`: messages read per `XREADGROUP` at most (as entries of up to
+///   `HotPathScript.maximumBatch` messages), default 256 (1–10000).
 /// - `WORKER_MAX_IN_FLIGHT`: messages one process works on at once (read, not yet
 ///   acknowledged), default 2000 (1–100000).
 /// - `WORKER_VISIBILITY_TIMEOUT`: seconds an entry may stay unacknowledged before

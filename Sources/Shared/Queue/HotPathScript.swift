@@ -16,7 +16,8 @@ public enum HotPathScript {
 
     /// What the script decided.
     public enum Decision: Sendable, Equatable {
-        /// On the queue; the stream entry id.
+        /// On the queue; the id of the stream entry that holds it with the rest of
+        /// its run's pushes (format 4).
         case queued(entryID: String)
         /// In the pending stash.
         case stashed
@@ -231,7 +232,7 @@ public enum HotPathScript {
     //       6 quota month, 7 quota key lifetime s; then 3 per push: mode (push|check|app),
     //       subscription id, the entry's message part (`QueueMessage.messagePart`:
     //       packed, the ciphertext first)
-    // Reply: one element per push, in order: the queue entry's id (queued), a code,
+    // Reply: one element per push, in order: the run's queue entry's id (queued), a code,
     // {code, …} for the codes that carry more (4, 7, 10), or that push's error. (A
     // table per push would cost Redis a conversion that looks for `err`, `ok` and
     // other fields in it.)
@@ -255,10 +256,14 @@ public enum HotPathScript {
     // - The tombstone is read only when the subscription has no live cache entry (a
     //   cache fill never writes one over a tombstone, `HotPathCache`), which keeps
     //   "a tombstone answers 410 first" without an `EXISTS` per push.
-    // - The queue entry is format 3 (`QueueMessage`): the subscription's part as the
-    //   cache keeps it and the message's part as the ingress packed it pass through
-    //   untouched; the script adds what it decided (account, credential, quota key)
-    //   as one packed value, made once per app and run.
+    // - The queue entry is format 4 (`QueueMessage`): one entry per run, added once
+    //   every push is decided, holds each queued push as three values: the
+    //   subscription's part as the cache keeps it and the message's part as the ingress
+    //   packed it pass through untouched; the script adds what it decided (account,
+    //   credential, quota key) as one packed value, made once per app and run. One
+    //   XADD per run instead of one per push, and the worker reads, acknowledges and
+    //   deletes one entry per run. Should that XADD fail, none of the run's pushes is
+    //   queued: each queued push's element is the error, and nothing is reserved.
     // - Times go to Redis as strings made once per run (a Lua number argument costs
     //   Redis a float formatting).
     // - The quota is counted in the run and written once per quota key at its end
@@ -301,6 +306,8 @@ public enum HotPathScript {
         local lastIndexText, rateLimitText, trimLength = tostring(rateLimit - 1), tostring(rateLimit), 2 * rateLimit
         -- What the batch has read and made of apps and accounts, by id.
         local apps, accounts = {}, {}
+        -- The run's queue entry (format 4): its version, then three values per queued push.
+        local entryFields = {'v', '4'}
 
         -- The message part's first item: the ciphertext, after its LEB128 length.
         local function ciphertext(message)
@@ -448,18 +455,29 @@ public enum HotPathScript {
           end
           if mode == 'check' then return 6 end
           if refusal then return {7, refusal} end
-          local entry = redis.call('XADD', stream, '*', 's', sub[2], 'm', message, 'd', app.decision)
+          local n = #entryFields
+          entryFields[n + 1], entryFields[n + 2], entryFields[n + 3] = 's', sub[2], 'm'
+          entryFields[n + 4], entryFields[n + 5], entryFields[n + 6] = message, 'd', app.decision
           account.reserved = account.reserved + 1
-          return entry
+          return true
         end
 
-        local results, count = {}, 0
+        local results, count, queued = {}, 0, {}
         for base = 8, #ARGV, 3 do
           local ok, result = pcall(decide, ARGV[base], ARGV[base + 1], ARGV[base + 2])
           if not ok then result = {err = type(result) == 'table' and result.err or tostring(result)} end
           count = count + 1
+          if result == true then queued[#queued + 1] = count end
           results[count] = result
         end
+        if #queued == 0 then return results end
+        local added, entry = pcall(redis.call, 'XADD', stream, '*', unpack(entryFields))
+        if not added then
+          local failure = {err = type(entry) == 'table' and entry.err or tostring(entry)}
+          for _, index in ipairs(queued) do results[index] = failure end
+          return results
+        end
+        for _, index in ipairs(queued) do results[index] = entry end
         -- The run's reservations, one write per quota key; a key this run created
         -- gets its lifetime. Its pushes are on the queue by now, so an error here
         -- (a key of the wrong type) must not turn their answers into failures:

@@ -26,6 +26,14 @@ import Foundation
 /// each one costs Redis an object, a listpack insert and AOF text. An entry with
 /// `d` and no `v` is format 3. `fields` still writes format 2, which stays readable.
 ///
+/// **Format 4** (written by the hot-path script since batch entries): one entry
+/// holds every push one script run queued: `v` `4`, then per message `s`, `m` and
+/// `d` as in format 3, in that order. Redis then pays its cost per entry (the `XADD`,
+/// and the worker's `XREADGROUP`, `XACK` and `XDEL`) once per run instead of once per
+/// push. `messages(in:)` reads every format; an entry of format 1–3 holds one message.
+/// A worker acknowledges a format-4 entry once all its messages have their outcomes
+/// (`PendingEntry`); a crash before that sends all of them again (at least once).
+///
 /// **Format 1** (the former layout, still read so entries in flight during an
 /// upgrade are delivered): one pair per property, `v` `1`, `mid`, `sub`, `app`,
 /// `acct`, `cred`, `topic`, `token`, `sandbox`, `title`, `body`, `ct`, `prio`,
@@ -40,7 +48,8 @@ import Foundation
 /// **Unknown versions.** A worker reads every version up to its own; an entry of a
 /// version it does not know (written by a newer ingress) cannot be decoded, and is
 /// moved to the dead-letter stream with all its fields (never lost, replayable). So
-/// an upgrade that changes the format deploys the workers first, then the ingress.
+/// an upgrade that changes the format deploys the workers first, then the ingress
+/// (a worker that reads formats up to 3 dead-letters format 4's entries).
 ///
 /// **Reply lists** (App API sends that wait for their outcome). A sender that wants
 /// the outcome puts a list key in `reply`, made with `RedisKeys.reply(_:)` (so it
@@ -60,6 +69,8 @@ public struct QueueMessage: Sendable, Equatable {
     public static let version = "2"
     /// The former one-pair-per-property format, still read.
     public static let legacyVersion = "1"
+    /// Several messages per entry, as the hot-path script writes them.
+    public static let batchVersion = "4"
 
     public enum Field {
         public static let version = "v"
@@ -357,6 +368,51 @@ public struct QueueMessage: Sendable, Equatable {
         self.init(storage: storage, decoded: decoded)
     }
 
+    /// Every message of an entry, in order: the messages of a format-4 entry, or the
+    /// one of an entry of format 1–3. They share the entry's buffer. An entry with a
+    /// message that cannot be read fails as a whole.
+    public static func messages(in fields: StreamEntryFields) throws(QueueMessageError) -> [QueueMessage] {
+        let storage = fields.bytes
+        let batch = storage.withUnsafeBufferPointer { bytes in
+            fields.count >= 2 && bytes[fields.range(of: 0)].elementsEqual(Field.version.utf8)
+                && bytes[fields.range(of: 1)].elementsEqual(batchVersion.utf8)
+        }
+        guard batch else { return [try QueueMessage(entry: fields)] }
+        let decoded = try storage.withUnsafeBufferPointer { bytes throws(QueueMessageError) in
+            try Self.decodeBatch(fields, in: bytes)
+        }
+        return decoded.map { QueueMessage(storage: storage, decoded: $0) }
+    }
+
+    /// Format 4: `v` `4`, then `s`, `m`, `d` per message.
+    private static func decodeBatch(_ fields: StreamEntryFields, in bytes: UnsafeBufferPointer<UInt8>)
+        throws(QueueMessageError) -> [Decoded]
+    {
+        let names: [(slot: Int, name: UInt8)] = [
+            (Slot.subscriptionPart, UInt8(ascii: "s")), (Slot.messagePart, UInt8(ascii: "m")),
+            (Slot.decisionPart, UInt8(ascii: "d")),
+        ]
+        guard fields.count > 2, (fields.count - 2) % 6 == 0 else {
+            throw QueueMessageError(field: Field.version, problem: "4 is not followed by s, m and d per message")
+        }
+        var messages: [Decoded] = []
+        messages.reserveCapacity((fields.count - 2) / 6)
+        var index = 2
+        while index < fields.count {
+            var slots = SlotValues.Slots(repeating: nil)
+            for (offset, expected) in names.enumerated() {
+                let name = bytes[fields.range(of: index + 2 * offset)]
+                guard name.count == 1, name[name.startIndex] == expected.name else {
+                    throw QueueMessageError(field: Field.version, problem: "4 is not followed by s, m and d per message")
+                }
+                slots[expected.slot] = fields.range(of: index + 2 * offset + 1)
+            }
+            messages.append(try decided(SlotValues(bytes: bytes, slots: slots), decisionPart: slots[Slot.decisionPart]!))
+            index += 6
+        }
+        return messages
+    }
+
     /// A value of an entry being decoded, indexed as its buffer is.
     private typealias Bytes = Slice<UnsafeBufferPointer<UInt8>>
 
@@ -375,16 +431,7 @@ public struct QueueMessage: Sendable, Equatable {
         }
         let entry = SlotValues(bytes: bytes, slots: slots)
         if slots[Slot.version] == nil, let decisionPart = slots[Slot.decisionPart] {
-            return try packed(entry) { () throws(QueueMessageError) in
-                var decision = PackedFields.Reader(bytes[decisionPart])
-                func span() throws(QueueMessageError) -> Span {
-                    guard let item = decision.next() else {
-                        throw QueueMessageError(field: Field.decisionPart, problem: "is truncated")
-                    }
-                    return Span(item)
-                }
-                return Decided(account: try span(), credential: try span(), quotaKey: try span())
-            }
+            return try decided(entry, decisionPart: decisionPart)
         }
         let version = try entry.value(Slot.version)
         if version.elementsEqual(Self.version.utf8) {
@@ -397,6 +444,20 @@ public struct QueueMessage: Sendable, Equatable {
             return try legacy(entry)
         } else {
             throw QueueMessageError(field: Field.version, problem: "is not a known format version")
+        }
+    }
+
+    /// Format 3 (and each message of format 4): `s`, `m` and the packed `d`.
+    private static func decided(_ entry: SlotValues, decisionPart: Range<Int>) throws(QueueMessageError) -> Decoded {
+        try packed(entry) { () throws(QueueMessageError) in
+            var decision = PackedFields.Reader(entry.bytes[decisionPart])
+            func span() throws(QueueMessageError) -> Span {
+                guard let item = decision.next() else {
+                    throw QueueMessageError(field: Field.decisionPart, problem: "is truncated")
+                }
+                return Span(item)
+            }
+            return Decided(account: try span(), credential: try span(), quotaKey: try span())
         }
     }
 
@@ -579,6 +640,28 @@ public struct QueueMessage: Sendable, Equatable {
             Array(Field.quotaKey.utf8), Array(quotaKey.utf8),
         ]
         if attempts > 0 { fields += [Array(Field.attempts.utf8), Array(String(attempts).utf8)] }
+        return fields
+    }
+
+    /// A format-4 entry's flat field/value list holding `messages`, as the hot-path
+    /// script writes it (tests).
+    public static func batchFields(_ messages: [QueueMessage]) -> [[UInt8]] {
+        var fields = [Array(Field.version.utf8), Array(batchVersion.utf8)]
+        for message in messages {
+            fields += [
+                Array(Field.subscriptionPart.utf8),
+                subscriptionPart(
+                    appID: message.appID, topic: message.topic, deviceToken: message.deviceToken,
+                    sandbox: message.sandbox, alertTitle: message.alertTitle, alertBody: message.alertBody),
+                Array(Field.messagePart.utf8),
+                messagePart(
+                    messageID: message.messageID, subscriptionID: message.subscriptionID, priority: message.priority,
+                    expiration: message.expiration, acceptedAt: message.acceptedAt, collapseID: message.collapseID,
+                    replyKey: message.replyKey, ciphertext: message.ciphertext),
+                Array(Field.decisionPart.utf8),
+                decisionPart(accountID: message.accountID, credentialID: message.credentialID, quotaKey: message.quotaKey),
+            ]
+        }
         return fields
     }
 

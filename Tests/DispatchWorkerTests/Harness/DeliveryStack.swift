@@ -196,6 +196,15 @@ final class DeliveryStack: @unchecked Sendable {
         Int(try await redis.send("XLEN", key ?? keys.stream).int ?? -1)
     }
 
+    /// Messages on the queue stream (an entry holds one hot-path run's).
+    func queuedMessages() async throws -> Int {
+        let entries = try await redis.send("XRANGE", keys.stream, "-", "+").array ?? []
+        return try entries.reduce(0) { count, entry in
+            let fields = entry.array?.last?.array?.compactMap(\.bytes) ?? []
+            return count + (try QueueMessage.messages(in: StreamEntryFields(fields)).count)
+        }
+    }
+
     /// Entries read by some worker and not acknowledged.
     func pendingCount() async throws -> Int {
         do {
