@@ -54,7 +54,8 @@ final class WorkerMetrics: Sendable {
             "pushgate_worker_retries_total", help: "Messages put into the delayed-retry set, by cause.",
             labels: ["cause"])
         deadLetters = registry.counter(
-            "pushgate_worker_dead_letters_total", help: "Entries moved to the dead-letter stream, by reason.",
+            "pushgate_worker_dead_letters_total",
+            help: "Messages moved to the dead-letter stream (an unreadable entry counts one), by reason.",
             labels: ["reason"])
         claimed = registry.counter(
             "pushgate_worker_claimed_total", help: "Entries claimed from other consumers after the visibility timeout.")
