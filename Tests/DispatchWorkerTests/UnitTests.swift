@@ -325,3 +325,56 @@ import Testing
         #expect(problem(notANumber) == QueueMessageError(field: "prio", problem: "is not an integer"))
     }
 }
+
+/// An entry's messages settle one by one; the entry completes once, with all of them.
+@Suite struct PendingEntryTests {
+    static func deliveries(_ count: Int) -> (PendingEntry, [Delivery]) {
+        let entry = PendingEntry(id: "1-0", context: StreamContext(keys: RedisKeys()), messageCount: count)
+        return (entry, (0..<count).map { _ in Delivery(entry: entry, message: NotificationBuilderTests.message()) })
+    }
+
+    static func item(_ delivery: Delivery, _ tally: DailyCounts.Kind?) -> Acknowledgement.Item {
+        Acknowledgement.Item(
+            delivery: delivery, tally: tally, releaseQuota: tally == .failed, replyJSON: nil,
+            retry: tally == nil ? Acknowledgement.Retry(delayMilliseconds: 100, attempts: 1, cause: "x") : nil)
+    }
+
+    @Test func theLastSettlementCompletesTheEntryWithEveryOutcome() {
+        let (entry, deliveries) = Self.deliveries(3)
+        #expect(entry.settle(Self.item(deliveries[2], .sent)) == nil)
+        #expect(entry.settle(Self.item(deliveries[0], nil)) == nil)
+        guard case .acknowledge(let items)? = entry.settle(Self.item(deliveries[1], .failed)) else {
+            Issue.record("the entry did not complete")
+            return
+        }
+        #expect(items.map(\.tally) == [.sent, nil, .failed])
+        #expect(items.map { $0.delivery === deliveries[2] } == [true, false, false])
+        #expect(Acknowledgement(entry: entry, items: items).isPlain == false)
+        #expect(Acknowledgement(entry: entry, items: [items[0]]).isPlain)
+    }
+
+    @Test func aMessageLeftPendingKeepsTheWholeEntryPending() {
+        let (entry, deliveries) = Self.deliveries(2)
+        #expect(entry.leavePending() == nil)
+        guard case .leavePending? = entry.settle(Self.item(deliveries[1], .sent)) else {
+            Issue.record("the entry was not left pending")
+            return
+        }
+    }
+}
+
+/// Permits are messages; a read that brought more than it took takes the rest.
+@Suite struct InFlightLimiterTests {
+    @Test func takingPastTheLimitHoldsReadersUntilEnoughComeBack() async {
+        let limiter = InFlightLimiter(limit: 10)
+        #expect(await limiter.acquire(upTo: 10) == 10)
+        limiter.take(5)
+        #expect(limiter.inFlight == 15)
+        let waiter = Task { await limiter.acquire(upTo: 4, atLeast: 2) }
+        limiter.release(6)
+        #expect(limiter.inFlight == 9)
+        limiter.release(1)
+        #expect(await waiter.value == 2)
+        #expect(limiter.inFlight == 10)
+    }
+}
