@@ -134,7 +134,8 @@ import Testing
             let refused = try await ingress.push(subscription)
             #expect(refused.status == 403)
             #expect(refused.text == #"{"error": "1010 Push is disabled for this app"}"#)
-            #expect(ContinuousClock.now - saved < .seconds(1))
+            // Answered by the invalidated cache, not after an expiry; loose for a contended CI machine.
+            #expect(ContinuousClock.now - saved < .seconds(5))
 
             #expect(try await ingress.admin("PATCH", "/apps/\(app)/push", ["enabled": true]).status == 200)
             #expect(try await ingress.push(subscription).status == 201)
