@@ -108,12 +108,13 @@ final class Acknowledger: Sendable {
                 let plain = entries.filter(\.isPlain)
                 let others = entries.filter { !$0.isPlain }
                 try await send(plain: plain, others: others)
-                for entry in plain { counts.record(entry.items) }
-                var sent = plain.reduce(0) { $0 + $1.items.count }
-                for entry in others {
+                var sent = 0
+                for entry in entries {
                     counts.record(entry.items)
                     sent += entry.items.count { $0.tally == .sent }
-                    for item in entry.items { if let retry = item.retry { metrics.retries.increment(by: 1, retry.cause) } }
+                }
+                for entry in others {
+                    for case let retry? in entry.items.map(\.retry) { metrics.retries.increment(by: 1, retry.cause) }
                 }
                 metrics.sentSinceFlush.add(sent)
                 break

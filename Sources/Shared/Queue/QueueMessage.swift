@@ -403,11 +403,14 @@ public struct QueueMessage: Sendable, Equatable {
             for (offset, expected) in names.enumerated() {
                 let name = bytes[fields.range(of: index + 2 * offset)]
                 guard name.count == 1, name[name.startIndex] == expected.name else {
-                    throw QueueMessageError(field: Field.version, problem: "4 is not followed by s, m and d per message")
+                    throw QueueMessageError(
+                        field: Field.version, problem: "4 is not followed by s, m and d per message")
                 }
                 slots[expected.slot] = fields.range(of: index + 2 * offset + 1)
             }
-            messages.append(try decided(SlotValues(bytes: bytes, slots: slots), decisionPart: slots[Slot.decisionPart]!))
+            // `d`, the third of the three: its value is item index + 5.
+            messages.append(
+                try decided(SlotValues(bytes: bytes, slots: slots), decisionPart: fields.range(of: index + 5)))
             index += 6
         }
         return messages
@@ -659,7 +662,8 @@ public struct QueueMessage: Sendable, Equatable {
                     expiration: message.expiration, acceptedAt: message.acceptedAt, collapseID: message.collapseID,
                     replyKey: message.replyKey, ciphertext: message.ciphertext),
                 Array(Field.decisionPart.utf8),
-                decisionPart(accountID: message.accountID, credentialID: message.credentialID, quotaKey: message.quotaKey),
+                decisionPart(
+                    accountID: message.accountID, credentialID: message.credentialID, quotaKey: message.quotaKey),
             ]
         }
         return fields
