@@ -43,7 +43,7 @@ final class IngressHandler: HTTPHandler {
 
     func rejected(_ head: HTTPRequestHead, _ rejection: HTTPHeadRejection) -> HTTPResponse {
         let response =
-            head.path.hasPrefix(Route.appAPIPrefix)
+            Route.isAppAPI(head.path)
             ? AppAPIError(status: rejection.status, message: rejection.reason).response
             : PushAPIError(.invalidParameters, status: rejection.status, detail: rejection.reason).response
         record(Route(method: head.method, path: head.path), response, since: .now)
@@ -117,7 +117,7 @@ final class IngressHandler: HTTPHandler {
     /// 404 for a path without a route, 405 (with `Allow`) for a method the path does not
     /// take: in the App API's error format under its prefix, in the spec's everywhere else.
     private func unroutable(_ route: Route, path: String) -> HTTPResponse {
-        if path.hasPrefix(Route.appAPIPrefix) {
+        if Route.isAppAPI(path) {
             guard case .methodNotAllowed(let allowed) = route else { return .json(404, #"{"error": "not found"}"#) }
             return .json(405, #"{"error": "method not allowed"}"#, headers: HTTPHeaders([("Allow", allowed)]))
         }

@@ -22,6 +22,9 @@ enum Route: Sendable, Equatable {
     static let pushPathPrefix = "/api/push/p/"
     static let appAPIPrefix = "/api/v1/app/push/"
 
+    /// Whether `path` is under the App API, whose errors have a format of their own.
+    static func isAppAPI(_ path: String) -> Bool { path.hasPrefix(appAPIPrefix) }
+
     init(method: String, path: String) {
         // One trailing slash names the same resource: a sender or app that adds it
         // must not be told its subscription is gone (404, 1003).
@@ -42,7 +45,7 @@ enum Route: Sendable, Equatable {
         case "/metrics": self = method == "GET" ? .metrics : .methodNotAllowed(allowed: "GET")
         case Self.subscriptionsPath: self = method == "POST" ? .register : .methodNotAllowed(allowed: "POST")
         default:
-            if path.hasPrefix(Self.appAPIPrefix) {
+            if Self.isAppAPI(path) {
                 self = Self.appAPI(method: method, rest: path.dropFirst(Self.appAPIPrefix.count))
             } else if path.hasPrefix(Self.subscriptionsPath + "/") {
                 let rest = path.dropFirst(Self.subscriptionsPath.count + 1).split(
