@@ -60,9 +60,10 @@ final class WorkerApplication: Sendable {
     }
 
     /// SIGTERM: stop reading and claiming, let in-flight messages finish and be
-    /// acknowledged until `deadline`, then close the APNs connections (GOAWAY); what
-    /// did not finish is left unacknowledged, for another worker to claim. Returns
-    /// true when nothing was left behind.
+    /// acknowledged until `deadline`, then close the APNs connections (GOAWAY); sends
+    /// that did not finish go back through the delayed-retry set for any worker, and
+    /// what cannot be written (Redis gone) stays unacknowledged, for another worker
+    /// to claim. Returns true when nothing was left behind.
     @discardableResult
     func shutdown(deadline: Duration = .seconds(30)) async -> Bool {
         guard stopping.set() else { return true }
@@ -70,12 +71,12 @@ final class WorkerApplication: Sendable {
         limiter.close()
         for consumer in consumers { await consumer.stop() }
         var drained = await limiter.drain(until: end)
-        // Sends still waiting fail with `shutdown` and are left pending.
+        // Sends still waiting fail with `shutdown` and go back through the retry set.
         await apns.shutdown(deadline: drained ? .seconds(1) : .zero)
         if !drained {
             drained = await limiter.drain(until: .now + .seconds(2))
             logger.warning(
-                "stopping with messages unfinished; they stay claimable", metadata: ["in_flight": "\(limiter.inFlight)"]
+                "stopping with messages unfinished; they stay pending, claimable", metadata: ["in_flight": "\(limiter.inFlight)"]
             )
         }
         await acknowledger.stop()

@@ -131,6 +131,40 @@ import Testing
         }
     }
 
+    /// Sends cut off by the shutdown deadline go back through the retry set, each
+    /// alone, and their entry is acknowledged: nothing stays pending for a claim.
+    @Test func sendsUnfinishedAtTheDeadlineGoBackThroughTheRetrySet() async throws {
+        try await DeliveryStack.with { stack in
+            var messages: [QueueMessage] = []
+            for _ in 0..<2 {
+                let (id, _, token) = try await stack.subscribe()
+                messages.append(try await stack.message(subscription: id, token: token))
+            }
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":5000}"#)
+            let worker = try await stack.startWorker()
+            try await stack.enqueue(fields: QueueMessage.batchFields(messages))
+            try await eventually("the entry read") { try await stack.pendingCount() == 1 }
+            await worker.shutdown(deadline: .milliseconds(300))
+            #expect(try await stack.pendingCount() == 0)
+            #expect(try await stack.streamLength() == 0)
+            let retried = try await stack.redis.send("ZRANGE", stack.keys.retrySchedule, 0, -1).array ?? []
+            #expect(retried.count == 2)
+            #expect(worker.metrics.retries.value("shutdown") == 2)
+            #expect(try await stack.quota() == 2)
+
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
+            try await stack.startWorker()
+            try await eventually("both sent by the next worker") {
+                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
+                let length = try await stack.streamLength()
+                return retries == 0 && length == 0
+                    && messages.allSatisfy { !stack.recordings(token: $0.deviceToken).isEmpty }
+            }
+            #expect(try await stack.quota() == 2)
+            try await eventually("the daily count") { try await stack.dailyCounts().sent == 2 }
+        }
+    }
+
     @Test func anEntryOfSeveralMessagesHandedOutTooOftenIsDeadLetteredWhole() async throws {
         try await DeliveryStack.with { stack in
             var messages: [QueueMessage] = []

@@ -8,8 +8,8 @@ import Synchronization
 /// `QueueScripts.acknowledge` item guarded by the entry's `XACK` (applied once
 /// however often the write is repeated).
 ///
-/// A message left for another worker (shutdown, an outcome that could not be
-/// written) keeps the whole entry pending, and the settled outcomes of the others
+/// A message whose outcome could not be written (a Postgres or Redis failure)
+/// keeps the whole entry pending, and the settled outcomes of the others
 /// are dropped unwritten: whoever claims the entry sends all of its messages again,
 /// which at-least-once delivery allows, and releases no quota twice.
 final class PendingEntry: Sendable {

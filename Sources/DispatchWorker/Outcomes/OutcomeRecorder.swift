@@ -11,7 +11,7 @@ import Shared
 /// | gone | subscription deleted (unless updated after Apple's verdict), daily `gone` +1 | tombstone + cache/stash dropped (before), quota released, reply `gone` |
 /// | credential rejected | credential flagged (before), daily `failed` +1 | app caches dropped (before), quota released, reply `failed` |
 /// | failed, expired | daily `failed` +1 | quota released, reply `failed` |
-/// | retry | — | put on the delayed-retry set; quota stays reserved |
+/// | retry, or unsent at shutdown | — | put on the delayed-retry set; quota stays reserved |
 /// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed` (its own script) |
 ///
 /// When a Postgres or Redis write fails, the entry is not acknowledged: it stays
@@ -156,7 +156,13 @@ final class OutcomeRecorder: Sendable {
             }
 
         case .abandoned:
-            leaveEntryPending(delivery)
+            // Unsent at shutdown: back on the stream through the retry set at once (not
+            // an attempt), so the entry's other messages, sent, are not sent again.
+            settle(
+                delivery,
+                Acknowledgement.Item(
+                    delivery: delivery, tally: nil, releaseQuota: false, replyJSON: nil,
+                    retry: Acknowledgement.Retry(delayMilliseconds: 0, attempts: message.attempts, cause: "shutdown")))
         }
     }
 
@@ -216,10 +222,6 @@ final class OutcomeRecorder: Sendable {
     private func leavePending(_ delivery: Delivery, _ what: String, _ error: any Error) {
         logger.warning(
             "\(what); the entry stays pending", metadata: ["entry": delivery.entry.id, "error": "\(type(of: error))"])
-        leaveEntryPending(delivery)
-    }
-
-    private func leaveEntryPending(_ delivery: Delivery) {
         complete(delivery.entry, delivery.entry.leavePending())
     }
 

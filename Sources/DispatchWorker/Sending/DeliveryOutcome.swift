@@ -14,7 +14,8 @@ enum DeliveryOutcome: Sendable, Equatable {
     /// Worth another attempt later; `countsAgainstCircuit` when it is not the message's
     /// fault (connection, timeout, 5xx), so a run of them raises the circuit flag.
     case retry(cause: String, countsAgainstCircuit: Bool)
-    /// The client is shutting down: leave the entry unacknowledged for another worker.
+    /// The client is shutting down before the send finished: another worker sends it
+    /// (it goes back through the delayed-retry set).
     case abandoned
 
     /// The spec's `failed` reasons, plus `expired` for a TTL that passed unsent.
