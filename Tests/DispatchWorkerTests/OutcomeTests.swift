@@ -204,4 +204,59 @@ import Testing
             }
         }
     }
+
+    /// A gone device whose deletion cannot be written (here a trigger refuses it) is
+    /// retried alone; the other messages of its entry are done and not sent again.
+    @Test func anOutcomeThatCannotBeWrittenIsRetriedAloneAndItsEntryIsAcknowledged() async throws {
+        try await DeliveryStack.with { stack in
+            let worker = try await stack.startWorker(["WORKER_RETRY_BASE_MS": "300", "WORKER_RETRY_CAP_MS": "300"])
+            let (healthyID, _, healthyToken) = try await stack.subscribe()
+            let (goneID, _, goneToken) = try await stack.subscribe()
+            try await stack.controlRequest("POST", "/devices/\(goneToken)/uninstall")
+            let name = "refuse_delete_\(goneID.lowercased().filter { $0.isLetter || $0.isNumber })"
+            try await stack.postgres.execute(
+                PostgresQuery(
+                    unsafeSQL: """
+                        CREATE FUNCTION \(name)() RETURNS trigger LANGUAGE plpgsql AS
+                        $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$
+                        """))
+            try await stack.postgres.execute(
+                PostgresQuery(
+                    unsafeSQL: """
+                        CREATE TRIGGER \(name) BEFORE DELETE ON subscriptions
+                        FOR EACH ROW WHEN (OLD.id = '\(goneID)') EXECUTE FUNCTION \(name)()
+                        """))
+            func dropTrigger() async throws {
+                try await stack.postgres.execute(
+                    PostgresQuery(unsafeSQL: "DROP TRIGGER IF EXISTS \(name) ON subscriptions"))
+                try await stack.postgres.execute(PostgresQuery(unsafeSQL: "DROP FUNCTION IF EXISTS \(name)()"))
+            }
+            do {
+                let messages = [
+                    try await stack.message(subscription: healthyID, token: healthyToken, reply: "healthy"),
+                    try await stack.message(subscription: goneID, token: goneToken, reply: "gone"),
+                ]
+                try await stack.enqueue(fields: QueueMessage.batchFields(messages))
+                // Answered while the other message still waits for its retry.
+                #expect(try await stack.awaitReply("healthy")["status"] == "sent")
+                try await eventually("the retry scheduled") {
+                    worker.metrics.retries.value("outcome_not_written") >= 1
+                }
+                #expect(try await stack.subscriptionExists(goneID))
+                try await dropTrigger()
+                #expect(try await stack.awaitReply("gone")["status"] == "gone")
+                #expect(try await !stack.subscriptionExists(goneID))
+                #expect(stack.recordings(token: healthyToken).count == 1)
+                try await eventually("the queue empty") {
+                    let length = try await stack.streamLength()
+                    let pending = try await stack.pendingCount()
+                    return length == 0 && pending == 0
+                }
+                #expect(try await stack.quota() == 1)
+            } catch {
+                try? await dropTrigger()
+                throw error
+            }
+        }
+    }
 }

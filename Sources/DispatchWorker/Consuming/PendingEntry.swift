@@ -6,32 +6,19 @@ import Synchronization
 /// not messages, so the entry is acknowledged once, when the last of its messages
 /// has settled: their outcomes then go to Redis together, in one
 /// `QueueScripts.acknowledge` item guarded by the entry's `XACK` (applied once
-/// however often the write is repeated).
-///
-/// A message whose outcome could not be written (a Postgres or Redis failure)
-/// keeps the whole entry pending, and the settled outcomes of the others
-/// are dropped unwritten: whoever claims the entry sends all of its messages again,
-/// which at-least-once delivery allows, and releases no quota twice.
+/// however often the write is repeated). Every message settles: a send that cannot
+/// finish, or whose outcome cannot be written, settles as a retry of its own.
 final class PendingEntry: Sendable {
     let id: String
     let context: StreamContext
-    /// Its messages, and the in-flight permits it holds until it is settled.
+    /// Its messages, and the in-flight permits it holds until it is acknowledged.
     let messageCount: Int
 
     private struct State {
         var remaining: Int
         var settled: [Acknowledgement.Item] = []
-        var leftPending = false
     }
     private let state: Mutex<State>
-
-    /// How the entry ended once its last message settled.
-    enum Completion {
-        /// Every message has an outcome to write with the acknowledgement.
-        case acknowledge([Acknowledgement.Item])
-        /// Some message was left for another worker: write nothing.
-        case leavePending
-    }
 
     init(id: String, context: StreamContext, messageCount: Int) {
         precondition(messageCount >= 1)
@@ -43,29 +30,15 @@ final class PendingEntry: Sendable {
         state = Mutex(initial)
     }
 
-    /// Records one message's outcome; returns the entry's completion when it was the last.
-    func settle(_ item: Acknowledgement.Item) -> Completion? {
+    /// Records one message's outcome; returns every message's once it was the last.
+    func settle(_ item: Acknowledgement.Item) -> [Acknowledgement.Item]? {
         state.withLock { state in
             state.settled.append(item)
-            return Self.next(&state)
+            state.remaining -= 1
+            precondition(state.remaining >= 0, "a message of a queue entry settled twice")
+            guard state.remaining == 0 else { return nil }
+            defer { state.settled = [] }
+            return state.settled
         }
-    }
-
-    /// Records that one message is left for another worker; returns the entry's
-    /// completion when it was the last.
-    func leavePending() -> Completion? {
-        state.withLock { state in
-            state.leftPending = true
-            return Self.next(&state)
-        }
-    }
-
-    private static func next(_ state: inout State) -> Completion? {
-        state.remaining -= 1
-        precondition(state.remaining >= 0, "a message of a queue entry settled twice")
-        guard state.remaining == 0 else { return nil }
-        if state.leftPending { return .leavePending }
-        defer { state.settled = [] }
-        return .acknowledge(state.settled)
     }
 }

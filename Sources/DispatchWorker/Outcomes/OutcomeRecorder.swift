@@ -14,8 +14,9 @@ import Shared
 /// | retry, or unsent at shutdown | — | put on the delayed-retry set; quota stays reserved |
 /// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed` (its own script) |
 ///
-/// When a Postgres or Redis write fails, the entry is not acknowledged: it stays
-/// pending and another worker claims it after the visibility timeout.
+/// When a Postgres or Redis write of an outcome fails, the message is retried (alone)
+/// instead; when the acknowledgement itself cannot be written, the entry stays pending
+/// and another worker claims it after the visibility timeout.
 final class OutcomeRecorder: Sendable {
     let redis: RedisClient
     let acknowledger: Acknowledger
@@ -101,7 +102,7 @@ final class OutcomeRecorder: Sendable {
                     finish(delivery, status: "failed", reason: "provider_error", tally: .failed, releaseQuota: true)
                 }
             } catch {
-                leavePending(delivery, "cannot delete a gone subscription", error)
+                await retryLater(delivery, "cannot delete a gone subscription", error)
             }
 
         case .credentialRejected(let reason):
@@ -117,7 +118,7 @@ final class OutcomeRecorder: Sendable {
                         metadata: ["credential": message.credentialID, "apns.reason": reason, "apps": "\(apps.count)"])
                 }
             } catch {
-                leavePending(delivery, "cannot flag a rejected credential", error)
+                await retryLater(delivery, "cannot flag a rejected credential", error)
                 return
             }
             metrics.sends.increment(by: 1, "failed", "credential_rejected")
@@ -219,19 +220,18 @@ final class OutcomeRecorder: Sendable {
         complete(delivery.entry, delivery.entry.settle(item))
     }
 
-    private func leavePending(_ delivery: Delivery, _ what: String, _ error: any Error) {
+    /// An outcome that could not be written (Postgres or Redis failed) is not final:
+    /// the message is sent again later, alone, like any retry (Apple will say the same
+    /// again), so its entry's other messages are acknowledged and not sent twice.
+    private func retryLater(_ delivery: Delivery, _ what: String, _ error: any Error) async {
         logger.warning(
-            "\(what); the entry stays pending", metadata: ["entry": delivery.entry.id, "error": "\(type(of: error))"])
-        complete(delivery.entry, delivery.entry.leavePending())
+            "\(what); the message is retried", metadata: ["entry": delivery.entry.id, "error": "\(type(of: error))"])
+        await record(.retry(cause: "outcome_not_written", countsAgainstCircuit: false), delivery)
     }
 
-    /// What follows once an entry's last message settled: its acknowledgement, or
-    /// (left for another worker) only its permits back.
-    private func complete(_ entry: PendingEntry, _ completion: PendingEntry.Completion?) {
-        switch completion {
-        case .acknowledge(let items): acknowledger.enqueue(Acknowledgement(entry: entry, items: items))
-        case .leavePending: limiter.release(entry.messageCount)
-        case nil: break
-        }
+    /// Once an entry's last message settled, its acknowledgement goes to the acknowledger.
+    private func complete(_ entry: PendingEntry, _ items: [Acknowledgement.Item]?) {
+        guard let items else { return }
+        acknowledger.enqueue(Acknowledgement(entry: entry, items: items))
     }
 }
