@@ -216,8 +216,11 @@ final class OutcomeRecorder: Sendable {
                 retry: nil))
     }
 
+    /// Settles the message in its entry; the last one's settling hands the entry's
+    /// acknowledgement to the acknowledger.
     private func settle(_ delivery: Delivery, _ item: Acknowledgement.Item) {
-        complete(delivery.entry, delivery.entry.settle(item))
+        guard let items = delivery.entry.settle(item) else { return }
+        acknowledger.enqueue(Acknowledgement(entry: delivery.entry, items: items))
     }
 
     /// An outcome that could not be written (Postgres or Redis failed) is not final:
@@ -227,11 +230,5 @@ final class OutcomeRecorder: Sendable {
         logger.warning(
             "\(what); the message is retried", metadata: ["entry": delivery.entry.id, "error": "\(type(of: error))"])
         await record(.retry(cause: "outcome_not_written", countsAgainstCircuit: false), delivery)
-    }
-
-    /// Once an entry's last message settled, its acknowledgement goes to the acknowledger.
-    private func complete(_ entry: PendingEntry, _ items: [Acknowledgement.Item]?) {
-        guard let items else { return }
-        acknowledger.enqueue(Acknowledgement(entry: entry, items: items))
     }
 }
