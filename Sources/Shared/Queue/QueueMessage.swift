@@ -384,14 +384,16 @@ public struct QueueMessage: Sendable, Equatable {
         return decoded.map { QueueMessage(storage: storage, decoded: $0) }
     }
 
+    /// Format 4's three fields per message, in order, and the slots their values fill.
+    private static let batchFieldNames: [(slot: Int, name: UInt8)] = [
+        (Slot.subscriptionPart, UInt8(ascii: "s")), (Slot.messagePart, UInt8(ascii: "m")),
+        (Slot.decisionPart, UInt8(ascii: "d")),
+    ]
+
     /// Format 4: `v` `4`, then `s`, `m`, `d` per message.
     private static func decodeBatch(_ fields: StreamEntryFields, in bytes: UnsafeBufferPointer<UInt8>)
         throws(QueueMessageError) -> [Decoded]
     {
-        let names: [(slot: Int, name: UInt8)] = [
-            (Slot.subscriptionPart, UInt8(ascii: "s")), (Slot.messagePart, UInt8(ascii: "m")),
-            (Slot.decisionPart, UInt8(ascii: "d")),
-        ]
         guard fields.count > 2, (fields.count - 2) % 6 == 0 else {
             throw QueueMessageError(field: Field.version, problem: "4 is not followed by s, m and d per message")
         }
@@ -400,7 +402,7 @@ public struct QueueMessage: Sendable, Equatable {
         var index = 2
         while index < fields.count {
             var slots = SlotValues.Slots(repeating: nil)
-            for (offset, expected) in names.enumerated() {
+            for (offset, expected) in Self.batchFieldNames.enumerated() {
                 let name = bytes[fields.range(of: index + 2 * offset)]
                 guard name.count == 1, name[name.startIndex] == expected.name else {
                     throw QueueMessageError(
@@ -629,16 +631,8 @@ public struct QueueMessage: Sendable, Equatable {
 
     /// The flat field/value list for `XADD`, in format 2 (read like the script's format 3).
     public var fields: [[UInt8]] {
-        var fields: [[UInt8]] = [
-            Array(Field.version.utf8), Array(Self.version.utf8),
-            Array(Field.subscriptionPart.utf8),
-            Self.subscriptionPart(
-                appID: appID, topic: topic, deviceToken: deviceToken, sandbox: sandbox, alertTitle: alertTitle,
-                alertBody: alertBody),
-            Array(Field.messagePart.utf8),
-            Self.messagePart(
-                messageID: messageID, subscriptionID: subscriptionID, priority: priority, expiration: expiration,
-                acceptedAt: acceptedAt, collapseID: collapseID, replyKey: replyKey, ciphertext: ciphertext),
+        var fields: [[UInt8]] = [Array(Field.version.utf8), Array(Self.version.utf8)] + packedParts
+        fields += [
             Array(Field.account.utf8), Array(accountID.utf8), Array(Field.credential.utf8), Array(credentialID.utf8),
             Array(Field.quotaKey.utf8), Array(quotaKey.utf8),
         ]
@@ -651,22 +645,28 @@ public struct QueueMessage: Sendable, Equatable {
     public static func batchFields(_ messages: [QueueMessage]) -> [[UInt8]] {
         var fields = [Array(Field.version.utf8), Array(batchVersion.utf8)]
         for message in messages {
+            fields += message.packedParts
             fields += [
-                Array(Field.subscriptionPart.utf8),
-                subscriptionPart(
-                    appID: message.appID, topic: message.topic, deviceToken: message.deviceToken,
-                    sandbox: message.sandbox, alertTitle: message.alertTitle, alertBody: message.alertBody),
-                Array(Field.messagePart.utf8),
-                messagePart(
-                    messageID: message.messageID, subscriptionID: message.subscriptionID, priority: message.priority,
-                    expiration: message.expiration, acceptedAt: message.acceptedAt, collapseID: message.collapseID,
-                    replyKey: message.replyKey, ciphertext: message.ciphertext),
                 Array(Field.decisionPart.utf8),
                 decisionPart(
                     accountID: message.accountID, credentialID: message.credentialID, quotaKey: message.quotaKey),
             ]
         }
         return fields
+    }
+
+    /// `s` and `m` with their packed values, as formats 2 to 4 carry them.
+    private var packedParts: [[UInt8]] {
+        [
+            Array(Field.subscriptionPart.utf8),
+            Self.subscriptionPart(
+                appID: appID, topic: topic, deviceToken: deviceToken, sandbox: sandbox, alertTitle: alertTitle,
+                alertBody: alertBody),
+            Array(Field.messagePart.utf8),
+            Self.messagePart(
+                messageID: messageID, subscriptionID: subscriptionID, priority: priority, expiration: expiration,
+                acceptedAt: acceptedAt, collapseID: collapseID, replyKey: replyKey, ciphertext: ciphertext),
+        ]
     }
 
     /// The flat field/value list in format 1, as ingresses before format 2 wrote it
