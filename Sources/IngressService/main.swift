@@ -15,7 +15,10 @@ do {
     logger.error("cannot start", metadata: ["error": "\(error)"])
     exit(1)
 }
-logger.notice("started", metadata: ["listen": configuration.listen.description])
+// The bound port, so `INGRESS_LISTEN` may say port 0.
+logger.notice(
+    "started",
+    metadata: ["listen": ListenAddress(host: configuration.listen.host, port: application.port).description])
 let signal = await ShutdownSignal.wait()
 logger.notice("stopping", metadata: ["signal": "\(signal)"])
 await application.shutdown()

@@ -11,10 +11,12 @@ import Testing
 @Suite(.serialized) struct DisruptiveIngressRedisRestartTests {
     /// A throw-away `redis-server` (no persistence) under a temporary folder.
     struct PrivateRedis {
-        let port = Int.random(in: 41_000...49_000)
+        let port: Int
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
             "pushgate-redis-\(UInt32.random(in: 0...UInt32.max))")
         var url: String { "redis://127.0.0.1:\(port)/0" }
+
+        init() throws { port = try UnusedPort.loopback() }
 
         func start() async throws {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -31,6 +33,7 @@ import Testing
                 if try await CleanProcess.run("/usr/bin/redis-cli", ["-p", "\(port)", "ping"]) == 0 { return }
                 try await Task.sleep(for: .milliseconds(100))
             }
+            Issue.record("the private redis-server does not answer on port \(port)")
         }
 
         func stop() async throws {
@@ -43,7 +46,7 @@ import Testing
     }
 
     @Test func pushesFailWith5xxWhileRedisIsDownAndSucceedAfterWithTheCacheRebuilt() async throws {
-        let redis = PrivateRedis()
+        let redis = try PrivateRedis()
         try await redis.start()
         do {
             try await scenario(redis)

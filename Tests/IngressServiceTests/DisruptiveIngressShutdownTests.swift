@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Shared
 import TestSupport
 import Testing
@@ -10,26 +11,27 @@ import Testing
     @Test func sigtermStopsAcceptingFinishesInFlightRequestsAndExitsZero() async throws {
         let binary = TestEnvironment.repositoryRoot.appendingPathComponent(".build/debug/ingress-service").path
         try #require(FileManager.default.isExecutableFile(atPath: binary))
-        let port = Int.random(in: 20_000...40_000)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
+        // Port 0: a port picked at random may be in use (the tests' own connections
+        // take ports from the same range); the `started` line names the bound one.
         process.environment = ProcessInfo.processInfo.environment.merging([
             "DATABASE_URL": TestEnvironment.databaseURL, "REDIS_URL": TestEnvironment.redisURL,
             "CREDENTIAL_KEY": Data(SecureRandom.bytes(32)).base64EncodedString(),
-            "PUBLIC_BASE_URL": "https://push.example.test", "INGRESS_LISTEN": "127.0.0.1:\(port)",
-            "LOG_LEVEL": "warning",
+            "PUBLIC_BASE_URL": "https://push.example.test", "INGRESS_LISTEN": "127.0.0.1:0",
+            "LOG_LEVEL": "notice",
         ]) { _, new in new }
-        process.standardError = FileHandle.nullDevice
+        let log = ProcessLog()
+        process.standardError = log.pipe
         try process.run()
         defer { if process.isRunning { process.terminate() } }
+        log.startReading()
+
+        let started = try await onThread { log.waitForStart(timeout: 20) }
+        let port = try #require(started, "no started line; the ingress wrote: \(log.text)")
 
         let client = RawHTTPClient(port: port)
-        var up = false
-        for _ in 0..<100 where !up {
-            up = (try? await client.request("GET", "/healthz"))?.status == 200
-            if !up { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        try #require(up)
+        #expect(try await client.request("GET", "/healthz").status == 200)
 
         // A request whose body is still arriving when SIGTERM comes.
         let slow = Task { () -> Int in
@@ -46,7 +48,50 @@ import Testing
         #expect(status == 404, "answered \(status)")  // answered (unknown subscription), not dropped
         try await onThread { process.waitUntilExit() }
         #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 0)
+        #expect(process.terminationStatus == 0, "the ingress wrote: \(log.text)")
+    }
+}
+
+/// The child's standard error, read to its end on a thread of its own (a full pipe
+/// would block the child), and the port its `started` line names.
+private final class ProcessLog: @unchecked Sendable {
+    let pipe = Pipe()
+    private let state = Mutex<(text: String, ended: Bool)>(("", false))
+    private let changed = DispatchSemaphore(value: 0)
+
+    var text: String { state.withLock { $0.text } }
+
+    func startReading() {
+        Thread.detachNewThread { [self] in
+            while true {
+                let data = pipe.fileHandleForReading.availableData
+                state.withLock {
+                    if data.isEmpty { $0.ended = true } else { $0.text += String(decoding: data, as: UTF8.self) }
+                }
+                changed.signal()
+                if data.isEmpty { return }
+            }
+        }
+    }
+
+    /// The bound port, or nil when the child exits (or `timeout` seconds pass) first.
+    func waitForStart(timeout: Double) -> Int? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let (text, ended) = state.withLock { ($0.text, $0.ended) }
+            if let port = Self.startedPort(in: text) { return port }
+            if ended || changed.wait(timeout: .now() + deadline.timeIntervalSinceNow) == .timedOut { return nil }
+        }
+    }
+
+    private static func startedPort(in text: String) -> Int? {
+        for line in text.split(separator: "\n") {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String],
+                object["message"] == "started", let listen = object["listen"].flatMap(ListenAddress.init)
+            else { continue }
+            return listen.port
+        }
+        return nil
     }
 }
 
