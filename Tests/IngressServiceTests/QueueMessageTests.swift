@@ -107,7 +107,7 @@ import Testing
             let before = try await app.queueLength()
             let requests = (ids + ["unknownSubscriptionId0"]).enumerated().map { index, id in
                 HotPathScript.Request(
-                    subscriptionID: id, checkOnly: false, rateLimit: 120, rateWindowMilliseconds: 60_000, stashLimit: 5,
+                    subscriptionID: id, scope: .push, rateLimit: 120, rateWindowMilliseconds: 60_000, stashLimit: 5,
                     stashLifetimeMilliseconds: 1_800_000, quotaMonth: RedisKeys.quotaMonth(),
                     messageID: "message\(index)", ciphertext: [UInt8(index)], priority: 10, expiration: 0,
                     collapseID: nil, acceptedAt: 1)

@@ -229,6 +229,43 @@ import Testing
         }
     }
 
+    /// A sender whose request is malformed still learns that its URL is dead (404 or
+    /// 410, so it stops); a live URL's malformed request is 400 and costs its window nothing.
+    @Test func aMalformedRequestToAnUnknownOrGoneURLIsAnswered404Or410() async throws {
+        try await IngressTestApp.with { app in
+            let malformed: [(body: [UInt8], headers: [(String, String)])] = [
+                (Array("x".utf8), [("TTL", "60"), ("Content-Encoding", "aes128gcm")]),
+                (Fixture.message(), [("Content-Encoding", "aes128gcm")]),
+                (Fixture.message(), [("TTL", "60"), ("Content-Encoding", "aesgcm")]),
+                (Fixture.message(recordLength: 8192 - 86 + 1, recordSize: 9000), [("Urgency", "urgent")]),
+            ]
+            for id in [Base64URL.encode(SecureRandom.bytes(16)), "short"] {
+                for request in malformed {
+                    let response = try await app.push(id, body: request.body, headers: request.headers)
+                    #expect(response.status == 404, "\(request.headers)")
+                    #expect(response.text == errorBody(1003, "Subscription not found"))
+                }
+            }
+
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            for request in malformed {
+                #expect(try await app.push(id, body: request.body, headers: request.headers).status == 400)
+            }
+            let window = try await app.redis.send("LLEN", app.keys.pushRate(id)).int
+            #expect(window == 0)
+
+            try await app.postgres.execute("DELETE FROM subscriptions WHERE id = \(id)")
+            try await app.app.invalidation.subscriptionGone(id, app: fixture.appID)
+            for request in malformed {
+                let response = try await app.push(id, body: request.body, headers: request.headers)
+                #expect(response.status == 410, "\(request.headers)")
+                #expect(response.text == errorBody(1003, "Subscription not found"))
+            }
+            #expect(try await app.queueLength() == 0)
+        }
+    }
+
     @Test func aCacheFillRacingTheGonePathLeavesNoLiveEntryOverTheTombstone() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)

@@ -3,8 +3,9 @@ import Shared
 
 /// `POST /api/push/p/{id}`: Web Push delivery (RFC 8030, body per RFC 8291).
 ///
-/// Headers and body are checked first (400, 1001). Then one Redis round trip
-/// decides, in this order: unknown id 404 (1003), tombstone 410 (1003), push
+/// Headers and body are checked first (400, 1001; but a malformed request to a push
+/// URL that is unknown or gone is answered 404 or 410, so its sender stops). Then
+/// one Redis round trip decides, in this order: unknown id 404 (1003), tombstone 410 (1003), push
 /// disabled 403 (1010), the subscription's window 429 (1006), the account's
 /// monthly quota 429 (1009; active subscriptions only), a body over 8 KB 413
 /// (1004), no usable credential or the workers' circuit flag 502 (1007); then a
@@ -94,7 +95,7 @@ final class WebPushRoutes: Sendable {
             case .admit(let admitted): admission = admitted
             }
         } catch {
-            respond(reject(error))
+            Task { respond(await rejectMalformed(error, id: id)) }
             return
         }
         hotPath.send(admission.item) { [self] result in
@@ -132,7 +133,7 @@ final class WebPushRoutes: Sendable {
         guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
         let messageID = messageIDs.next()
         let item = scriptItem(
-            id: id, checkOnly: false, messageID: messageID, ciphertext: message, headers: headers, now: Date())
+            id: id, scope: .push, messageID: messageID, ciphertext: message, headers: headers, now: Date())
         return .admit(Admission(id: id, messageID: messageID, headers: headers, item: item))
     }
 
@@ -156,8 +157,27 @@ final class WebPushRoutes: Sendable {
             let headers = try WebPushHeaders(head.headers, maximumTTL: maximumTTL)
             return await oversized(id: id, headers: headers)
         } catch {
-            return reject(error)
+            return await rejectMalformed(error, id: id)
         }
+    }
+
+    /// A request the checks before Redis refused (`error`): 404 or 410 if its push
+    /// URL is unknown or gone, else `error`'s answer. The URL's fate matters more to
+    /// the sender than its request's flaws; if Redis cannot tell, `error` stands.
+    private func rejectMalformed(_ error: any Error, id: String) async -> HTTPResponse {
+        guard (error as? PushAPIError)?.code == .invalidParameters else { return reject(error) }
+        guard SubscriptionID.isWellFormed(id) else { return reject(PushAPIError.notFound) }
+        let item = scriptItem(
+            id: id, scope: .existence, messageID: messageIDs.next(), ciphertext: [],
+            headers: nil, now: Date())
+        do {
+            _ = try await decide(item, id: id)
+        } catch let refusal as PushAPIError where refusal.code == .subscriptionNotFound {
+            return reject(refusal)
+        } catch {
+            // Redis could not tell; the request's own flaw is still the answer.
+        }
+        return reject(error)
     }
 
     private func oversized(id: String, headers: WebPushHeaders) async -> HTTPResponse {
@@ -165,7 +185,7 @@ final class WebPushRoutes: Sendable {
             guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
             let messageID = messageIDs.next()
             let item = scriptItem(
-                id: id, checkOnly: true, messageID: messageID, ciphertext: [], headers: headers, now: Date())
+                id: id, scope: .checkBeforeSize, messageID: messageID, ciphertext: [], headers: headers, now: Date())
             _ = try await decide(item, id: id)
             throw PushAPIError.tooLarge
         } catch {
@@ -173,18 +193,21 @@ final class WebPushRoutes: Sendable {
         }
     }
 
-    /// The hot-path script's item for one push (or, `checkOnly`, for the checks before 413).
+    /// The hot-path script's item for one push (or, with a narrower `scope`, for
+    /// the checks of a request that cannot be accepted; `headers` are nil when they
+    /// were malformed, and then unused).
     private func scriptItem(
-        id: String, checkOnly: Bool, messageID: String, ciphertext: [UInt8], headers: WebPushHeaders, now: Date
+        id: String, scope: HotPathScript.Scope, messageID: String, ciphertext: [UInt8], headers: WebPushHeaders?,
+        now: Date
     ) -> RedisMultiplexer.BatchItem {
         let acceptedAt = Int64(now.timeIntervalSince1970 * 1000)
         let request = HotPathScript.Request(
-            subscriptionID: id, checkOnly: checkOnly, rateLimit: pushRateLimit.limit,
+            subscriptionID: id, scope: scope, rateLimit: pushRateLimit.limit,
             rateWindowMilliseconds: pushRateLimit.windowMilliseconds, stashLimit: stashLimit,
             stashLifetimeMilliseconds: stashLifetimeMilliseconds, quotaMonth: quotaMonths.month(of: now),
-            messageID: messageID, ciphertext: ciphertext, priority: headers.priority,
-            expiration: headers.ttl == 0 ? 0 : acceptedAt / 1000 + Int64(headers.ttl), collapseID: headers.topic,
-            acceptedAt: acceptedAt)
+            messageID: messageID, ciphertext: ciphertext, priority: headers?.priority ?? 10,
+            expiration: headers.map { $0.ttl == 0 ? 0 : acceptedAt / 1000 + Int64($0.ttl) } ?? 0,
+            collapseID: headers?.topic, acceptedAt: acceptedAt)
         return scriptEncoder.item(request)
     }
 

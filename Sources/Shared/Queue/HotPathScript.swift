@@ -30,7 +30,8 @@ public enum HotPathScript {
         /// The subscription's window is full; milliseconds until a slot frees up.
         case rateLimited(retryAfterMilliseconds: Int64)
         case quotaExceeded
-        /// `check` mode: everything before the body size passed.
+        /// `check` mode: everything before the body size passed; `exists` mode: the
+        /// subscription exists.
         case checked
         /// No usable credential, or the workers' circuit flag is up.
         case undeliverable
@@ -40,12 +41,22 @@ public enum HotPathScript {
         case cacheMiss(kind: String, id: String)
     }
 
+    /// How far a Web Push request's run goes.
+    public enum Scope: String, Sendable {
+        /// Decides, then stashes or enqueues.
+        case push
+        /// For a body over the size limit: the checks up to the quota, answering
+        /// `.checked` without writing anything but the rate window.
+        case checkBeforeSize = "check"
+        /// For a malformed request: only whether the push URL is unknown or gone,
+        /// answering `.checked` if it is neither; writes nothing.
+        case existence = "exists"
+    }
+
     /// What the script needs besides the cache.
     public struct Request: Sendable {
         public var subscriptionID: String
-        /// Runs the checks up to the quota and answers `.checked` without writing
-        /// anything but the rate window (for a body over the size limit).
-        public var checkOnly: Bool
+        public var scope: Scope
         public var rateLimit: Int
         public var rateWindowMilliseconds: Int64
         public var stashLimit: Int
@@ -62,12 +73,12 @@ public enum HotPathScript {
         public var replyKey: String?
 
         public init(
-            subscriptionID: String, checkOnly: Bool, rateLimit: Int, rateWindowMilliseconds: Int64, stashLimit: Int,
+            subscriptionID: String, scope: Scope, rateLimit: Int, rateWindowMilliseconds: Int64, stashLimit: Int,
             stashLifetimeMilliseconds: Int64, quotaMonth: String, messageID: String, ciphertext: [UInt8],
             priority: Int, expiration: Int64, collapseID: String?, acceptedAt: Int64
         ) {
             self.subscriptionID = subscriptionID
-            self.checkOnly = checkOnly
+            self.scope = scope
             self.rateLimit = rateLimit
             self.rateWindowMilliseconds = rateWindowMilliseconds
             self.stashLimit = stashLimit
@@ -81,8 +92,8 @@ public enum HotPathScript {
             self.acceptedAt = acceptedAt
         }
 
-        /// The script's mode: `app`, `check` or `push`.
-        var mode: String { replyKey != nil ? "app" : (checkOnly ? "check" : "push") }
+        /// The script's mode: `app`, or the scope's (`push`, `check`, `exists`).
+        var mode: String { replyKey != nil ? "app" : scope.rawValue }
 
         /// The queue entry's message part (`QueueMessage.messagePart`), which the
         /// script passes through.
@@ -98,7 +109,7 @@ public enum HotPathScript {
             expiration: Int64, acceptedAt: Int64, replyKey: String
         ) -> Request {
             var request = Request(
-                subscriptionID: subscriptionID, checkOnly: false, rateLimit: 0, rateWindowMilliseconds: 0,
+                subscriptionID: subscriptionID, scope: .push, rateLimit: 0, rateWindowMilliseconds: 0,
                 stashLimit: 0, stashLifetimeMilliseconds: 0, quotaMonth: quotaMonth, messageID: messageID,
                 ciphertext: ciphertext, priority: priority, expiration: expiration, collapseID: nil,
                 acceptedAt: acceptedAt)
@@ -229,7 +240,7 @@ public enum HotPathScript {
 
     // KEYS: 1 the queue stream
     // ARGV: 1 key prefix, 2 rate limit, 3 window ms, 4 stash limit, 5 stash lifetime ms,
-    //       6 quota month, 7 quota key lifetime s; then 3 per push: mode (push|check|app),
+    //       6 quota month, 7 quota key lifetime s; then 3 per push: mode (push|check|exists|app),
     //       subscription id, the entry's message part (`QueueMessage.messagePart`:
     //       packed, the ciphertext first)
     // Reply: one element per push, in order: the run's queue entry's id (queued), a code,
@@ -403,6 +414,7 @@ public enum HotPathScript {
             -- No entry, or one of an older layout.
             return {10, 'subscription', id}
           end
+          if mode == 'exists' then return 6 end
           local ctx = contexts[sub[1]]
           if not ctx then
             ctx = context(sub[1])
