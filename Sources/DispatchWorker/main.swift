@@ -21,6 +21,7 @@ logger.notice(
         "worker": configuration.workerID, "streams": configuration.streams.joined(separator: ","),
         "metrics": "\(configuration.metricsListen.host):\(worker.metricsPort)",
     ])
+Task { await RedisEvictionPolicy.report(worker.redis, logger: logger) }
 let signal = await ShutdownSignal.wait()
 logger.notice("stopping", metadata: ["signal": "\(signal)"])
 let clean = await worker.shutdown(deadline: .seconds(configuration.shutdownTimeoutSeconds))

@@ -19,6 +19,7 @@ do {
 logger.notice(
     "started",
     metadata: ["listen": ListenAddress(host: configuration.listen.host, port: application.port).description])
+Task { await RedisEvictionPolicy.report(application.redis, logger: logger) }
 let signal = await ShutdownSignal.wait()
 logger.notice("stopping", metadata: ["signal": "\(signal)"])
 await application.shutdown()
