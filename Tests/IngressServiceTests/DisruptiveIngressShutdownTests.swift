@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import Shared
+import Synchronization
 import TestSupport
 import Testing
 

@@ -3,15 +3,15 @@ import Shared
 
 /// `POST /api/push/p/{id}`: Web Push delivery (RFC 8030, body per RFC 8291).
 ///
-/// Headers and body are checked first (400, 1001; but a malformed request to a push
-/// URL that is unknown or gone is answered 404 or 410, so its sender stops). Then
-/// one Redis round trip decides, in this order: unknown id 404 (1003), tombstone 410 (1003), push
-/// disabled 403 (1010), the subscription's window 429 (1006), the account's
-/// monthly quota 429 (1009; active subscriptions only), a body over 8 KB 413
-/// (1004), no usable credential or the workers' circuit flag 502 (1007); then a
-/// pending subscription's message is stashed and an active one's enqueued, and
-/// 201 answers with `Location` and the kept `TTL`. Any storage failure is 503/500
-/// (1005), never a 201.
+/// Headers and body are checked first (400, 1001; but a malformed request to a
+/// push URL that is unknown or gone is answered 404 or 410, so its sender stops).
+/// Then one Redis round trip decides, in this order: unknown id 404 (1003),
+/// tombstone 410 (1003), push disabled 403 (1010), the subscription's window 429
+/// (1006), the account's monthly quota 429 (1009; active subscriptions only), a body
+/// over 8 KB 413 (1004), no usable credential or the workers' circuit flag 502
+/// (1007); then a pending subscription's message is stashed and an active one's
+/// enqueued, and 201 answers with `Location` and the kept `TTL`. Any storage failure
+/// is 503/500 (1005), never a 201.
 /// A class, not a struct: its callbacks capture it once per push, and copying a
 /// struct of this many references would retain each of them.
 final class WebPushRoutes: Sendable {
