@@ -15,7 +15,7 @@ public enum RedisEvictionPolicy {
     public static func check(_ redis: RedisClient) async -> Finding {
         do {
             let reply = try await redis.send("CONFIG", "GET", "maxmemory-policy")
-            // RESP2 answers [name, value]; RESP3 a map, which hiredis also hands over as pairs.
+            // [name, value] (the client speaks RESP2).
             guard let items = reply.array, items.count >= 2, let policy = items[1].string else {
                 return .unknown(reason: "unexpected CONFIG GET reply")
             }
