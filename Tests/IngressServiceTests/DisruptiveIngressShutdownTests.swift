@@ -54,6 +54,9 @@ import Testing
 
 /// The child's standard error, read to its end on a thread of its own (a full pipe
 /// would block the child), and the port its `started` line names.
+///
+/// Why @unchecked Sendable is safe: `pipe` is only read by the reader thread, and
+/// what it read is shared through the mutex and the semaphore.
 private final class ProcessLog: @unchecked Sendable {
     let pipe = Pipe()
     private let state = Mutex<(text: String, ended: Bool)>(("", false))

@@ -23,12 +23,16 @@ import Testing
         #expect(lines.all.first?.contains(#""maxmemory-policy":"allkeys-lru""#) == true)
     }
 
-    @Test func aRedisThatCannotBeAskedIsUnknownNotAnError() async throws {
+    @Test func aRedisThatCannotBeAskedIsUnknownAndNoWarning() async throws {
         let client = try RedisClient(url: "redis://127.0.0.1:\(try UnusedPort.loopback())/0")
         defer { client.close() }
         guard case .unknown = await RedisEvictionPolicy.check(client) else {
             Issue.record("a refused connection should leave the policy unknown")
             return
         }
+        let lines = CapturedLogLines()
+        await RedisEvictionPolicy.report(client, logger: Logger(component: "test", sink: .capturing(into: lines)))
+        #expect(lines.all.count == 1)
+        #expect(lines.all.first?.contains(#""level":"info""#) == true)
     }
 }
