@@ -1,0 +1,47 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import IngressService
+
+/// The ingress cut off from Postgres (through a relay, so the shared server and the
+/// other suites are untouched): what Redis knows is still served, and what needs
+/// Postgres fails as a storage error. Never a 404 or 410, which would tell a sender
+/// to drop a push URL that still works.
+@Suite struct PostgresOutageIngressTests {
+    @Test func aPushThatNeedsPostgresIs503NeverANotFound() async throws {
+        let (relay, databaseURL) = try TCPRelay.forPostgres(TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await IngressTestApp.with(["DATABASE_URL": databaseURL]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (cached, _) = try await app.subscribe(topic: fixture.topic)
+            let (uncached, secret) = try await app.subscribe(topic: fixture.topic)
+            #expect(try await app.push(cached).status == 201)
+            // As if its cache entry had expired or been evicted.
+            _ = try await app.redis.send("DEL", app.keys.subscription(uncached))
+
+            relay.cut()
+            #expect(try await app.push(cached).status == 201)
+            let push = try await app.push(uncached)
+            #expect(push.status == 503)
+            #expect(push.text == errorBody(1005, "Storage error"))
+            // Malformed, so its URL's fate is looked up: unknown to Redis, so Postgres is asked.
+            let malformed = try await app.push(uncached, headers: [("Content-Encoding", "aes128gcm")])
+            #expect(malformed.status == 400)
+            let pending = try await app.request(
+                "GET", "/api/push/v1/subscriptions/\(uncached)/pending",
+                headers: [("Authorization", "Bearer \(secret)")])
+            #expect(pending.status == 503)
+            #expect(pending.text == errorBody(1005, "Storage error"))
+            #expect(try await app.request("GET", "/readyz").status == 503)
+
+            relay.restore()
+            let servedAgain = try await Poll.until(timeout: .seconds(10), interval: .milliseconds(100)) {
+                try await app.push(uncached).status == 201
+            }
+            #expect(servedAgain, "the uncached subscription is served again once Postgres is back")
+            #expect(try await app.queueLength() == 3)
+        }
+    }
+}
