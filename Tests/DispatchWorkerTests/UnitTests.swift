@@ -1,5 +1,6 @@
 import Foundation
 import Shared
+import TestSupport
 import Testing
 
 @testable import DispatchWorker
@@ -364,5 +365,22 @@ import Testing
         limiter.release(1)
         #expect(await waiter.value == 2)
         #expect(limiter.inFlight == 10)
+    }
+
+    /// The reader gives every permit back after an empty read and asks again at once:
+    /// the claimer waiting meanwhile must get them, or it could wait for ever.
+    @Test func permitsGivenBackGoToWhoWaitsNotToWhoAsksNext() async throws {
+        let limiter = InFlightLimiter(limit: 4)
+        #expect(await limiter.acquire(upTo: 4) == 4)
+        let claimer = Task { await limiter.acquire(upTo: 4) }
+        #expect(try await Poll.until(timeout: .seconds(5)) { limiter.waiting == 1 })
+        limiter.release(4)
+        #expect(limiter.inFlight == 4)  // handed over, not left for the taking
+        let reader = Task { await limiter.acquire(upTo: 4, atLeast: 1) }
+        #expect(await claimer.value == 4)
+        #expect(try await Poll.until(timeout: .seconds(5)) { limiter.waiting == 1 })
+        limiter.release(4)
+        #expect(await reader.value == 4)
+        limiter.close()
     }
 }

@@ -5,11 +5,35 @@ import Synchronization
 /// entry's outcomes have been recorded (or it was left for another worker). Readers
 /// ask for entries, which hold several messages, so a read can bring more messages
 /// than it took permits for; it takes the rest at once (`take`).
+///
+/// Waiters are served first come, first served, and permits given back go straight
+/// to them: the queue reader gives all its permits back after an empty read and asks
+/// again at once, and were it allowed to take them first, the claimer (entries of
+/// dead workers, replies lost on the way) could wait behind it for ever.
 final class InFlightLimiter: Sendable {
+    private struct Waiter {
+        let minimum: Int
+        let maximum: Int
+        let continuation: CheckedContinuation<Int, Never>
+    }
+
     private struct State {
         var available: Int
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        /// In arrival order.
+        var waiters: [Waiter] = []
         var closed = false
+
+        /// Hands free permits to the waiters at the front, as long as the first is served.
+        mutating func serveWaiters() -> [(CheckedContinuation<Int, Never>, Int)] {
+            var served: [(CheckedContinuation<Int, Never>, Int)] = []
+            while let first = waiters.first, available >= first.minimum {
+                let count = min(first.maximum, available)
+                available -= count
+                waiters.removeFirst()
+                served.append((first.continuation, count))
+            }
+            return served
+        }
     }
 
     let limit: Int
@@ -24,28 +48,30 @@ final class InFlightLimiter: Sendable {
     /// Messages taken and not yet given back.
     var inFlight: Int { state.withLock { limit - $0.available } }
 
-    /// Waits until at least `minimum` permits are free (so a saturated reader fetches
-    /// batches, not single entries), then takes up to `maximum`. Returns 0 once
-    /// `close()` was called.
+    /// Callers waiting in `acquire`.
+    var waiting: Int { state.withLock { $0.waiters.count } }
+
+    /// Waits until at least `minimum` permits are free and nobody waits ahead (so a
+    /// saturated reader fetches batches, not single entries), then takes up to
+    /// `maximum`. Returns 0 once `close()` was called.
     func acquire(upTo maximum: Int, atLeast minimum: Int = 1) async -> Int {
         let minimum = max(1, min(minimum, maximum, limit))
-        while true {
-            let taken: Int? = state.withLock { state in
-                if state.closed { return 0 }
-                guard state.available >= minimum else { return nil }
-                let count = min(maximum, state.available)
-                state.available -= count
-                return count
+        let taken: Int? = state.withLock { state in
+            if state.closed { return 0 }
+            guard state.waiters.isEmpty, state.available >= minimum else { return nil }
+            let count = min(maximum, state.available)
+            state.available -= count
+            return count
+        }
+        if let taken { return taken }
+        return await withCheckedContinuation { continuation in
+            let served = state.withLock { state -> [(CheckedContinuation<Int, Never>, Int)] in
+                if state.closed { return [(continuation, 0)] }
+                state.waiters.append(Waiter(minimum: minimum, maximum: maximum, continuation: continuation))
+                // Permits may have come back since the first look.
+                return state.serveWaiters()
             }
-            if let taken { return taken }
-            await withCheckedContinuation { continuation in
-                let resumeNow = state.withLock { state in
-                    if state.closed || state.available >= minimum { return true }
-                    state.waiters.append(continuation)
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
+            for (waiter, permits) in served { waiter.resume(returning: permits) }
         }
     }
 
@@ -57,15 +83,14 @@ final class InFlightLimiter: Sendable {
         state.withLock { $0.available -= count }
     }
 
-    /// Gives `count` permits back and wakes the readers waiting for them.
+    /// Gives `count` permits back, to the waiters first.
     func release(_ count: Int = 1) {
         guard count > 0 else { return }
-        let waiters = state.withLock { state in
+        let served = state.withLock { state in
             state.available += count
-            defer { state.waiters = [] }
-            return state.waiters
+            return state.serveWaiters()
         }
-        for waiter in waiters { waiter.resume() }
+        for (continuation, permits) in served { continuation.resume(returning: permits) }
     }
 
     /// Makes every present and future `acquire` return 0 (shutdown).
@@ -75,7 +100,7 @@ final class InFlightLimiter: Sendable {
             defer { state.waiters = [] }
             return state.waiters
         }
-        for waiter in waiters { waiter.resume() }
+        for waiter in waiters { waiter.continuation.resume(returning: 0) }
     }
 
     /// Waits until every permit is back or `deadline` passes; true when drained.
