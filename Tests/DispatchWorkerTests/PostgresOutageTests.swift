@@ -12,7 +12,7 @@ import Testing
 /// it is back.
 @Suite struct PostgresOutageTests {
     @Test func pushesAreAcceptedAndDeliveredWithoutPostgresAndTheirCountsWrittenAfter() async throws {
-        let (relay, databaseURL) = try TCPRelay.forPostgres(TestEnvironment.databaseURL)
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
         defer { relay.close() }
         try await DeliveryStack.with(ingress: ["DATABASE_URL": databaseURL]) { stack in
             let worker = try await stack.startWorker(["DATABASE_URL": databaseURL])

@@ -11,7 +11,7 @@ import Testing
 /// to drop a push URL that still works.
 @Suite struct PostgresOutageIngressTests {
     @Test func aPushThatNeedsPostgresIs503NeverANotFound() async throws {
-        let (relay, databaseURL) = try TCPRelay.forPostgres(TestEnvironment.databaseURL)
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
         defer { relay.close() }
         try await IngressTestApp.with(["DATABASE_URL": databaseURL]) { app in
             let fixture = try await Fixture.create(app.postgres)

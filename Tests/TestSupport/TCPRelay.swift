@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// A loopback TCP relay in front of a server the tests share (Postgres), so one test
+/// A loopback TCP relay in front of a server the tests share (Postgres, Redis), so one test
 /// can cut its own clients off without touching the server or the other tests.
 /// While cut, the connections through it are closed and new ones are closed as soon
 /// as they are accepted, as if the server had gone away; `restore()` lets them
@@ -38,14 +38,15 @@ package final class TCPRelay: Sendable {
         Thread.detachNewThread { [self] in acceptLoop() }
     }
 
-    /// A relay in front of the database of a `postgresql://` URL, and that URL with
-    /// the relay in its place.
-    package static func forPostgres(_ url: String) throws -> (relay: TCPRelay, url: String) {
+    /// A relay in front of the server a `postgresql://` or `redis://` URL names, and
+    /// that URL with the relay in the server's place.
+    package static func inFront(of url: String) throws -> (relay: TCPRelay, url: String) {
         guard var components = URLComponents(string: url), let host = components.host else {
             throw RawHTTPClient.Failure(description: "not a URL: \(url)")
         }
+        let defaultPort = components.scheme == "redis" ? 6379 : 5432
         let relay = try TCPRelay(
-            upstreamHost: host == "localhost" ? "127.0.0.1" : host, upstreamPort: components.port ?? 5432)
+            upstreamHost: host == "localhost" ? "127.0.0.1" : host, upstreamPort: components.port ?? defaultPort)
         components.host = "127.0.0.1"
         components.port = relay.port
         return (relay, components.string ?? url)

@@ -1,0 +1,57 @@
+import Foundation
+import Shared
+import TestSupport
+import Testing
+
+@testable import DispatchWorker
+
+/// A worker cut off from Redis (through a relay, so the shared server and the
+/// other suites are untouched) while sends are in flight: the sends finish at
+/// APNs, their acknowledgements and the reads fail and are tried again, a read
+/// whose reply was lost leaves its entries pending until the claimer takes them
+/// back (after the 3 s visibility timeout here), and once Redis is back nothing
+/// accepted is lost and nothing is left behind. (Under load this found the claimer
+/// starved of in-flight permits by the reader, which took them back first.)
+@Suite struct RedisOutageTests {
+    @Test func aWorkerCutOffFromRedisMidFlightFinishesEverythingOnceRedisIsBack() async throws {
+        let (relay, redisURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
+        defer { relay.close() }
+        try await DeliveryStack.with(ingress: ["RATE_LIMIT_PUSH": "1000000/60"], plan: "enterprise") { stack in
+            let (id, _, _) = try await stack.subscribe()
+            let accepted = try await LifecycleTests.pushMany(stack, subscription: id, count: 600)
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":200}"#)
+            let (logger, logs) = TestEnvironment.capturingLogger("worker")
+            let worker = try await stack.startWorker(
+                ["REDIS_URL": redisURL, "WORKER_MAX_IN_FLIGHT": "200", "WORKER_VISIBILITY_TIMEOUT": "3"],
+                logger: logger)
+            try await eventually("some delivered") { stack.recordings().count >= 100 }
+
+            relay.cut()
+            try await Task.sleep(for: .seconds(1))
+            #expect(stack.recordings().count < 600, "the outage came too late to matter")
+            // Sends finished during the outage: their acknowledgements had to wait.
+            #expect(logs.all.contains { $0.contains("cannot acknowledge; retrying") })
+            relay.restore()
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
+
+            let allDelivered = try await Poll.until(timeout: .seconds(30), interval: .milliseconds(50)) {
+                Set(LifecycleTests.delivered(stack)).isSuperset(of: accepted)
+            }
+            if !allDelivered {
+                let missing = accepted.subtracting(LifecycleTests.delivered(stack)).count
+                Issue.record(
+                    """
+                    \(missing) accepted pushes never delivered; queued \(try await stack.queuedMessages()), \
+                    pending entries \(try await stack.pendingCount()), permits in flight \(worker.limiter.inFlight)
+                    """)
+            }
+            try await eventually("nothing left queued or pending", timeout: .seconds(15)) {
+                let queued = try await stack.queuedMessages()
+                let pending = try await stack.pendingCount()
+                return queued == 0 && pending == 0
+            }
+            #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
+            #expect(try await stack.quota() == 600)
+        }
+    }
+}
