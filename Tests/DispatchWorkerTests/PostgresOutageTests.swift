@@ -43,4 +43,43 @@ import Testing
             }
         }
     }
+
+    /// A credential's cache entry expiring while Postgres is away must not stop its
+    /// sends: the credential read before stays in use until Postgres answers again.
+    @Test func aCredentialReadBeforeStaysInUseWhilePostgresCannotBeRead() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await DeliveryStack.with { stack in
+            let postgres = PostgresClient(url: databaseURL, applicationName: "pushgate-test-credentials")
+            defer { postgres.close() }
+            let sealer = try PushCredentialSealer(key: Array(Data(base64Encoded: stack.credentialKey)!))
+            let cache = CredentialCache(
+                reader: PushCredentialReader(postgres: postgres, sealer: sealer), lifetime: .milliseconds(100),
+                failureLifetime: .milliseconds(100), logger: Logger(component: "test", minimumLevel: .error))
+            guard case .usable(let read) = await cache.lookup(stack.credentialID) else {
+                Issue.record("the credential should be usable")
+                return
+            }
+
+            relay.cut()
+            try await Task.sleep(for: .milliseconds(150))  // past the entry's lifetime
+            guard case .usable(let kept) = await cache.lookup(stack.credentialID) else {
+                Issue.record("the credential read before should stay in use")
+                return
+            }
+            #expect(kept.keyID == read.keyID && kept.teamID == read.teamID)
+            // One never read has nothing to fall back on: its messages are retried.
+            guard case .unavailable = await cache.lookup("never-read-\(UInt32.random(in: 0...UInt32.max))") else {
+                Issue.record("a credential never read should be unavailable")
+                return
+            }
+
+            relay.restore()
+            try await Task.sleep(for: .milliseconds(150))
+            guard case .usable = await cache.lookup(stack.credentialID) else {
+                Issue.record("the credential should be read again")
+                return
+            }
+        }
+    }
 }

@@ -6,6 +6,9 @@ import Synchronization
 /// of messages costs one query per credential. Concurrent misses share one read.
 /// A credential found rejected, or marked so after APNs refused its token, fails
 /// fast until the entry expires and Postgres says it was restored or replaced.
+/// When Postgres cannot be read, the answer read before stays in use (checked again
+/// every `failureLifetime`): sends do not depend on Postgres, and a credential
+/// revoked meanwhile is still caught by APNs's refusal.
 final class CredentialCache: Sendable {
     enum Lookup: Sendable {
         case usable(APNsCredential)
@@ -15,6 +18,10 @@ final class CredentialCache: Sendable {
         case rejected
         /// Postgres did not answer: try the message again later.
         case unavailable
+
+        var isUnavailable: Bool {
+            if case .unavailable = self { true } else { false }
+        }
     }
 
     private enum Entry {
@@ -47,8 +54,12 @@ final class CredentialCache: Sendable {
                 return .ready(lookup, expires: expires)
             case .loading(let task):
                 return .loading(task)
-            default:
-                let task = Task { await self.load(id) }
+            case .ready(let earlier, _):
+                let task = Task { await self.load(id, earlier: earlier) }
+                entries[id] = .loading(task)
+                return .loading(task)
+            case nil:
+                let task = Task { await self.load(id, earlier: nil) }
                 entries[id] = .loading(task)
                 return .loading(task)
             }
@@ -65,7 +76,8 @@ final class CredentialCache: Sendable {
         entries.withLock { $0[id] = .ready(.rejected, expires: expires) }
     }
 
-    private func load(_ id: String) async -> Lookup {
+    /// Reads the credential; `earlier` is the expired answer, kept if Postgres fails.
+    private func load(_ id: String, earlier: Lookup?) async -> Lookup {
         let lookup: Lookup
         do {
             let stored = try await reader.credential(id: id)
@@ -78,8 +90,15 @@ final class CredentialCache: Sendable {
             logger.warning("credential unusable", metadata: ["credential": id, "error": failure.description])
             lookup = .missing
         } catch {
-            logger.warning("cannot read credential", metadata: ["credential": id, "error": "\(type(of: error))"])
             lookup = .unavailable
+            if let earlier, !earlier.isUnavailable {
+                logger.warning(
+                    "cannot read credential; using what was read before",
+                    metadata: ["credential": id, "error": "\(type(of: error))"])
+                entries.withLock { $0[id] = .ready(earlier, expires: .now + failureLifetime) }
+                return earlier
+            }
+            logger.warning("cannot read credential", metadata: ["credential": id, "error": "\(type(of: error))"])
         }
         let expires: ContinuousClock.Instant
         switch lookup {
