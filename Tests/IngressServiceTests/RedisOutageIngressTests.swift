@@ -1,10 +1,10 @@
 import Foundation
-import Shared
 import Synchronization
 import TestSupport
 import Testing
 
 @testable import IngressService
+@testable import Shared
 
 /// The ingress's Redis connections cut while pushes are in flight (through a relay,
 /// so the shared server and the other suites are untouched): a push whose script
@@ -46,6 +46,42 @@ import Testing
             let queued = Set(try await app.queueEntries().map { Substring($0.messageID) })
             #expect(!accepted.isEmpty)
             #expect(accepted.isSubset(of: queued), "\(accepted.subtracting(queued).count) answered 201 but not queued")
+        }
+    }
+}
+
+extension RedisOutageIngressTests {
+    /// A delete whose cache invalidation cannot be written deletes nothing: the
+    /// subscription is not left cached (taking pushes) behind a deleted row, and the
+    /// client's next try succeeds. Only the invalidation is cut off (through the relay).
+    @Test func aDeleteThatCannotClearTheCacheDeletesNothing() async throws {
+        let (relay, redisURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
+        defer { relay.close() }
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, secret) = try await app.subscribe(topic: fixture.topic)
+            #expect(try await app.push(id).status == 201)  // now cached
+            let cutOff = try RedisClient(url: redisURL)
+            defer { cutOff.close() }
+            let device = try #require(app.app.server.handler as? IngressHandler).device
+            let routes = DeviceRoutes(
+                subscriptions: device.subscriptions, directory: device.directory, limiter: device.limiter,
+                invalidation: CacheInvalidation(redis: cutOff, keys: app.keys), redis: device.redis,
+                keys: device.keys, publicPushBase: device.publicPushBase,
+                stashLifetimeMilliseconds: device.stashLifetimeMilliseconds)
+            relay.cut()
+            let path = "/api/push/v1/subscriptions/\(id)"
+            let request = HTTPRequest(
+                head: HTTPRequestHead(
+                    method: "DELETE", path: path, query: [],
+                    headers: HTTPHeaders([("Authorization", "Bearer \(secret)")]), peerAddress: [127, 0, 0, 1]),
+                body: [])
+            await #expect(throws: (any Error).self) { try await routes.delete(request, id: id, client: "127.0.0.1") }
+
+            #expect(try await app.postgres.query("SELECT 1 FROM subscriptions WHERE id = \(id)").count == 1)
+            let again = try await app.request("DELETE", path, headers: [("Authorization", "Bearer \(secret)")])
+            #expect(again.status == 204)
+            #expect(try await app.push(id).status == 404)
         }
     }
 }

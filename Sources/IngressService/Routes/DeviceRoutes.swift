@@ -87,7 +87,12 @@ struct DeviceRoutes: Sendable {
     func delete(_ request: HTTPRequest, id: String, client: String) async throws -> HTTPResponse {
         try await limiter.admit(.device, client: client)
         _ = try await authenticate(request, id: id)
+        // The cache first: if Redis cannot be written, nothing is deleted and the
+        // client can try again. (Row first, a failure here left the cached
+        // subscription taking pushes for the cache's lifetime, and the retry said 404.)
+        try await invalidation.subscriptionsDeleted([id])
         guard try await subscriptions.delete(id) else { throw PushAPIError.notFound }
+        // Again, for a cache fill that read the row in between.
         try await invalidation.subscriptionsDeleted([id])
         return HTTPResponse(status: 204)
     }
