@@ -165,21 +165,12 @@ package final class TCPRelay: Sendable {
     }
 
     private static func listen() throws -> (Int32, Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw RawHTTPClient.Failure(description: "socket: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = in_addr_t(UInt32(INADDR_LOOPBACK).bigEndian)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && Foundation.listen(fd, 64) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard bound else {
+        let (fd, port) = try UnusedPort.boundSocket()
+        guard Foundation.listen(fd, 64) == 0 else {
+            let failure = RawHTTPClient.Failure(description: "relay cannot listen: errno \(errno)")
             _ = Foundation.close(fd)
-            throw RawHTTPClient.Failure(description: "relay cannot listen: errno \(errno)")
+            throw failure
         }
-        return (fd, Int(UInt16(bigEndian: address.sin_port)))
+        return (fd, port)
     }
 }
