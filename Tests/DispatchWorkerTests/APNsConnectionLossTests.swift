@@ -31,11 +31,7 @@ import Testing
             try await eventually("every accepted push delivered", timeout: .seconds(30)) {
                 Set(LifecycleTests.delivered(stack)).isSuperset(of: accepted)
             }
-            try await eventually("nothing left queued or pending", timeout: .seconds(15)) {
-                let queued = try await stack.queuedMessages()
-                let pending = try await stack.pendingCount()
-                return queued == 0 && pending == 0
-            }
+            try await eventually("the queue drained", timeout: .seconds(15)) { try await stack.isDrained() }
             #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
             #expect(try await stack.quota() == 300)  // nothing failed, nothing released
         }

@@ -71,11 +71,7 @@ import Testing
             try await eventually("every accepted message delivered", timeout: .seconds(60)) {
                 Set(Self.delivered(stack)).isSuperset(of: accepted)
             }
-            try await eventually("the queue drained", timeout: .seconds(20)) {
-                let length = try await stack.streamLength()
-                let pending = try await stack.pendingCount()
-                return length == 0 && pending == 0
-            }
+            try await eventually("the queue drained", timeout: .seconds(20)) { try await stack.isDrained() }
             #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
             #expect(try await stack.quota() == 5000)
 

@@ -45,11 +45,7 @@ import Testing
                     pending entries \(try await stack.pendingCount()), permits in flight \(worker.limiter.inFlight)
                     """)
             }
-            try await eventually("nothing left queued or pending", timeout: .seconds(15)) {
-                let queued = try await stack.queuedMessages()
-                let pending = try await stack.pendingCount()
-                return queued == 0 && pending == 0
-            }
+            try await eventually("the queue drained", timeout: .seconds(15)) { try await stack.isDrained() }
             #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
             #expect(try await stack.quota() == 600)
         }

@@ -205,6 +205,13 @@ final class DeliveryStack: @unchecked Sendable {
         }
     }
 
+    /// Nothing on the queue stream and nothing read but not acknowledged.
+    func isDrained() async throws -> Bool {
+        let length = try await streamLength()
+        let pending = try await pendingCount()
+        return length == 0 && pending == 0
+    }
+
     /// Entries read by some worker and not acknowledged.
     func pendingCount() async throws -> Int {
         do {
