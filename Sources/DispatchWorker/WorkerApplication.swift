@@ -76,7 +76,8 @@ final class WorkerApplication: Sendable {
         if !drained {
             drained = await limiter.drain(until: .now + .seconds(2))
             logger.warning(
-                "stopping with messages unfinished; they stay pending, claimable", metadata: ["in_flight": "\(limiter.inFlight)"]
+                "stopping with messages unfinished; they stay pending, claimable",
+                metadata: ["in_flight": "\(limiter.inFlight)"]
             )
         }
         await acknowledger.stop()

@@ -314,7 +314,8 @@ final class ScriptedRedis: @unchecked Sendable {
     func hotPathEncoderItemAloneIsExactlyTheBytesOfTheScriptCommand(collapseID: String?) {
         let keys = RedisKeys(stream: "pushgate:queue:{7}", namespace: "ns")
         let request = HotPathScript.Request(
-            subscriptionID: "AbCdEfGhIjKlMnOpQrStUv", scope: collapseID == nil ? .checkBeforeSize : .push, rateLimit: 120,
+            subscriptionID: "AbCdEfGhIjKlMnOpQrStUv", scope: collapseID == nil ? .checkBeforeSize : .push,
+            rateLimit: 120,
             rateWindowMilliseconds: 60_000, stashLimit: 5, stashLifetimeMilliseconds: 1_800_000, quotaMonth: "202611",
             messageID: "ZyXwVuTsRqPoNmLkJiHgFe", ciphertext: (0..<300).map { UInt8(truncatingIfNeeded: $0 * 7) },
             priority: 5, expiration: 1_764_000_000, collapseID: collapseID, acceptedAt: 1_763_990_000_123)

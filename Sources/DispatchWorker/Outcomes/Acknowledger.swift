@@ -102,11 +102,11 @@ final class Acknowledger: Sendable {
     }
 
     private func write(stream entries: [Acknowledgement]) async {
+        let plain = entries.filter(\.isPlain)
+        let others = entries.filter { !$0.isPlain }
         var failures = 0
         while true {
             do {
-                let plain = entries.filter(\.isPlain)
-                let others = entries.filter { !$0.isPlain }
                 try await send(plain: plain, others: others)
                 var sent = 0
                 for entry in entries {
@@ -114,7 +114,9 @@ final class Acknowledger: Sendable {
                     sent += entry.items.count { $0.tally == .sent }
                 }
                 for entry in others {
-                    for case let retry? in entry.items.map(\.retry) { metrics.retries.increment(by: 1, retry.cause) }
+                    for item in entry.items {
+                        if let retry = item.retry { metrics.retries.increment(by: 1, retry.cause) }
+                    }
                 }
                 metrics.sentSinceFlush.add(sent)
                 break
