@@ -68,7 +68,8 @@ package final class TCPRelay: Sendable {
         state.withLock { $0.cut = false }
     }
 
-    /// Stops listening and closes every connection.
+    /// Stops listening and closes every connection. Call it: the accept thread holds
+    /// the relay until then.
     package func close() {
         let alreadyClosed = state.withLock { state in
             defer { state.closed = true }
@@ -79,8 +80,6 @@ package final class TCPRelay: Sendable {
         // Wakes the accept loop, which closes the socket.
         _ = shutdown(listener, Int32(SHUT_RDWR))
     }
-
-    deinit { close() }
 
     private func acceptLoop() {
         while true {
