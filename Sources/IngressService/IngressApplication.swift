@@ -114,7 +114,9 @@ func buildApplication(
     limiter.appAPI = configuration.appAPIRateLimit
     let cache = HotPathCache(
         redis: redis, keys: keys, subscriptions: subscriptions, directory: directory,
-        lifetimeMilliseconds: Int64(configuration.cacheLifetimeSeconds) * 1000)
+        lifetimeMilliseconds: Int64(configuration.cacheLifetimeSeconds) * 1000,
+        staleLifetimeMilliseconds: Int64(configuration.cacheStaleLifetimeSeconds) * 1000,
+        staleLog: ThrottledLog(logger: logger, interval: .seconds(60)))
     let appRepository = AppAPIRepository(postgres: postgres)
     let appAPI = AppAPIRoutes(
         authenticator: AppAPIAuthenticator(keys: AppAPIKeyStore(postgres: postgres)), repository: appRepository,

@@ -44,4 +44,45 @@ import Testing
             #expect(try await app.queueLength() == 3)
         }
     }
+
+    /// Cache entries outlive their freshness: while Postgres cannot be read, a push
+    /// whose entries went stale is still accepted from them (not 503 once the cache
+    /// lifetime has run out), and once Postgres is back they are read again.
+    @Test func staleCacheEntriesAnswerWhilePostgresCannotBeRead() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await IngressTestApp.with(["DATABASE_URL": databaseURL, "CACHE_TTL_SECONDS": "1"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            // Fills the subscription, app and account entries one after another; on a
+            // busy machine the first may go stale before the last is in, and the push
+            // is refused (a fill per run, `HotPathCache.maximumScriptRuns`): then again.
+            let accepted = try await Poll.until(timeout: .seconds(10), interval: .milliseconds(10)) {
+                try await app.push(id).status == 201
+            }
+            #expect(accepted)
+            let queuedBefore = try await app.queueLength()
+            let entry = app.keys.subscription(id)
+            func freshUntil() async throws -> Int64 {
+                try await app.redis.send("HGET", entry, SubscriptionCacheField.fresh).string.flatMap { Int64($0) } ?? 0
+            }
+            let filled = try await freshUntil()
+            #expect(filled > 0)
+
+            relay.cut()
+            try await Task.sleep(for: .milliseconds(1200))  // every entry past its freshness
+            var statuses: [Int] = []
+            for _ in 0..<3 { statuses.append(try await app.push(id).status) }
+            #expect(statuses == [201, 201, 201])
+            #expect(try await freshUntil() == filled, "kept as it was")
+            #expect(try await app.queueLength() == queuedBefore + 3)
+
+            relay.restore()
+            let refreshed = try await Poll.until(timeout: .seconds(10), interval: .milliseconds(100)) {
+                guard try await app.push(id).status == 201 else { return false }
+                return try await freshUntil() > filled
+            }
+            #expect(refreshed, "read again from Postgres once it is back")
+        }
+    }
 }

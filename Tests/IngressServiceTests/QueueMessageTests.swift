@@ -114,7 +114,7 @@ import Testing
             }
             _ = try await app.redis.send("HSET", app.keys.subscription("unknownSubscriptionId0"), "missing", "1")
             let arguments: [any RedisValueConvertible] =
-                [app.keys.prefix, 120, 60_000, 5, 1_800_000, RedisKeys.quotaMonth(), 86_400]
+                [app.keys.prefix, 120, 60_000, 5, 1_800_000, RedisKeys.quotaMonth(), 86_400, "0"]
                 + requests.flatMap { [$0.mode, $0.subscriptionID, $0.messagePart] as [any RedisValueConvertible] }
             let reply = try await app.redis.run(HotPathScript.script, keys: [app.keys.stream], arguments: arguments)
             let decisions = try (reply.array ?? []).map(HotPathScript.decision(from:))

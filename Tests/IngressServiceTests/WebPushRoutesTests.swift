@@ -288,6 +288,39 @@ import Testing
         }
     }
 
+    /// Past its freshness (`CACHE_TTL_SECONDS`) a cache entry is read again from
+    /// Postgres, although its key lives on (for use while Postgres cannot be read): a
+    /// change the cache was not told of (a failed invalidation) counts within it, for
+    /// subscription, app and account entries alike.
+    @Test func cacheEntriesPastTheirFreshnessAreReadAgain() async throws {
+        try await IngressTestApp.with(["CACHE_TTL_SECONDS": "1", "CACHE_STALE_TTL_SECONDS": "600"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let otherAccount = try await Fixture.create(app.postgres, plan: "enterprise")
+            let (deleted, _) = try await app.subscribe(topic: fixture.topic)
+            let (disabled, _) = try await app.subscribe(topic: fixture.topic)
+            let (downgraded, _) = try await app.subscribe(topic: otherAccount.topic)
+            for id in [deleted, disabled, downgraded] {
+                // A push fills its entries one after another; on a busy machine the first may
+                // go stale before the last is in (then the push is refused): again.
+                let accepted = try await Poll.until(timeout: .seconds(10), interval: .milliseconds(10)) {
+                    try await app.push(id).status == 201
+                }
+                #expect(accepted)
+            }
+            let lifetime = try await app.redis.send("PTTL", app.keys.subscription(deleted)).int ?? 0
+            #expect(lifetime > 300_000, "the entry lives on past its freshness (1 s)")
+
+            // Changed behind the cache's back.
+            try await app.postgres.execute("DELETE FROM subscriptions WHERE id = \(deleted)")
+            try await app.postgres.execute("UPDATE apps SET push_enabled = false WHERE id = \(fixture.appID)")
+            try await app.postgres.execute("UPDATE accounts SET plan = 'lite' WHERE id = \(otherAccount.accountID)")
+            try await Task.sleep(for: .milliseconds(1200))
+            #expect(try await app.push(deleted).status == 404)
+            #expect(try await app.push(disabled).status == 403)
+            #expect(try await app.push(downgraded).status == 403)
+        }
+    }
+
     /// A fill reads the row, the row changes and the cache is invalidated, then the
     /// fill writes: the old values must not come back (for the cache lifetime).
     @Test func aCacheFillThatReadTheRowBeforeItChangedDoesNotWriteItBack() async throws {

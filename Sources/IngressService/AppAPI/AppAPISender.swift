@@ -86,6 +86,7 @@ struct AppAPISender: Sendable {
 
     /// Runs the script (filling the cache on a miss); the status before the workers answer.
     private func enqueue(_ request: HotPathScript.Request) async throws -> (status: String, reason: String) {
+        var request = request
         for _ in 0..<HotPathCache.maximumScriptRuns {
             let reply = try HotPathScript.itemReply(await redis.send(HotPathScript.command(request, keys: keys)))
             switch try HotPathScript.decision(from: reply) {
@@ -97,8 +98,10 @@ struct AppAPISender: Sendable {
             case .disabled: return ("failed", "push_disabled")
             case .undeliverable:
                 return ("failed", HotPathScript.undeliverableReason(from: reply) ?? "provider_error")
-            case .cacheMiss(let kind, let id):
-                try await cache.fill(kind: kind, id: id, subscriptionID: request.subscriptionID)
+            case .cacheMiss(let kind, let id, let stale):
+                let refresh = try await cache.refresh(
+                    kind: kind, id: id, stale: stale, subscriptionID: request.subscriptionID)
+                if refresh == .keepStale { request.allowsStaleCache = true }
             case .rateLimited, .checked:
                 return ("failed", "provider_error")
             }

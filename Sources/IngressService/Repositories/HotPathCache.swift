@@ -1,17 +1,52 @@
 import Shared
+import Synchronization
 
 /// Fills the Redis copies the hot-path script reads (`RedisKeys.subscription`,
 /// `.app`, `.account`) from Postgres after a cache miss. Each entry is written
-/// atomically and expires after the cache lifetime; an unknown subscription gets a
-/// short negative entry so unknown ids do not reach Postgres on every push.
+/// atomically; an unknown subscription gets a short negative entry so unknown ids
+/// do not reach Postgres on every push.
+///
+/// An entry is fresh for the cache lifetime (`CACHE_TTL_SECONDS`), then read again
+/// from Postgres; it lives on for the stale lifetime (`CACHE_STALE_TTL_SECONDS`)
+/// after that, so that while Postgres cannot be read the pushes to known devices are
+/// still accepted, from the entry as last read, instead of all failing once their
+/// entries' lifetime runs out.
 struct HotPathCache: Sendable {
     let redis: RedisClient
     let keys: RedisKeys
     let subscriptions: SubscriptionRepository
     let directory: AppDirectory
     let lifetimeMilliseconds: Int64
+    let staleLifetimeMilliseconds: Int64
+    /// Says, now and then, that stale entries are in use.
+    let staleLog: ThrottledLog?
+    let refreshFailures = RefreshFailures(quietPeriod: .seconds(2))
+
+    init(
+        redis: RedisClient, keys: RedisKeys, subscriptions: SubscriptionRepository, directory: AppDirectory,
+        lifetimeMilliseconds: Int64, staleLifetimeMilliseconds: Int64 = 0, staleLog: ThrottledLog? = nil
+    ) {
+        self.redis = redis
+        self.keys = keys
+        self.subscriptions = subscriptions
+        self.directory = directory
+        self.lifetimeMilliseconds = lifetimeMilliseconds
+        self.staleLifetimeMilliseconds = staleLifetimeMilliseconds
+        self.staleLog = staleLog
+    }
 
     var negativeLifetimeMilliseconds: Int64 { min(lifetimeMilliseconds, 60_000) }
+    /// How long a filled entry's key lives: fresh, then stale.
+    var entryLifetimeMilliseconds: Int64 { lifetimeMilliseconds + staleLifetimeMilliseconds }
+
+    /// What `refresh` did with an entry the script reported.
+    enum Refresh: Equatable {
+        /// Filled (or found changed meanwhile): run the script again.
+        case filled
+        /// The entry is stale and Postgres could not be read: run the script again
+        /// allowing stale entries (`HotPathScript.Request.allowsStaleCache`).
+        case keepStale
+    }
 
     /// The most hot-path script runs one push may take: its subscription, app and
     /// account entries may all be missing (a fill each), one fill may be refused by a
@@ -28,17 +63,42 @@ struct HotPathCache: Sendable {
     ///   a fill racing the worker's `subscriptionGone` (which sets the tombstone, then
     ///   drops the entry) must not leave one behind it.
     ///
+    /// The entry's `fresh` (`SubscriptionCacheField.fresh`) is set here from the Redis
+    /// server's clock, the one the hot-path script compares it with.
+    ///
     /// KEYS: 1 the entry, 2 its generation, 3 (subscriptions) its tombstone.
-    /// ARGV: 1 the generation the fill read ('' for none), 2 lifetime ms, 3… fields.
+    /// ARGV: 1 the generation the fill read ('' for none), 2 the key's lifetime ms,
+    /// 3 how long it is fresh, ms ('' for an entry without freshness), 4… fields.
     static let fillEntry = RedisScript(
         source: """
             if (redis.call('GET', KEYS[2]) or '') ~= ARGV[1] then return 0 end
             if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
             redis.call('DEL', KEYS[1])
-            redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+            redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+            if ARGV[3] ~= '' then
+              local t = redis.call('TIME')
+              local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+              redis.call('HSET', KEYS[1], 'fresh', tostring(now + tonumber(ARGV[3])))
+            end
             redis.call('PEXPIRE', KEYS[1], ARGV[2])
             return 1
             """)
+
+    /// Reads again from Postgres the entry the hot-path script reported missing or
+    /// stale (`fill`). A stale entry that cannot be read again stays in use
+    /// (`.keepStale`), and so do the others for a moment, without asking Postgres; a
+    /// missing one has nothing to fall back on, so the error is thrown.
+    func refresh(kind: String, id: String, stale: Bool, subscriptionID: String) async throws -> Refresh {
+        if stale && refreshFailures.isRecent { return .keepStale }
+        do {
+            try await fill(kind: kind, id: id, subscriptionID: subscriptionID)
+            return .filled
+        } catch where stale {
+            refreshFailures.record()
+            staleLog?.warning("cache entries past their lifetime stay in use: they cannot be read again", error: error)
+            return .keepStale
+        }
+    }
 
     /// Fills the entry the script reported missing. An app or account that no longer
     /// exists means the subscription went with it: its entry is dropped, so the
@@ -57,7 +117,7 @@ struct HotPathCache: Sendable {
                         AppCacheField.account, app.accountID, AppCacheField.enabled, app.pushEnabled ? "1" : "0",
                         AppCacheField.credential, app.credentialID ?? "", AppCacheField.credentialStatus,
                         app.credentialStatus ?? "",
-                    ], lifetime: lifetimeMilliseconds, generation: generation)
+                    ], lifetime: entryLifetimeMilliseconds, freshness: lifetimeMilliseconds, generation: generation)
             } else {
                 _ = try await redis.send("DEL", keys.subscription(subscriptionID))
             }
@@ -66,8 +126,8 @@ struct HotPathCache: Sendable {
             if let plan = try await directory.plan(ofAccount: id) {
                 let limit = plan.monthlyPushLimit.map(String.init) ?? "-1"
                 try await store(
-                    keys.account(id), [AccountCacheField.monthlyLimit, limit], lifetime: lifetimeMilliseconds,
-                    generation: generation)
+                    keys.account(id), [AccountCacheField.monthlyLimit, limit], lifetime: entryLifetimeMilliseconds,
+                    freshness: lifetimeMilliseconds, generation: generation)
             } else {
                 _ = try await redis.send("DEL", keys.subscription(subscriptionID))
             }
@@ -91,7 +151,7 @@ struct HotPathCache: Sendable {
         guard let entry else {
             return try await store(
                 keys.subscription(id), [SubscriptionCacheField.missing, "1"], lifetime: negativeLifetimeMilliseconds,
-                generation: generation)
+                freshness: nil, generation: generation)
         }
         let part = QueueMessage.subscriptionPart(
             appID: entry.appID, topic: entry.topic, deviceToken: entry.deviceToken, sandbox: entry.sandbox,
@@ -106,20 +166,43 @@ struct HotPathCache: Sendable {
             SubscriptionCacheField.formatOneBody, entry.alertBody,
         ]
         return try await store(
-            keys.subscription(id), fields, lifetime: lifetimeMilliseconds, generation: generation,
-            tombstone: keys.tombstone(id))
+            keys.subscription(id), fields, lifetime: entryLifetimeMilliseconds, freshness: lifetimeMilliseconds,
+            generation: generation, tombstone: keys.tombstone(id))
     }
 
     @discardableResult
     private func store(
-        _ key: String, _ fields: [any RedisValueConvertible], lifetime: Int64, generation: String,
-        tombstone: String? = nil
+        _ key: String, _ fields: [any RedisValueConvertible], lifetime: Int64, freshness: Int64?,
+        generation: String, tombstone: String? = nil
     ) async throws -> Bool {
         var keyArguments: [any RedisValueConvertible] = [key, keys.cacheGeneration(of: key)]
         if let tombstone { keyArguments.append(tombstone) }
         let reply = try await redis.run(
-            Self.fillEntry, keys: keyArguments, arguments: [generation, lifetime] + fields
+            Self.fillEntry, keys: keyArguments,
+            arguments: [generation, lifetime, freshness.map(String.init) ?? ""] + fields
         ).throwingError()
         return reply.int == 1
+    }
+}
+
+/// When a refresh of a stale entry last failed. For a short while after it, stale
+/// entries are kept without asking Postgres again: an unreachable Postgres costs a
+/// connect timeout per attempt, which would otherwise hold up every push whose entry
+/// went stale.
+final class RefreshFailures: Sendable {
+    private let last = Mutex<ContinuousClock.Instant?>(nil)
+    let quietPeriod: Duration
+
+    init(quietPeriod: Duration) {
+        self.quietPeriod = quietPeriod
+    }
+
+    func record() {
+        last.withLock { $0 = .now }
+    }
+
+    var isRecent: Bool {
+        guard let last = last.withLock({ $0 }) else { return false }
+        return ContinuousClock.now - last < quietPeriod
     }
 }

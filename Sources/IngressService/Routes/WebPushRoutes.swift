@@ -67,6 +67,8 @@ final class WebPushRoutes: Sendable {
         let id: String
         let messageID: String
         let headers: WebPushHeaders
+        let request: HotPathScript.Request
+        /// `request`'s item of the script's batched command.
         let item: RedisMultiplexer.BatchItem
     }
 
@@ -104,7 +106,7 @@ final class WebPushRoutes: Sendable {
                 if case .cacheMiss = decision {
                     Task {
                         do {
-                            respond(try answer(try await decide(admission.item, id: id, after: decision), admission))
+                            respond(try answer(try await decide(admission.request, after: decision), admission))
                         } catch {
                             respond(reject(error))
                         }
@@ -132,9 +134,11 @@ final class WebPushRoutes: Sendable {
         try AES128GCMMessage.validate(message)
         guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
         let messageID = messageIDs.next()
-        let item = scriptItem(
+        let request = scriptRequest(
             id: id, scope: .push, messageID: messageID, ciphertext: message, headers: headers, now: Date())
-        return .admit(Admission(id: id, messageID: messageID, headers: headers, item: item))
+        return .admit(
+            Admission(
+                id: id, messageID: messageID, headers: headers, request: request, item: scriptEncoder.item(request)))
     }
 
     /// 201 for a queued or stashed push.
@@ -167,11 +171,10 @@ final class WebPushRoutes: Sendable {
     private func rejectMalformed(_ error: any Error, id: String) async -> HTTPResponse {
         guard (error as? PushAPIError)?.code == .invalidParameters else { return reject(error) }
         guard SubscriptionID.isWellFormed(id) else { return reject(PushAPIError.notFound) }
-        let item = scriptItem(
-            id: id, scope: .existence, messageID: messageIDs.next(), ciphertext: [],
-            headers: nil, now: Date())
+        let request = scriptRequest(
+            id: id, scope: .existence, messageID: messageIDs.next(), ciphertext: [], headers: nil, now: Date())
         do {
-            _ = try await decide(item, id: id)
+            _ = try await decide(request)
         } catch let refusal as PushAPIError where refusal.code == .subscriptionNotFound {
             return reject(refusal)
         } catch {
@@ -184,22 +187,22 @@ final class WebPushRoutes: Sendable {
         do {
             guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
             let messageID = messageIDs.next()
-            let item = scriptItem(
+            let request = scriptRequest(
                 id: id, scope: .checkBeforeSize, messageID: messageID, ciphertext: [], headers: headers, now: Date())
-            _ = try await decide(item, id: id)
+            _ = try await decide(request)
             throw PushAPIError.tooLarge
         } catch {
             return reject(error)
         }
     }
 
-    /// The hot-path script's item for one push (or, with a narrower `scope`, for
-    /// the checks of a request that cannot be accepted; `headers` are nil when they
-    /// were malformed, and then unused).
-    private func scriptItem(
+    /// What the hot-path script decides for one push (or, with a narrower `scope`,
+    /// for the checks of a request that cannot be accepted; `headers` are nil when
+    /// they were malformed, and then unused).
+    private func scriptRequest(
         id: String, scope: HotPathScript.Scope, messageID: String, ciphertext: [UInt8], headers: WebPushHeaders?,
         now: Date
-    ) -> RedisMultiplexer.BatchItem {
+    ) -> HotPathScript.Request {
         let acceptedAt = Int64(now.timeIntervalSince1970 * 1000)
         let request = HotPathScript.Request(
             subscriptionID: id, scope: scope, rateLimit: pushRateLimit.limit,
@@ -208,23 +211,27 @@ final class WebPushRoutes: Sendable {
             messageID: messageID, ciphertext: ciphertext, priority: headers?.priority ?? 10,
             expiration: headers.map { $0.ttl == 0 ? 0 : acceptedAt / 1000 + Int64($0.ttl) } ?? 0,
             collapseID: headers?.topic, acceptedAt: acceptedAt)
-        return scriptEncoder.item(request)
+        return request
     }
 
     /// Runs the hot-path script, filling the cache from Postgres on a miss (within
-    /// `HotPathCache.maximumScriptRuns`), and turns refusals into `PushAPIError`s.
-    /// `earlier` is the decision of a run already made (by the callback path), which
-    /// counts as the first.
+    /// `HotPathCache.maximumScriptRuns`; stale entries are kept in use when Postgres
+    /// cannot be read), and turns refusals into `PushAPIError`s. `earlier` is the
+    /// decision of a run already made (by the callback path), which counts as the first.
     private func decide(
-        _ item: RedisMultiplexer.BatchItem, id: String, after earlier: HotPathScript.Decision? = nil
+        _ request: HotPathScript.Request, after earlier: HotPathScript.Decision? = nil
     ) async throws -> HotPathScript.Decision {
+        var request = request
         var decision = earlier
         for attempt in 0..<HotPathCache.maximumScriptRuns {
             if attempt > 0 || decision == nil {
-                decision = try Self.refusal(HotPathScript.decision(from: try await hotPath.send(item)))
+                let reply = try await hotPath.send(scriptEncoder.item(request))
+                decision = try Self.refusal(HotPathScript.decision(from: reply))
             }
-            guard case .cacheMiss(let kind, let entryID) = decision else { return decision! }
-            try await cache.fill(kind: kind, id: entryID, subscriptionID: id)
+            guard case .cacheMiss(let kind, let entryID, let stale) = decision else { return decision! }
+            let refresh = try await cache.refresh(
+                kind: kind, id: entryID, stale: stale, subscriptionID: request.subscriptionID)
+            if refresh == .keepStale { request.allowsStaleCache = true }
         }
         // The cache keeps missing (evicted as fast as it is filled): a storage problem.
         throw PushAPIError.storageUnavailable

@@ -79,7 +79,9 @@ public struct CommonConfiguration: Sendable {
 /// - `PUSH_TTL_MAX_SECONDS`: the largest Web Push `TTL` kept (larger ones are capped
 ///   and the kept value echoed), default 2419200 (28 days).
 /// - `CACHE_TTL_SECONDS`: lifetime of the Redis copies of subscriptions, apps and
-///   accounts, default 300.
+///   accounts, default 300: older ones are read again from Postgres.
+/// - `CACHE_STALE_TTL_SECONDS`: how long past that a copy is kept, to be used only
+///   while Postgres cannot be read, default 3600 (0: not kept).
 /// - `SUBSCRIPTION_MAX_AGE_SECONDS`: subscriptions not refreshed for this long are
 ///   hard-deleted, default 5184000 (60 days).
 /// - `SWEEP_INTERVAL_SECONDS`: how often one replica runs that sweep, default 3600.
@@ -106,6 +108,7 @@ public struct IngressConfiguration: Sendable {
     public var stashLifetimeSeconds: Int
     public var maximumPushTTLSeconds: Int
     public var cacheLifetimeSeconds: Int
+    public var cacheStaleLifetimeSeconds: Int
     public var subscriptionMaximumAgeSeconds: Int
     public var sweepIntervalSeconds: Int
     public var redisConnections: Int
@@ -131,6 +134,8 @@ public struct IngressConfiguration: Sendable {
         maximumPushTTLSeconds = try environment.integer(
             "PUSH_TTL_MAX_SECONDS", default: 2_419_200, range: 0...31_536_000)
         cacheLifetimeSeconds = try environment.integer("CACHE_TTL_SECONDS", default: 300, range: 1...86_400)
+        cacheStaleLifetimeSeconds = try environment.integer(
+            "CACHE_STALE_TTL_SECONDS", default: 3600, range: 0...7 * 86_400)
         subscriptionMaximumAgeSeconds = try environment.integer(
             "SUBSCRIPTION_MAX_AGE_SECONDS", default: 60 * 86_400, range: 1...3650 * 86_400)
         sweepIntervalSeconds = try environment.integer("SWEEP_INTERVAL_SECONDS", default: 3600, range: 1...86_400)

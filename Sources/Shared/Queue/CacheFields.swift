@@ -21,6 +21,11 @@ public enum SubscriptionCacheField {
         (active ? "active:" : "pending:") + (sandbox ? "1:" : "0:") + appID
     }
 
+    /// Until when (Redis server time, UNIX ms) the entry is fresh: written by the
+    /// fill (`HotPathCache`), which lets the entry live on past it for a while. Past it
+    /// the hot-path script reads it again from Postgres, and uses it stale only when
+    /// Postgres cannot be read. The same field in app and account entries.
+    public static let fresh = "fresh"
     /// `1` in a negative entry: no such subscription in Postgres (short-lived).
     public static let missing = "missing"
     /// Written by the hot-path script, not the fill: until when (UNIX ms) the
@@ -44,9 +49,13 @@ public enum AppCacheField {
     public static let credential = "cred"
     /// The credential's status (`active`, `rejected`), empty when none is chosen.
     public static let credentialStatus = "cstatus"
+    /// See `SubscriptionCacheField.fresh`.
+    public static let fresh = SubscriptionCacheField.fresh
 }
 
 public enum AccountCacheField {
     /// The monthly push limit: `-1` unlimited, `0` push not available (Lite).
     public static let monthlyLimit = "limit"
+    /// See `SubscriptionCacheField.fresh`.
+    public static let fresh = SubscriptionCacheField.fresh
 }

@@ -4,8 +4,10 @@ import Synchronization
 /// SHA: tombstone, subscription, app and account from the cache, push enabled,
 /// the per-subscription sliding window, the monthly quota, the credential and the
 /// workers' circuit flag, then stash (pending) or enqueue (active) and reserve one
-/// unit of quota. One round trip on the happy path; on a cache miss it answers
-/// `.cacheMiss` and the caller fills the cache from Postgres and runs it again.
+/// unit of quota. One round trip on the happy path; on a cache miss (an entry
+/// missing, or past its freshness) it answers `.cacheMiss` and the caller fills the
+/// cache from Postgres and runs it again (`HotPathCache.refresh`), allowing stale
+/// entries when Postgres cannot be read.
 /// One run decides a batch of pushes (`Encoder`, `RedisMultiplexer.BatchHead`), each
 /// as if alone; `command(_:keys:)` is a batch of one.
 ///
@@ -37,8 +39,9 @@ public enum HotPathScript {
         case undeliverable
         /// `app` mode: the subscription is not activated.
         case inactive
-        /// A cache entry is missing: `subscription` (id), `app` (id) or `account` (id).
-        case cacheMiss(kind: String, id: String)
+        /// A cache entry is missing, or `stale` (past its freshness, and the run did
+        /// not allow stale entries): `subscription` (id), `app` (id) or `account` (id).
+        case cacheMiss(kind: String, id: String, stale: Bool)
     }
 
     /// How far a Web Push request's run goes.
@@ -71,6 +74,9 @@ public enum HotPathScript {
         public var acceptedAt: Int64
         /// App API sends: `app` mode, and the worker answers on this reply list.
         public var replyKey: String?
+        /// Cache entries past their freshness still answer (Postgres cannot be read to
+        /// refresh them); set by the caller after a failed refresh.
+        public var allowsStaleCache = false
 
         public init(
             subscriptionID: String, scope: Scope, rateLimit: Int, rateWindowMilliseconds: Int64, stashLimit: Int,
@@ -133,8 +139,8 @@ public enum HotPathScript {
             script, keys: [keys.stream],
             arguments: [
                 keys.prefix, request.rateLimit, request.rateWindowMilliseconds, request.stashLimit,
-                request.stashLifetimeMilliseconds, request.quotaMonth, quotaKeyLifetimeSeconds, request.mode,
-                request.subscriptionID, request.messagePart,
+                request.stashLifetimeMilliseconds, request.quotaMonth, quotaKeyLifetimeSeconds,
+                request.allowsStaleCache ? "1" : "0", request.mode, request.subscriptionID, request.messagePart,
             ])
     }
 
@@ -164,6 +170,7 @@ public enum HotPathScript {
             let stashLimit: Int
             let stashLifetimeMilliseconds: Int64
             let quotaMonth: String
+            let allowsStaleCache: Bool
         }
 
         public init(keys: RedisKeys) {
@@ -185,9 +192,9 @@ public enum HotPathScript {
             let shared = SharedArguments(
                 rateLimit: request.rateLimit, rateWindowMilliseconds: request.rateWindowMilliseconds,
                 stashLimit: request.stashLimit, stashLifetimeMilliseconds: request.stashLifetimeMilliseconds,
-                quotaMonth: request.quotaMonth)
+                quotaMonth: request.quotaMonth, allowsStaleCache: request.allowsStaleCache)
             if let last = lastHead.withLock({ $0 }), last.shared == shared { return last.head }
-            let head = RedisMultiplexer.BatchHead(argumentCount: 11, script: script, maximumItems: maximumBatch) {
+            let head = RedisMultiplexer.BatchHead(argumentCount: 12, script: script, maximumItems: maximumBatch) {
                 $0.append("EVALSHA")
                 $0.append(sha1)
                 $0.append("1")
@@ -199,6 +206,7 @@ public enum HotPathScript {
                 $0.append(shared.stashLifetimeMilliseconds)
                 $0.append(shared.quotaMonth)
                 $0.append(Int64(quotaKeyLifetimeSeconds))
+                $0.append(shared.allowsStaleCache ? "1" : "0")
             }
             lastHead.withLock { $0 = (shared, head) }
             return head
@@ -232,7 +240,7 @@ public enum HotPathScript {
         case 9: return .inactive
         case 10:
             guard let kind = text(1), let id = text(2) else { break }
-            return .cacheMiss(kind: kind, id: id)
+            return .cacheMiss(kind: kind, id: id, stale: text(3) == "stale")
         default: break
         }
         throw RedisError(code: .unexpectedReply, message: "hot-path script answered an unknown code")
@@ -240,11 +248,13 @@ public enum HotPathScript {
 
     // KEYS: 1 the queue stream
     // ARGV: 1 key prefix, 2 rate limit, 3 window ms, 4 stash limit, 5 stash lifetime ms,
-    //       6 quota month, 7 quota key lifetime s; then 3 per push: mode (push|check|exists|app),
+    //       6 quota month, 7 quota key lifetime s, 8 '1' if stale cache entries may answer;
+    //       then 3 per push: mode (push|check|exists|app),
     //       subscription id, the entry's message part (`QueueMessage.messagePart`:
     //       packed, the ciphertext first)
     // Reply: one element per push, in order: the run's queue entry's id (queued), a code,
-    // {code, …} for the codes that carry more (4, 7, 10), or that push's error. (A
+    // {code, …} for the codes that carry more (4, 7, 10: kind, id and 'stale' when the
+    // entry is there but past its freshness), or that push's error. (A
     // table per push would cost Redis a conversion that looks for `err`, `ok` and
     // other fields in it.)
     //
@@ -254,6 +264,10 @@ public enum HotPathScript {
     // writes them, and the run is atomic, so every push sees what it would have read
     // itself. The per-push keys are built here from the prefix and the id, like the
     // app/account/quota/circuit keys: all carry the stream's hash tag (`RedisKeys`).
+    // Cache entries carry `fresh` (Redis time, UNIX ms, written by the fill) and live
+    // longer than that (`CACHE_STALE_TTL_SECONDS`): past it an entry is a miss, to be
+    // read again from Postgres, unless the run allows stale entries because Postgres
+    // cannot be read. An entry without `fresh` (an older layout) is fresh while it lives.
     // Mode `app` (App API sends): no per-subscription rate window, a pending
     // subscription answers 9 (inactive) instead of being stashed (the message part
     // carries the reply list). Code 7 carries the reason (`credential_missing`, …).
@@ -303,9 +317,11 @@ public enum HotPathScript {
         local stream, prefix = KEYS[1], ARGV[1]
         local rateLimit, window = tonumber(ARGV[2]), tonumber(ARGV[3])
         local stashLimit, stashLifetime = tonumber(ARGV[4]), ARGV[5]
-        local quotaMonth, quotaLifetime = ARGV[6], ARGV[7]
+        local quotaMonth, quotaLifetime, staleAllowed = ARGV[6], ARGV[7], ARGV[8] == '1'
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        -- Whether a cache entry with this `fresh` value must be read again first.
+        local function stale(fresh) return fresh and not staleAllowed and tonumber(fresh) < now end
         -- Whole milliseconds (13 digits) print exactly with Lua's %.14g.
         local nowText, windowStart = tostring(now), now - window
         -- When a rate window's expiry set now ends (PEXPIREAT: exactly what `rexp` says).
@@ -337,8 +353,10 @@ public enum HotPathScript {
         -- once, when the limit needs it) and what the run's pushes reserved; or the
         -- miss answer.
         local function readAccount(id)
-          local limit = redis.call('HGET', prefix .. 'acct:' .. id, 'limit')
+          local account = redis.call('HMGET', prefix .. 'acct:' .. id, 'limit', 'fresh')
+          local limit = account[1]
           if not limit then return {miss = {10, 'account', id}} end
+          if stale(account[2]) then return {miss = {10, 'account', id, 'stale'}} end
           return {limit = tonumber(limit), quotaKey = prefix .. 'quota:' .. id .. ':' .. quotaMonth, reserved = 0}
         end
 
@@ -361,9 +379,10 @@ public enum HotPathScript {
         -- credential's refusal, the entry's decision part) and its circuit flags by
         -- `sandbox` value; or the miss answer.
         local function readApp(id)
-          local app = redis.call('HMGET', prefix .. 'app:' .. id, 'acct', 'enabled', 'cred', 'cstatus')
+          local app = redis.call('HMGET', prefix .. 'app:' .. id, 'acct', 'enabled', 'cred', 'cstatus', 'fresh')
           local accountID = app[1]
           if not accountID then return {miss = {10, 'app', id}} end
+          if stale(app[5]) then return {miss = {10, 'app', id, 'stale'}} end
           local account = accounts[accountID]
           if not account then
             account = readAccount(accountID)
@@ -407,13 +426,14 @@ public enum HotPathScript {
 
         local function decide(mode, id, message)
           local subKey = prefix .. 'sub:' .. id
-          local sub = redis.call('HMGET', subKey, 'ctx', 'part', 'rexp')
+          local sub = redis.call('HMGET', subKey, 'ctx', 'part', 'rexp', 'fresh')
           if not (sub[1] and sub[2]) then
             if redis.call('EXISTS', prefix .. 'gone:' .. id) == 1 then return 2 end
             if redis.call('HEXISTS', subKey, 'missing') == 1 then return 1 end
             -- No entry, or one of an older layout.
             return {10, 'subscription', id}
           end
+          if stale(sub[4]) then return {10, 'subscription', id, 'stale'} end
           if mode == 'exists' then return 6 end
           local ctx = contexts[sub[1]]
           if not ctx then
@@ -475,7 +495,7 @@ public enum HotPathScript {
         end
 
         local results, count, queued = {}, 0, {}
-        for base = 8, #ARGV, 3 do
+        for base = 9, #ARGV, 3 do
           local ok, result = pcall(decide, ARGV[base], ARGV[base + 1], ARGV[base + 2])
           if not ok then result = {err = type(result) == 'table' and result.err or tostring(result)} end
           count = count + 1
