@@ -143,8 +143,8 @@ func buildWorker(
     let consumers = contexts.map {
         QueueConsumer(
             context: $0, redis: redis, consumer: configuration.workerID, processor: processor, limiter: limiter,
-            batchSize: configuration.batchSize, visibilityTimeout: .seconds(configuration.visibilityTimeoutSeconds),
-            metrics: metrics, logger: logger)
+            batchSize: configuration.batchSize, readLinger: .milliseconds(configuration.readLingerMilliseconds),
+            visibilityTimeout: .seconds(configuration.visibilityTimeoutSeconds), metrics: metrics, logger: logger)
     }
     let stopping = StopFlag()
     let gauges = QueueGauges(redis: redis, contexts: contexts, limiter: limiter, apns: apns, metrics: metrics)

@@ -384,3 +384,18 @@ import Testing
         limiter.close()
     }
 }
+
+@Suite struct ReadLingerTests {
+    /// The reader waits before its next read only under load: a read of at least half
+    /// a hot-path run that left permits unused. Light load (a push per run) and a read
+    /// that took all it could (a backlog) are followed at once.
+    @Test func onlyABusyStreamThatWasEmptiedMakesTheReaderLinger() {
+        let run = HotPathScript.maximumBatch
+        #expect(QueueConsumer.lingers(afterReading: 2 * run, of: 256))
+        #expect(QueueConsumer.lingers(afterReading: run / 2, of: 256))
+        #expect(!QueueConsumer.lingers(afterReading: 1, of: 256), "a lone push is read at once")
+        #expect(!QueueConsumer.lingers(afterReading: run / 2 - 1, of: 256))
+        #expect(!QueueConsumer.lingers(afterReading: 250, of: 256), "a backlog is read at once")
+        #expect(!QueueConsumer.lingers(afterReading: 0, of: 256), "an empty read blocked already")
+    }
+}

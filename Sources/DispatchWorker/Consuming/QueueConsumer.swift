@@ -6,7 +6,8 @@ import Synchronization
 ///
 /// * the reader takes in-flight permits, `XREADGROUP`s new entries for about as
 ///   many messages (blocking up to half a second), read straight out of the reply,
-///   and hands them to the `EntryProcessor`;
+///   and hands them to the `EntryProcessor`; under load it lingers a moment between
+///   reads (`lingers(afterReading:of:)`);
 /// * the claimer, every half visibility timeout, `XAUTOCLAIM`s entries that stayed
 ///   unacknowledged longer than the visibility timeout (their worker died or hangs),
 ///   with their delivery counts, so entries handed out too often are dead-lettered;
@@ -20,6 +21,7 @@ final class QueueConsumer: Sendable {
     private let processor: EntryProcessor
     private let limiter: InFlightLimiter
     private let batchSize: Int
+    private let readLinger: Duration
     private let visibilityTimeout: Duration
     private let metrics: WorkerMetrics
     private let logger: Logger
@@ -30,7 +32,8 @@ final class QueueConsumer: Sendable {
 
     init(
         context: StreamContext, redis: RedisClient, consumer: String, processor: EntryProcessor,
-        limiter: InFlightLimiter, batchSize: Int, visibilityTimeout: Duration, metrics: WorkerMetrics, logger: Logger
+        limiter: InFlightLimiter, batchSize: Int, readLinger: Duration = .zero, visibilityTimeout: Duration,
+        metrics: WorkerMetrics, logger: Logger
     ) {
         self.context = context
         self.redis = redis
@@ -38,6 +41,7 @@ final class QueueConsumer: Sendable {
         self.processor = processor
         self.limiter = limiter
         self.batchSize = batchSize
+        self.readLinger = readLinger
         self.visibilityTimeout = visibilityTimeout
         self.metrics = metrics
         self.logger = logger.child("consumer", metadata: ["stream": context.stream])
@@ -80,6 +84,18 @@ final class QueueConsumer: Sendable {
         max(1, permits / HotPathScript.maximumBatch)
     }
 
+    /// Whether the reader waits `readLinger` after a read of `messages` with `permits`
+    /// in hand: when the read took at least a full hot-path run's worth but less than
+    /// it could (the stream is busy, and was emptied). Reading again at once would
+    /// take the next run or two alone; a moment later it takes what arrived meanwhile
+    /// in one read, and the sends go to APNs in larger writes: less CPU per
+    /// notification, for a wait of a few milliseconds while the worker is busy anyway.
+    /// A read of fewer messages (light load: runs of a push or a few) is followed
+    /// at once, so a lone push is not held up.
+    static func lingers(afterReading messages: Int, of permits: Int) -> Bool {
+        messages >= HotPathScript.maximumBatch / 2 && messages < permits / 2
+    }
+
     /// Settles the permits of a read: those it did not need go back, and those its
     /// messages need beyond what it took are taken.
     private func reconcile(granted: Int, used: Int) {
@@ -108,7 +124,11 @@ final class QueueConsumer: Sendable {
                 let entries = read.entries
                 expectedEntryBytes = read.expectedEntryBytes
                 failures = 0
-                reconcile(granted: granted, used: processor.start(entries, context: context))
+                let messages = processor.start(entries, context: context)
+                reconcile(granted: granted, used: messages)
+                if readLinger > .zero && Self.lingers(afterReading: messages, of: granted) {
+                    try? await Task.sleep(for: readLinger)
+                }
             } catch {
                 limiter.release(granted)
                 failures += 1
