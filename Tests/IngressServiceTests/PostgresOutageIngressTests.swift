@@ -35,6 +35,10 @@ import Testing
             #expect(pending.status == 503)
             #expect(pending.text == errorBody(1005, "Storage error"))
             #expect(try await app.request("GET", "/readyz").status == 503)
+            // What a load balancer asks: pushes to known devices are still served.
+            let redisOnly = try await app.request("GET", "/readyz?exclude=postgres")
+            #expect(redisOnly.status == 200)
+            #expect(redisOnly.text == #"{"redis":"ok","postgres":"down"}"#)
 
             relay.restore()
             let servedAgain = try await Poll.until(timeout: .seconds(10), interval: .milliseconds(100)) {

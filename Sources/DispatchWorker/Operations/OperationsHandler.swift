@@ -2,7 +2,7 @@ import Shared
 
 /// `METRICS_LISTEN`: `/metrics` (Prometheus text, gauges sampled first), `/healthz`
 /// (the process answers) and `/readyz` (Redis and Postgres answer and the worker is
-/// not stopping).
+/// not stopping; `?exclude=postgres`: Redis, `ReadinessCheck`).
 struct OperationsHandler: HTTPHandler {
     let redis: RedisClient
     let postgres: PostgresClient
@@ -22,7 +22,7 @@ struct OperationsHandler: HTTPHandler {
             return .json(200, #"{"status":"ok"}"#)
         case "/readyz":
             if isStopping() { return .json(503, #"{"status":"stopping"}"#) }
-            return await ReadinessCheck(redis: redis, postgres: postgres).response()
+            return await ReadinessCheck(redis: redis, postgres: postgres).response(to: request)
         default:
             return .text(404, "not found\n")
         }

@@ -90,7 +90,7 @@ final class IngressHandler: HTTPHandler {
         switch route {
         case .deliver(let id): return await webPush.deliver(request, id: id)
         case .healthz: return health.healthz()
-        case .readyz: return await health.readyz()
+        case .readyz: return await health.readyz(request)
         case .metrics: return health.metricsText()
         case .appBind, .appUnbind, .appDevices, .appSend: return await appAPI.respond(route, request)
         case .notFound, .methodNotAllowed: return unroutable(route, path: request.path)

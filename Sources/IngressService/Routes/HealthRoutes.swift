@@ -1,7 +1,7 @@
 import Shared
 
-/// `/healthz` (the process answers), `/readyz` (Postgres and Redis answer) and
-/// `/metrics` (Prometheus text).
+/// `/healthz` (the process answers), `/readyz` (Postgres and Redis answer;
+/// `?exclude=postgres`: Redis, `ReadinessCheck`) and `/metrics` (Prometheus text).
 struct HealthRoutes: Sendable {
     let redis: RedisClient
     let postgres: PostgresClient
@@ -9,8 +9,8 @@ struct HealthRoutes: Sendable {
 
     func healthz() -> HTTPResponse { .json(200, #"{"status":"ok"}"#) }
 
-    func readyz() async -> HTTPResponse {
-        await ReadinessCheck(redis: redis, postgres: postgres).response()
+    func readyz(_ request: HTTPRequest) async -> HTTPResponse {
+        await ReadinessCheck(redis: redis, postgres: postgres).response(to: request)
     }
 
     func metricsText() -> HTTPResponse {
