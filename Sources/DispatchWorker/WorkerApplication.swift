@@ -114,7 +114,10 @@ func buildWorker(
         logger: logger)
     let metrics = WorkerMetrics()
     let limiter = InFlightLimiter(limit: configuration.maxInFlight)
-    let counts = DailyCounts(postgres: postgres, logger: logger.child("counts"))
+    // Parked in the first stream's key space: any worker reading that stream takes them over.
+    let parking = ParkedCounts(
+        redis: redis, key: RedisKeys(stream: configuration.streams[0], namespace: namespace).parkedCounts)
+    let counts = DailyCounts(postgres: postgres, parking: parking, logger: logger.child("counts"))
     let acknowledger = Acknowledger(
         redis: redis, limiter: limiter, counts: counts, metrics: metrics,
         replyLifetimeSeconds: configuration.replyLifetimeSeconds, logger: logger.child("ack"))

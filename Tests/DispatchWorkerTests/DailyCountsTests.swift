@@ -117,4 +117,58 @@ import Testing
         #expect(Array(counts.pending.tallies.values) == [tally] && counts.pending.lastPushCount == 5)
         unreachable.close()
     }
+
+    /// A worker stopped while Postgres is away parks the counts it could not write in
+    /// Redis, and the next worker that can write takes them over and writes them once.
+    @Test func countsAStoppingWorkerCannotWriteAreWrittenByTheNextOne() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        let postgres = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 2)
+        defer { postgres.close() }
+        let throughRelay = PostgresClient(url: databaseURL, maximumConnections: 1)
+        defer { throughRelay.close() }
+        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        defer { redis.close() }
+        let fixture = try await Fixture.create(postgres)
+        let unique = UInt64.random(in: 0...UInt64.max)
+        let parking = ParkedCounts(
+            redis: redis, key: RedisKeys(stream: "q:{p\(unique)}", namespace: "pushgate-test:\(unique)").parkedCounts)
+        let message = QueueMessage(
+            messageID: "m", subscriptionID: "device", appID: fixture.appID, accountID: fixture.accountID,
+            credentialID: "c", topic: fixture.topic, deviceToken: "ab", sandbox: false, alertTitle: "t",
+            alertBody: "b", ciphertext: [1], priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0, quotaKey: "q")
+        func counts() async throws -> [Int64] {
+            let rows = try await postgres.query(
+                """
+                SELECT sent, failed, gone FROM daily_counts
+                WHERE account_id = \(fixture.accountID) AND app_id = \(fixture.appID)
+                """)
+            guard let row = rows.first else { return [0, 0, 0] }
+            return [
+                try row.decode("sent", as: Int64.self), try row.decode("failed", as: Int64.self),
+                try row.decode("gone", as: Int64.self),
+            ]
+        }
+        let logger = Logger(component: "worker", minimumLevel: .error)
+
+        let stopping = DailyCounts(postgres: throughRelay, interval: .seconds(3600), parking: parking, logger: logger)
+        stopping.start()
+        relay.cut()
+        for _ in 0..<3 { stopping.record(.sent, message: message) }
+        stopping.record(.failed, message: message)
+        stopping.record(.gone, message: message)
+        await stopping.stop()
+        #expect(try await redis.send("HLEN", parking.key).int == 3, "sent, failed and gone parked")
+        #expect(try await counts() == [0, 0, 0])
+
+        let next = DailyCounts(
+            postgres: postgres, interval: .milliseconds(100), parking: parking, adoptionInterval: .milliseconds(100),
+            logger: logger)
+        next.start()
+        try await eventually("the parked counts written by the next worker") { try await counts() == [3, 1, 1] }
+        #expect(try await redis.send("EXISTS", parking.key).int == 0)
+        try await Task.sleep(for: .milliseconds(400))  // a few more adoptions and writes
+        #expect(try await counts() == [3, 1, 1], "written once")
+        await next.stop()
+    }
 }

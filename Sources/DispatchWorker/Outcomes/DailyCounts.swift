@@ -16,6 +16,9 @@ import Synchronization
 /// (not at every check while Postgres is down). Counts are few and always kept;
 /// last-push times, one per device, are kept only up to `maximumKeptLastPush`, so an
 /// outage of Postgres does not grow the worker's memory with every device pushed.
+/// Counts still unwritten when the worker stops are parked in Redis
+/// (`ParkedCounts`), and a worker whose writes succeed takes parked counts over
+/// (every `adoptionInterval`) and writes them with its own.
 final class DailyCounts: Sendable {
     struct Key: Hashable, Sendable {
         let account: String
@@ -89,17 +92,24 @@ final class DailyCounts: Sendable {
     private let batchSize: Int
     private let maximumKeptLastPush: Int
     private let failureLog: ThrottledLog
+    private let logger: Logger
+    private let parking: ParkedCounts?
+    private let adoptionInterval: Duration
     private let state = Mutex(State())
     private let loop = Mutex<Task<Void, Never>?>(nil)
 
     init(
         postgres: PostgresClient, interval: Duration = .seconds(1), batchSize: Int = 1000,
-        maximumKeptLastPush: Int = 100_000, logger: Logger
+        maximumKeptLastPush: Int = 100_000, parking: ParkedCounts? = nil, adoptionInterval: Duration = .seconds(10),
+        logger: Logger
     ) {
         self.postgres = postgres
         self.interval = interval
         self.batchSize = batchSize
         self.maximumKeptLastPush = maximumKeptLastPush
+        self.parking = parking
+        self.adoptionInterval = adoptionInterval
+        self.logger = logger
         failureLog = ThrottledLog(logger: logger, interval: .seconds(10))
     }
 
@@ -178,9 +188,12 @@ final class DailyCounts: Sendable {
     }
 
     /// Checks every 50 ms whether a second passed or a batch's rows reached `batchSize`;
-    /// after a failed write, waits the interval before the next try.
+    /// after a failed write, waits the interval before the next try. After a write
+    /// that succeeded, takes parked counts over when `adoptionInterval` has passed;
+    /// when stopping, parks what could not be written.
     private func run() async {
         var last = ContinuousClock.now
+        var lastAdoption: ContinuousClock.Instant?
         var failed = false
         while true {
             try? await Task.sleep(for: .milliseconds(50))
@@ -189,7 +202,49 @@ final class DailyCounts: Sendable {
             guard stopping || due || (rows >= batchSize && !failed) else { continue }
             last = .now
             failed = !(await flush())
-            if stopping { return }
+            if stopping {
+                if failed { await parkUnwritten() }
+                return
+            }
+            if !failed, lastAdoption.map({ ContinuousClock.now - $0 >= adoptionInterval }) ?? true {
+                lastAdoption = .now
+                await adoptParked()
+            }
+        }
+    }
+
+    /// Adds the parked counts to this worker's own (written with the next batch).
+    private func adoptParked() async {
+        guard let parking else { return }
+        do {
+            let parked = try await parking.takeAll()
+            guard !parked.isEmpty else { return }
+            state.withLock { state in
+                for (key, tally) in parked { state.tallies[key, default: Tally()].add(tally) }
+            }
+            logger.info(
+                "took over daily counts a stopped worker could not write", metadata: ["rows": "\(parked.count)"])
+        } catch {
+            failureLog.warning("cannot read parked daily counts", error: error)
+        }
+    }
+
+    /// Parks the counts the last write could not take, for another worker to write.
+    private func parkUnwritten() async {
+        let tallies = state.withLock { $0.tallies }
+        guard let parking, !tallies.isEmpty else {
+            if !tallies.isEmpty { logger.error("daily counts lost: Postgres could not take them") }
+            return
+        }
+        do {
+            try await parking.park(tallies)
+            state.withLock { $0.tallies = [:] }
+            logger.warning(
+                "daily counts parked in Redis for another worker to write", metadata: ["rows": "\(tallies.count)"])
+        } catch {
+            logger.error(
+                "daily counts lost: neither Postgres nor Redis could take them",
+                metadata: ["rows": "\(tallies.count)", "error": ThrottledLog.describe(error)])
         }
     }
 
