@@ -265,9 +265,14 @@ public enum HotPathScript {
     // itself. The per-push keys are built here from the prefix and the id, like the
     // app/account/quota/circuit keys: all carry the stream's hash tag (`RedisKeys`).
     // Cache entries carry `fresh` (Redis time, UNIX ms, written by the fill) and live
-    // longer than that (`CACHE_STALE_TTL_SECONDS`): past it an entry is a miss, to be
-    // read again from Postgres, unless the run allows stale entries because Postgres
-    // cannot be read. An entry without `fresh` (an older layout) is fresh while it lives.
+    // longer than that (`CACHE_STALE_TTL_SECONDS`). Past it, the first push to find an
+    // entry claims its refresh: `fresh` moves a lease (5 s) ahead and that push answers
+    // the miss, to read the entry again from Postgres, while the others (in this run and
+    // the next ones, on any replica) go on with it, so an app's thousands of pushes do not
+    // all ask Postgres at once when its entry ages. The fill replaces the entry; a refresh
+    // that fails (Postgres cannot be read) runs the push again allowing stale entries,
+    // and leaves the next claim to the lease's end. An entry without `fresh` (an older
+    // layout) is fresh while it lives.
     // Mode `app` (App API sends): no per-subscription rate window, a pending
     // subscription answers 9 (inactive) instead of being stashed (the message part
     // carries the reply list). Code 7 carries the reason (`credential_missing`, …).
@@ -320,8 +325,17 @@ public enum HotPathScript {
         local quotaMonth, quotaLifetime, staleAllowed = ARGV[6], ARGV[7], ARGV[8] == '1'
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        -- Whether a cache entry with this `fresh` value must be read again first.
-        local function stale(fresh) return fresh and not staleAllowed and tonumber(fresh) < now end
+        -- Whether a cache entry with this `fresh` is past it (and the run does not allow
+        -- stale entries).
+        local function aged(fresh) return fresh and not staleAllowed and tonumber(fresh) < now end
+        -- Claims the refresh of the aged entry at `key` for the push about to answer
+        -- `miss` (only then, so no claim is made that no push answers): its `fresh` moves
+        -- to the lease's end.
+        local refreshLeaseText = tostring(now + 5000)
+        local function claimRefresh(key, miss)
+          redis.call('HSET', key, 'fresh', refreshLeaseText)
+          return miss
+        end
         -- Whole milliseconds (13 digits) print exactly with Lua's %.14g.
         local nowText, windowStart = tostring(now), now - window
         -- When a rate window's expiry set now ends (PEXPIREAT: exactly what `rexp` says).
@@ -349,15 +363,19 @@ public enum HotPathScript {
           return string.sub(message, i, i + length - 1)
         end
 
-        -- An account: its limit and quota key, the count before the run (`used`, read
-        -- once, when the limit needs it) and what the run's pushes reserved; or the
-        -- miss answer.
+        -- An account: its key, limit and quota key, the count before the run (`used`,
+        -- read once, when the limit needs it), what the run's pushes reserved and, when
+        -- its entry has aged, the miss answer for the first push to meet it (`refresh`);
+        -- or the miss answer.
         local function readAccount(id)
-          local account = redis.call('HMGET', prefix .. 'acct:' .. id, 'limit', 'fresh')
+          local key = prefix .. 'acct:' .. id
+          local account = redis.call('HMGET', key, 'limit', 'fresh')
           local limit = account[1]
           if not limit then return {miss = {10, 'account', id}} end
-          if stale(account[2]) then return {miss = {10, 'account', id, 'stale'}} end
-          return {limit = tonumber(limit), quotaKey = prefix .. 'quota:' .. id .. ':' .. quotaMonth, reserved = 0}
+          return {
+            key = key, limit = tonumber(limit), quotaKey = prefix .. 'quota:' .. id .. ':' .. quotaMonth,
+            reserved = 0, refresh = aged(account[2]) and {10, 'account', id, 'stale'} or nil,
+          }
         end
 
         -- Texts packed as `PackedFields` packs them: each after its length (LEB128).
@@ -376,13 +394,13 @@ public enum HotPathScript {
         end
 
         -- An app with its account, what follows from them for every push (disabled, the
-        -- credential's refusal, the entry's decision part) and its circuit flags by
-        -- `sandbox` value; or the miss answer.
+        -- credential's refusal, the entry's decision part), its circuit flags by
+        -- `sandbox` value, its key and `refresh` (as accounts); or the miss answer.
         local function readApp(id)
-          local app = redis.call('HMGET', prefix .. 'app:' .. id, 'acct', 'enabled', 'cred', 'cstatus', 'fresh')
+          local key = prefix .. 'app:' .. id
+          local app = redis.call('HMGET', key, 'acct', 'enabled', 'cred', 'cstatus', 'fresh')
           local accountID = app[1]
           if not accountID then return {miss = {10, 'app', id}} end
-          if stale(app[5]) then return {miss = {10, 'app', id, 'stale'}} end
           local account = accounts[accountID]
           if not account then
             account = readAccount(accountID)
@@ -399,6 +417,7 @@ public enum HotPathScript {
           return {
             disabled = app[2] ~= '1' or account.limit == 0, account = account, credential = credential,
             refusal = refusal, circuit = {}, decision = packed(accountID, credential, account.quotaKey),
+            key = key, refresh = aged(app[5]) and {10, 'app', id, 'stale'} or nil,
           }
         end
 
@@ -433,7 +452,7 @@ public enum HotPathScript {
             -- No entry, or one of an older layout.
             return {10, 'subscription', id}
           end
-          if stale(sub[4]) then return {10, 'subscription', id, 'stale'} end
+          if aged(sub[4]) then return claimRefresh(subKey, {10, 'subscription', id, 'stale'}) end
           if mode == 'exists' then return 6 end
           local ctx = contexts[sub[1]]
           if not ctx then
@@ -442,6 +461,12 @@ public enum HotPathScript {
           end
           local app = ctx.app
           if app.miss then return app.miss end
+          local aging = app.refresh and app or (app.account.refresh and app.account)
+          if aging then
+            local miss = aging.refresh
+            aging.refresh = nil
+            return claimRefresh(aging.key, miss)
+          end
           if app.disabled then return 3 end
           if mode ~= 'app' then
             local rate = prefix .. 'rate:pushes:' .. id
