@@ -190,7 +190,7 @@ public struct IngressConfiguration: Sendable {
 ///   acknowledged), default 2000 (1–100000).
 /// - `WORKER_READ_LINGER_MS`: under load (a read of many messages that emptied the
 ///   stream), how long to wait before the next read so that it takes more at once,
-///   default 2 (0–100; 0: read again at once). Light load is read at once regardless.
+///   default 5 (0–100; 0: read again at once). Light load is read at once regardless.
 /// - `WORKER_VISIBILITY_TIMEOUT`: seconds an entry may stay unacknowledged before
 ///   another worker claims it (`XAUTOCLAIM`), default 60 (1–3600). Keep it above the
 ///   APNs request timeout (15 s).
@@ -235,7 +235,7 @@ public struct WorkerConfiguration: Sendable {
         common = try CommonConfiguration(environment: environment)
         batchSize = try environment.integer("WORKER_BATCH_SIZE", default: 256, range: 1...10_000)
         maxInFlight = try environment.integer("WORKER_MAX_IN_FLIGHT", default: 2000, range: 1...100_000)
-        readLingerMilliseconds = try environment.integer("WORKER_READ_LINGER_MS", default: 2, range: 0...100)
+        readLingerMilliseconds = try environment.integer("WORKER_READ_LINGER_MS", default: 5, range: 0...100)
         visibilityTimeoutSeconds = try environment.integer("WORKER_VISIBILITY_TIMEOUT", default: 60, range: 1...3600)
         maxDeliveries = try environment.integer("WORKER_MAX_DELIVERIES", default: 5, range: 2...100)
         maxAttempts = try environment.integer("WORKER_MAX_ATTEMPTS", default: 8, range: 1...100)
