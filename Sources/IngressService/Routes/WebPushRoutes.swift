@@ -64,8 +64,6 @@ final class WebPushRoutes: Sendable {
 
     /// A push that passed the checks made before Redis, ready for the hot-path script.
     struct Admission: Sendable {
-        let id: String
-        let messageID: String
         let headers: WebPushHeaders
         let request: HotPathScript.Request
         /// `request`'s item of the script's batched command.
@@ -136,9 +134,7 @@ final class WebPushRoutes: Sendable {
         let messageID = messageIDs.next()
         let request = scriptRequest(
             id: id, scope: .push, messageID: messageID, ciphertext: message, headers: headers, now: Date())
-        return .admit(
-            Admission(
-                id: id, messageID: messageID, headers: headers, request: request, item: scriptEncoder.item(request)))
+        return .admit(Admission(headers: headers, request: request, item: scriptEncoder.item(request)))
     }
 
     /// 201 for a queued or stashed push.
@@ -149,7 +145,7 @@ final class WebPushRoutes: Sendable {
         default: throw PushAPIError.storageFailed
         }
         let headers = HTTPHeaders([
-            ("Location", messageBase + admission.messageID), ("TTL", String(admission.headers.ttl)),
+            ("Location", messageBase + admission.request.messageID), ("TTL", String(admission.headers.ttl)),
         ])
         return HTTPResponse(status: 201, headers: headers)
     }

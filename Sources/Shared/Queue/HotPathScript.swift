@@ -39,8 +39,9 @@ public enum HotPathScript {
         case undeliverable
         /// `app` mode: the subscription is not activated.
         case inactive
-        /// A cache entry is missing, or `stale` (past its freshness, and the run did
-        /// not allow stale entries): `subscription` (id), `app` (id) or `account` (id).
+        /// A cache entry is missing, or `stale`: past its freshness, and this push
+        /// claimed its refresh (the run did not allow stale entries). `kind` is
+        /// `subscription`, `app` or `account`.
         case cacheMiss(kind: String, id: String, stale: Bool)
     }
 
@@ -261,8 +262,9 @@ public enum HotPathScript {
     // Each push is decided as if alone (at the same server time `now`); an error in
     // one (a wrong key type, say) fails only that push's element. A batch reads each
     // app, account and circuit flag once, and builds their keys once: nothing in it
-    // writes them, and the run is atomic, so every push sees what it would have read
-    // itself. The per-push keys are built here from the prefix and the id, like the
+    // writes them (but a refresh claim's `fresh`, below, which only decides the
+    // claiming push's answer), and the run is atomic, so every push sees what it would
+    // have read itself. The per-push keys are built here from the prefix and the id, like the
     // app/account/quota/circuit keys: all carry the stream's hash tag (`RedisKeys`).
     // Cache entries carry `fresh` (Redis time, UNIX ms, written by the fill) and live
     // longer than that (`CACHE_STALE_TTL_SECONDS`). Past it, the first push to find an
