@@ -12,6 +12,9 @@ struct IngressMetrics: Sendable {
     let deliverLatency: Histogram.Series
     let accepted: Counter.Series
     let stashed: Counter.Series
+    /// Refreshes of aged cache entries that Postgres could not answer, after which
+    /// the push went on with the entry as last read (`HotPathCache.refresh`).
+    let cacheRefreshFailures: Counter.Series
 
     init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
@@ -29,6 +32,11 @@ struct IngressMetrics: Sendable {
         deliverLatency = latency.series(Route.deliver(id: "").label)
         accepted = pushes.series("accepted", "")
         stashed = pushes.series("stashed", "")
+        cacheRefreshFailures = registry.counter(
+            "pushgate_ingress_cache_refresh_failures_total",
+            help: "Refreshes of cache entries past their lifetime that Postgres could not answer; the push went on"
+                + " with the entry as last read."
+        ).series()
     }
 
     func pushAccepted() { accepted.increment() }

@@ -74,6 +74,9 @@ import Testing
             for _ in 0..<3 { statuses.append(try await app.push(id).status) }
             #expect(statuses == [201, 201, 201])
             #expect(try await app.queueLength() == queuedBefore + 3)
+            let metrics = try await app.request("GET", "/metrics").text
+            // Each of the subscription's, app's and account's entries: claimed once, not read.
+            #expect(metrics.contains("pushgate_ingress_cache_refresh_failures_total 3\n"))
             #expect(try await app.queueEntries().last?.deviceToken == oldToken)
 
             relay.restore()

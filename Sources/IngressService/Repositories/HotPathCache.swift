@@ -20,11 +20,14 @@ struct HotPathCache: Sendable {
     let staleLifetimeMilliseconds: Int64
     /// Says, now and then, that stale entries are in use.
     let staleLog: ThrottledLog?
+    /// Counts the refreshes that kept a stale entry (`IngressMetrics.cacheRefreshFailures`).
+    let refreshFailureCount: Counter.Series?
     let refreshFailures = RefreshFailures(quietPeriod: .seconds(2))
 
     init(
         redis: RedisClient, keys: RedisKeys, subscriptions: SubscriptionRepository, directory: AppDirectory,
-        lifetimeMilliseconds: Int64, staleLifetimeMilliseconds: Int64 = 0, staleLog: ThrottledLog? = nil
+        lifetimeMilliseconds: Int64, staleLifetimeMilliseconds: Int64 = 0, staleLog: ThrottledLog? = nil,
+        refreshFailureCount: Counter.Series? = nil
     ) {
         self.redis = redis
         self.keys = keys
@@ -33,6 +36,7 @@ struct HotPathCache: Sendable {
         self.lifetimeMilliseconds = lifetimeMilliseconds
         self.staleLifetimeMilliseconds = staleLifetimeMilliseconds
         self.staleLog = staleLog
+        self.refreshFailureCount = refreshFailureCount
     }
 
     var negativeLifetimeMilliseconds: Int64 { min(lifetimeMilliseconds, 60_000) }
@@ -89,12 +93,16 @@ struct HotPathCache: Sendable {
     /// (`.keepStale`), and so do the others for a moment, without asking Postgres; a
     /// missing one has nothing to fall back on, so the error is thrown.
     func refresh(kind: String, id: String, stale: Bool, subscriptionID: String) async throws -> Refresh {
-        if stale && refreshFailures.isRecent { return .keepStale }
+        if stale && refreshFailures.isRecent {
+            refreshFailureCount?.increment()
+            return .keepStale
+        }
         do {
             try await fill(kind: kind, id: id, subscriptionID: subscriptionID)
             return .filled
         } catch where stale {
             refreshFailures.record()
+            refreshFailureCount?.increment()
             staleLog?.warning("cache entries past their lifetime stay in use: they cannot be read again", error: error)
             return .keepStale
         }
