@@ -116,7 +116,8 @@ func buildApplication(
         redis: redis, keys: keys, subscriptions: subscriptions, directory: directory,
         lifetimeMilliseconds: Int64(configuration.cacheLifetimeSeconds) * 1000,
         staleLifetimeMilliseconds: Int64(configuration.cacheStaleLifetimeSeconds) * 1000,
-        staleLog: ThrottledLog(logger: logger, interval: .seconds(60)), refreshFailureCount: metrics.cacheRefreshFailures)
+        staleLog: ThrottledLog(logger: logger, interval: .seconds(60)),
+        refreshFailureCount: metrics.cacheRefreshFailures)
     let appRepository = AppAPIRepository(postgres: postgres)
     let appAPI = AppAPIRoutes(
         authenticator: AppAPIAuthenticator(keys: AppAPIKeyStore(postgres: postgres)), repository: appRepository,
