@@ -15,7 +15,8 @@ struct AdminDependencies: Sendable {
     var credentialReader: PushCredentialReader { PushCredentialReader(postgres: postgres, sealer: sealer) }
 
     /// Runs the cache invalidations after a committed change. A failure is logged, not
-    /// answered: the change is saved, and the caches' own expiry bounds the staleness.
+    /// answered: the change is saved, and the entries' freshness (`CACHE_TTL_SECONDS`,
+    /// after which they are read again from Postgres) bounds the staleness.
     func invalidate(_ what: String, _ body: () async throws -> Void) async {
         do {
             try await body()
