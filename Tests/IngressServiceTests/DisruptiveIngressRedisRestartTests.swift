@@ -9,42 +9,6 @@ import Testing
 /// port, so the shared test Redis and other suites are not disturbed); named
 /// Disruptive so `scripts/test` runs it apart from the rest anyway.
 @Suite(.serialized) struct DisruptiveIngressRedisRestartTests {
-    /// A throw-away `redis-server` (no persistence) under a temporary folder.
-    struct PrivateRedis {
-        let port: Int
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "pushgate-redis-\(UInt32.random(in: 0...UInt32.max))")
-        var url: String { "redis://127.0.0.1:\(port)/0" }
-
-        init() throws { port = try UnusedPort.loopback() }
-
-        func start() async throws {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            let status = try await CleanProcess.run(
-                "/usr/bin/redis-server",
-                [
-                    "--bind", "127.0.0.1", "--port", "\(port)", "--save", "", "--appendonly", "no", "--daemonize",
-                    "yes",
-                    "--dir", folder.path, "--pidfile", folder.appendingPathComponent("redis.pid").path,
-                    "--logfile", folder.appendingPathComponent("redis.log").path,
-                ])
-            try #require(status == 0)
-            for _ in 0..<50 {
-                if try await CleanProcess.run("/usr/bin/redis-cli", ["-p", "\(port)", "ping"]) == 0 { return }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            Issue.record("the private redis-server does not answer on port \(port)")
-        }
-
-        func stop() async throws {
-            _ = try await CleanProcess.run("/usr/bin/redis-cli", ["-p", "\(port)", "shutdown", "nosave"])
-            for _ in 0..<50 {
-                if try await CleanProcess.run("/usr/bin/redis-cli", ["-p", "\(port)", "ping"]) != 0 { return }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
-    }
-
     @Test func pushesFailWith5xxWhileRedisIsDownAndSucceedAfterWithTheCacheRebuilt() async throws {
         let redis = try PrivateRedis()
         try await redis.start()

@@ -238,6 +238,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
             knownScripts.insert(script.sha1)
         }
         var replies = Array(all.dropFirst(unknown.count))
+        giveUpIfReplica(replies)
 
         // NOSCRIPT despite the load: the script cache was flushed under us.
         let missing = replies.indices.filter {
@@ -261,7 +262,14 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
             let sha = commands[index].script!.sha1
             replies[index] = reply.error?.serverPrefix == "NOSCRIPT" ? (loadFailures[sha] ?? reply) : reply
         }
+        giveUpIfReplica(replies)
         return replies
+    }
+
+    /// Marks the connection broken (the pool then replaces it) when a reply says it
+    /// reaches a read-only replica (`RedisReply.isFromReadOnlyReplica`). Runs on `queue`.
+    private func giveUpIfReplica(_ replies: [RedisReply]) {
+        if replies.contains(where: \.isFromReadOnlyReplica) { broken.store(true, ordering: .releasing) }
     }
 
     private static func scriptLoad(_ script: RedisScript) -> EncodedRedisCommand {
@@ -353,7 +361,11 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         guard read == REDIS_OK, raw != nil else { throw failure(context, command: name) }
         reader.pointee.fn = savedFunctions
         reader.pointee.privdata = savedPrivdata
-        if let error = session.error { throw RedisError(serverReply: error, command: name) }
+        if let error = session.error {
+            let thrown = RedisError(serverReply: error, command: name)
+            giveUpIfReplica([.error(thrown)])
+            throw thrown
+        }
     }
 
     /// Marks the connection broken and describes hiredis's error. Runs on `queue`.

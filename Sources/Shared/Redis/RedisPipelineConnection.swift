@@ -259,6 +259,11 @@ final class RedisPipelineConnection: EventLoopSelectable {
             }
         }
         request.succeed(reply)
+        if reply.isFromReadOnlyReplica {
+            // A replica (the former primary, after a failover): what is still in flight
+            // here fails, and the multiplexer connects again, to the primary now named.
+            close(failing: RedisError(code: .connection, message: "\(endpoint) is a read-only replica"))
+        }
     }
 
     // MARK: Timeout

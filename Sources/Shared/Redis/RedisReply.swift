@@ -53,6 +53,18 @@ public enum RedisReply: Sendable, Equatable {
 
     public var isNull: Bool { self == .null }
 
+    /// An error reply of a read-only replica (`READONLY`), or an array holding one (a
+    /// script answers per item): the connection reaches a replica, not the primary —
+    /// after a failover, the endpoint's former primary. Connections give themselves
+    /// up on it, so the next one reaches whatever primary the endpoint names now.
+    public var isFromReadOnlyReplica: Bool {
+        switch self {
+        case .error(let error): error.serverPrefix == "READONLY"
+        case .array(let elements): elements.contains { $0.error?.serverPrefix == "READONLY" }
+        default: false
+        }
+    }
+
     /// The reply itself, or its error thrown.
     public func throwingError() throws(RedisError) -> RedisReply {
         if case .error(let error) = self { throw error }

@@ -1,0 +1,55 @@
+import Foundation
+
+/// A throw-away `redis-server` of one test (no persistence) on a port of its own,
+/// under a temporary folder, so stopping it or making it a replica disturbs neither
+/// the shared test Redis nor other suites. `arguments` are added to its command line.
+package struct PrivateRedis: Sendable {
+    package struct StartFailure: Error, CustomStringConvertible {
+        package let description: String
+    }
+
+    package let port: Int
+    let arguments: [String]
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "pushgate-redis-\(UInt32.random(in: 0...UInt32.max))")
+    package var url: String { "redis://127.0.0.1:\(port)/0" }
+
+    package init(arguments: [String] = []) throws {
+        port = try UnusedPort.loopback()
+        self.arguments = arguments
+    }
+
+    /// Starts it and waits until it answers.
+    package func start() async throws {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let status = try await CleanProcess.run(
+            "/usr/bin/redis-server",
+            [
+                "--bind", "127.0.0.1", "--port", "\(port)", "--save", "", "--appendonly", "no", "--daemonize", "yes",
+                "--dir", folder.path, "--pidfile", folder.appendingPathComponent("redis.pid").path,
+                "--logfile", folder.appendingPathComponent("redis.log").path,
+            ] + arguments)
+        guard status == 0 else { throw StartFailure(description: "redis-server exited with \(status)") }
+        for _ in 0..<50 {
+            if try await cli(["ping"]) == 0 { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw StartFailure(description: "the private redis-server does not answer on port \(port)")
+    }
+
+    /// Runs `redis-cli` against it; its exit status.
+    @discardableResult
+    package func cli(_ arguments: [String]) async throws -> Int32 {
+        try await CleanProcess.run("/usr/bin/redis-cli", ["-p", "\(port)"] + arguments)
+    }
+
+    /// Shuts it down and waits until it no longer answers.
+    package func stop() async throws {
+        try await cli(["shutdown", "nosave"])
+        for _ in 0..<50 {
+            if try await cli(["ping"]) != 0 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try? FileManager.default.removeItem(at: folder)
+    }
+}
