@@ -141,6 +141,29 @@ import Testing
         #expect(client.openConnections == 1)
     }
 
+    /// After a failover the endpoint's former primary is a read-only standby, and a
+    /// connection still open to it would fail every write for as long as it lives.
+    /// A write refused as read-only (SQLSTATE 25006) retires the connection: the next
+    /// statement runs on a new one. (A session made read-only stands in for a standby.)
+    @Test func aConnectionWhoseWritesAreRefusedAsReadOnlyIsReplaced() async throws {
+        let name = Self.uniqueApplicationName("read-only")
+        let client = PostgresClient(url: TestEnvironment.databaseURL, applicationName: name, maximumConnections: 1)
+        defer { client.close() }
+        let first = try await client.query("SELECT pg_backend_pid() AS pid")[0].decode("pid", as: Int32.self)
+        try await client.execute("SET default_transaction_read_only = on")
+        let table = "read_only_probe_\(UInt32.random(in: 0...UInt32.max))"
+        let error = try await #require(throws: PostgresError.self) {
+            try await client.execute(PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (id int)"))
+        }
+        #expect(error.isReadOnlyTransaction)
+
+        let second = try await client.query("SELECT pg_backend_pid() AS pid")[0].decode("pid", as: Int32.self)
+        #expect(second != first, "a new connection after the refusal")
+        let writable = try await client.query("SHOW default_transaction_read_only")[0]
+        #expect(try writable.decode("default_transaction_read_only", as: String.self) == "off")
+        #expect(client.openConnections == 1)
+    }
+
     /// Waits until backend `pid` is running `query`.
     static func waitUntilRunning(pid: Int32, query: String) async throws {
         let admin = try await PostgresConnection.connect(url: TestEnvironment.databaseURL)

@@ -17,6 +17,10 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
     private var handle: OpaquePointer?
     /// Prepared statements on this connection: key (name, SQL, parameter types) → server-side name.
     private var preparedStatements: [String: String] = [:]
+    /// Set when the server refused a write as a read-only standby (SQLSTATE 25006):
+    /// after a failover, the endpoint's former primary. The pool then replaces the
+    /// connection, and the new one reaches whatever primary the endpoint names now.
+    private var reachesStandby = false
 
     /// The server process id of this connection (for `pg_stat_activity`, `pg_terminate_backend`).
     public let backendPID: Int32
@@ -99,7 +103,9 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
     /// error and closes the socket, which a zero-timeout `poll` sees as readable.
     public var isUsable: Bool {
         queue.sync {
-            guard let handle, PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_IDLE else {
+            guard let handle, !reachesStandby, PQstatus(handle) == CONNECTION_OK,
+                PQtransactionStatus(handle) == PQTRANS_IDLE
+            else {
                 return false
             }
             let socket = PQsocket(handle)
@@ -223,7 +229,9 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
         case PGRES_TUPLES_OK, PGRES_SINGLE_TUPLE:
             return Outcome(rows: Self.rows(result), affectedRows: Self.affectedRows(result))
         case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR:
-            throw Self.error(result, handle: handle)
+            let error = Self.error(result, handle: handle)
+            if error.isReadOnlyTransaction { reachesStandby = true }
+            throw error
         default:
             // COPY and pipeline states are never started by this client.
             let name = PQresStatus(status).map { String(cString: $0) } ?? "unknown"

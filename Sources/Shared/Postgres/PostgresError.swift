@@ -64,6 +64,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
 extension PostgresError {
     /// SQLSTATE 23505.
     public var isUniqueViolation: Bool { sqlState == "23505" }
+    /// A write refused because the server is a read-only standby (or the transaction
+    /// is read-only): `read_only_sql_transaction`.
+    public var isReadOnlyTransaction: Bool { sqlState == "25006" }
     /// SQLSTATE 23503.
     public var isForeignKeyViolation: Bool { sqlState == "23503" }
 }
