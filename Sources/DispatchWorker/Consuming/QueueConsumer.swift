@@ -85,8 +85,8 @@ final class QueueConsumer: Sendable {
     }
 
     /// Whether the reader waits `readLinger` after a read of `messages` with `permits`
-    /// in hand: when the read took at least a full hot-path run's worth but less than
-    /// it could (the stream is busy, and was emptied). Reading again at once would
+    /// in hand: when the read took at least half a full hot-path run's worth (16) but
+    /// less than half what it could (the stream is busy, and was emptied). Reading again at once would
     /// take the next run or two alone; a moment later it takes what arrived meanwhile
     /// in one read, and the sends go to APNs in larger writes: less CPU per
     /// notification, for a wait of a few milliseconds while the worker is busy anyway.
