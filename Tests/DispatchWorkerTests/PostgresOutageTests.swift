@@ -36,6 +36,10 @@ import Testing
 
             // A write of the counts now fails; they wait in the worker, not lost.
             #expect(await worker.counts.flush() == false)
+            // Not ready by the plain probe; ready by the one that asks for Redis only.
+            let operations = RawHTTPClient(port: worker.metricsPort)
+            #expect(try await operations.request("GET", "/readyz").status == 503)
+            #expect(try await operations.request("GET", "/readyz?exclude=postgres").status == 200)
 
             relay.restore()
             try await eventually("the daily counts written once Postgres is back") {
