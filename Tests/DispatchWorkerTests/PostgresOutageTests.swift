@@ -48,6 +48,35 @@ import Testing
         }
     }
 
+    /// A worker that never read the credential (started during the outage, say) cannot
+    /// send until Postgres is back: its messages wait for it, without using their APNs
+    /// attempts, and are delivered then — not failed after a few attempts Apple never saw.
+    @Test func messagesAWorkerCannotSendForWantOfPostgresWaitForItWithoutUsingAttempts() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await DeliveryStack.with { stack in
+            let device = try await stack.subscribe()
+            relay.cut()
+            let worker = try await stack.startWorker([
+                "DATABASE_URL": databaseURL, "WORKER_MAX_ATTEMPTS": "2", "WORKER_RETRY_BASE_MS": "50",
+                "WORKER_RETRY_CAP_MS": "200",
+            ])
+            for _ in 0..<3 { #expect(try await stack.push(device.id).status == 201) }
+            try await eventually("the messages waiting for the credential") {
+                worker.metrics.retries.value("database") >= 6
+            }
+            #expect(stack.recordings(token: device.token).isEmpty)
+            #expect(try await stack.dailyCounts().failed == 0)
+
+            relay.restore()
+            try await eventually("the messages delivered once Postgres is back") {
+                stack.recordings(token: device.token).count == 3
+            }
+            try await eventually("counted as sent") { try await stack.dailyCounts().sent == 3 }
+            #expect(try await stack.dailyCounts().failed == 0)
+        }
+    }
+
     /// A credential's cache entry expiring while Postgres is away must not stop its
     /// sends: the credential read before stays in use until Postgres answers again.
     @Test func aCredentialReadBeforeStaysInUseWhilePostgresCannotBeRead() async throws {

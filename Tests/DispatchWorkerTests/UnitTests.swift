@@ -115,6 +115,22 @@ import Testing
         #expect(policy.decide(attempts: 4, nowMilliseconds: 0, deadlineMilliseconds: 10_000) == .giveUp)
         #expect(policy.decide(attempts: 1, nowMilliseconds: 0, deadlineMilliseconds: 40, random: { 0 }) == .giveUp)
     }
+
+    /// A message that could not be tried waits half its age (base to cap, jittered),
+    /// however often it waited before, and until its deadline, not past it.
+    @Test func aPostponedMessageWaitsHalfItsAgeUntilItsDeadline() {
+        func postpone(age: Int64, remaining: Int64 = 10_000, random: Double = 0) -> RetryPolicy.Decision {
+            policy.postpone(
+                ageMilliseconds: age, nowMilliseconds: 0, deadlineMilliseconds: remaining, random: { random })
+        }
+        #expect(postpone(age: 0) == .retry(afterMilliseconds: 50), "the base, jittered")
+        #expect(postpone(age: 600) == .retry(afterMilliseconds: 150))
+        #expect(postpone(age: 600, random: 0.999) == .retry(afterMilliseconds: 299))
+        #expect(postpone(age: 3_600_000) == .retry(afterMilliseconds: 500), "the cap, jittered")
+        #expect(
+            postpone(age: 3_600_000, remaining: 120) == .retry(afterMilliseconds: 120), "a last look at the deadline")
+        #expect(postpone(age: 3_600_000, remaining: 0) == .giveUp)
+    }
 }
 
 @Suite struct DeliveryOutcomeTests {

@@ -11,7 +11,7 @@ import Shared
 /// | gone | subscription deleted (unless updated after Apple's verdict), daily `gone` +1 | tombstone + cache/stash dropped (before), quota released, reply `gone` |
 /// | credential rejected | credential flagged (before), daily `failed` +1 | app caches dropped (before), quota released, reply `failed` |
 /// | failed, expired | daily `failed` +1 | quota released, reply `failed` |
-/// | retry, or unsent at shutdown | — | put on the delayed-retry set; quota stays reserved |
+/// | retry, postponed, or unsent at shutdown | — | put on the delayed-retry set; quota stays reserved |
 /// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed` (its own script) |
 ///
 /// When a Postgres or Redis write of an outcome fails, the message is retried (alone)
@@ -154,6 +154,23 @@ final class OutcomeRecorder: Sendable {
                         retry: Acknowledgement.Retry(delayMilliseconds: delay, attempts: attempts, cause: cause)))
             case .giveUp:
                 await record(.failed(.providerError, detail: cause), delivery)
+            }
+
+        case .postponed(let cause):
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            switch retryPolicy.postpone(
+                ageMilliseconds: now - message.acceptedAt, nowMilliseconds: now,
+                deadlineMilliseconds: Self.deadline(of: message))
+            {
+            case .retry(let delay):
+                settle(
+                    delivery,
+                    Acknowledgement.Item(
+                        delivery: delivery, tally: nil, releaseQuota: false, replyJSON: nil,
+                        retry: Acknowledgement.Retry(delayMilliseconds: delay, attempts: message.attempts, cause: cause)
+                    ))
+            case .giveUp:
+                await record(.failed(.expired, detail: "expired"), delivery)
             }
 
         case .abandoned:

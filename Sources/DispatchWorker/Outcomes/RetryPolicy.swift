@@ -27,6 +27,22 @@ struct RetryPolicy: Sendable {
         return .retry(afterMilliseconds: delay)
     }
 
+    /// The decision for a message that could not be tried at all (`DeliveryOutcome.postponed`),
+    /// `ageMilliseconds` after it was accepted: look again after half its age so far,
+    /// between the base and the cap, with jitter. The wait grows with the outage as
+    /// the attempts' backoff does, yet uses none of them; only the deadline ends it
+    /// (the last look comes at the deadline, not after it).
+    func postpone(
+        ageMilliseconds: Int64, nowMilliseconds: Int64, deadlineMilliseconds: Int64,
+        random: () -> Double = { Double.random(in: 0..<1) }
+    ) -> Decision {
+        let remaining = deadlineMilliseconds - nowMilliseconds
+        guard remaining > 0 else { return .giveUp }
+        let full = Int(min(Int64(capMilliseconds), max(Int64(baseMilliseconds), ageMilliseconds / 2)))
+        let delay = Self.jittered(full, random: random)
+        return .retry(afterMilliseconds: Int(min(Int64(delay), remaining)))
+    }
+
     /// `min(cap, base·2^(attempts−1))`: half of it fixed, half random ("equal jitter"),
     /// so retries of a burst spread out while the backoff still grows.
     func delay(afterAttempts attempts: Int, random: () -> Double = { Double.random(in: 0..<1) }) -> Int {
@@ -35,6 +51,11 @@ struct RetryPolicy: Sendable {
             capMilliseconds,
             baseMilliseconds.multipliedReportingOverflow(by: 1 << exponent).overflow
                 ? capMilliseconds : baseMilliseconds << exponent)
+        return Self.jittered(full, random: random)
+    }
+
+    /// Half of `full` fixed, half random.
+    private static func jittered(_ full: Int, random: () -> Double) -> Int {
         let half = full / 2
         return half + Int(Double(full - half) * min(max(random(), 0), 0.999_999))
     }

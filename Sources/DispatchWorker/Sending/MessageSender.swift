@@ -54,7 +54,7 @@ final class MessageSender: Sendable {
         case .usable(let usable): credential = usable
         case .missing: return report(batch, .failed(.credentialMissing, detail: "credential_missing"), completion)
         case .rejected: return report(batch, .failed(.credentialRejected, detail: "credential_rejected"), completion)
-        case .unavailable: return report(batch, .retry(cause: "database", countsAgainstCircuit: false), completion)
+        case .unavailable: return report(batch, .postponed(cause: "database"), completion)
         }
         let notifications = NotificationBuilder.notifications(for: batch)
         let environment = message.sandbox ? sandbox : production
