@@ -221,6 +221,7 @@ enum RedisTesting {
         }
         #expect(error.code == .connection)
         #expect(error.description.contains("Connection refused"))
+        #expect(!error.mayHaveRun, "nothing was sent")
     }
 
     @Test func commandTimeoutIsTypedAndTheClientReplacesTheConnection() async throws {
@@ -233,6 +234,7 @@ enum RedisTesting {
         }
         #expect(error.code == .timeout)
         #expect(error.command == "BLPOP")
+        #expect(error.mayHaveRun, "sent, then no answer: it may have run")
         // The timed-out connection was discarded; the next lease opens a new one (given
         // more than 200 ms: a loaded machine may be slow to answer, which is not this test's subject).
         #expect(try await client.send(RedisCommand("PING"), timeout: .seconds(5)) == .status("PONG"))

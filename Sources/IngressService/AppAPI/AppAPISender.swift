@@ -48,14 +48,21 @@ struct AppAPISender: Sendable {
                 priority: message.priority, expiration: now / 1000 + Int64(maximumTTLSeconds), acceptedAt: now,
                 replyKey: replyKey)
             let outcome: (status: String, reason: String)
+            var mayBeQueued = false
             do {
                 outcome = try await enqueue(request)
+            } catch let error as RedisError where error.mayHaveRun {
+                // The script was sent and its answer lost: it may have queued the message.
+                // If it did, the worker answers on the reply list like the others do;
+                // without an answer by the deadline it stays failed.
+                outcome = ("failed", "storage_error")
+                mayBeQueued = true
             } catch where !waiting.isEmpty {
-                // Earlier messages are already queued: a 5xx now would hide them (and a
-                // retry would send them twice), so this one alone reports the failure.
+                // Earlier messages are (or may be) queued: a 5xx now would hide them (and
+                // a retry would send them twice), so this one alone reports the failure.
                 outcome = ("failed", "storage_error")
             }
-            if outcome.status == "queued" { waiting[messageID] = outcomes.count }
+            if outcome.status == "queued" || mayBeQueued { waiting[messageID] = outcomes.count }
             outcomes.append(SendOutcome(id, outcome.status, reason: outcome.reason))
         }
         if !waiting.isEmpty {

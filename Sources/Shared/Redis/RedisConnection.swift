@@ -297,7 +297,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         for index in commands.indices {
             var raw: UnsafeMutableRawPointer?
             let status = redisGetReply(context, &raw)
-            guard status == REDIS_OK, let raw else { throw failure(context, command: names[index]) }
+            guard status == REDIS_OK, let raw else { throw failure(context, command: names[index], sent: true) }
             let reply = raw.assumingMemoryBound(to: redisReply.self)
             defer { freeReplyObject(raw) }
             replies.append(RedisReply(hiredis: reply, command: names[index]))
@@ -328,7 +328,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         for command in commands {
             var raw: UnsafeMutableRawPointer?
             guard redisGetReply(context, &raw) == REDIS_OK, let raw else {
-                throw failure(context, command: command.name)
+                throw failure(context, command: command.name, sent: true)
             }
             defer { freeReplyObject(raw) }
             replies.append(RedisReply(hiredis: raw.assumingMemoryBound(to: redisReply.self), command: command.name))
@@ -358,7 +358,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         // `raw` is a placeholder: nothing to free. After a failure the connection is
         // broken for good and keeps the visiting functions, so freeing the reader
         // never hands a half-read placeholder to `freeReplyObject`.
-        guard read == REDIS_OK, raw != nil else { throw failure(context, command: name) }
+        guard read == REDIS_OK, raw != nil else { throw failure(context, command: name, sent: true) }
         reader.pointee.fn = savedFunctions
         reader.pointee.privdata = savedPrivdata
         if let error = session.error {
@@ -368,8 +368,11 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         }
     }
 
-    /// Marks the connection broken and describes hiredis's error. Runs on `queue`.
-    private func failure(_ context: UnsafeMutablePointer<redisContext>, command: String?) -> RedisError {
+    /// Marks the connection broken and describes hiredis's error; `sent` when the
+    /// command was written before it (`RedisError.mayHaveRun`). Runs on `queue`.
+    private func failure(
+        _ context: UnsafeMutablePointer<redisContext>, command: String?, sent: Bool = false
+    ) -> RedisError {
         let savedErrno = errno
         broken.store(true, ordering: .releasing)
         let reason = Self.errorText(context)
@@ -384,7 +387,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         let message =
             code == .timeout
             ? "\(endpoint) did not answer within \(currentTimeout)" : "connection to \(endpoint) failed: \(reason)"
-        return RedisError(code: code, message: message, command: command)
+        return RedisError(code: code, message: message, command: command, mayHaveRun: sent)
     }
 
     /// Runs on `queue`.

@@ -37,12 +37,19 @@ public struct RedisError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server's full error text for `.server`, `.authentication` and `.database`.
     /// It may quote command arguments: do not log it.
     public let serverMessage: String?
+    /// The command was written and then the connection failed or timed out before its
+    /// reply: it may have run on the server (or not). False when it cannot have run:
+    /// the connection could not be made, or failed before the command was sent.
+    public let mayHaveRun: Bool
 
-    public init(code: Code, message: String, command: String? = nil, serverMessage: String? = nil) {
+    public init(
+        code: Code, message: String, command: String? = nil, serverMessage: String? = nil, mayHaveRun: Bool = false
+    ) {
         self.code = code
         self.message = message
         self.command = command
         self.serverMessage = serverMessage
+        self.mayHaveRun = mayHaveRun
     }
 
     /// An error reply from the server, e.g. `WRONGTYPE Operation against a key…`.
