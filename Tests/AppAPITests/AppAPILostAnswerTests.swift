@@ -40,8 +40,8 @@ import Testing
                     redis: redis, keys: stack.keys, subscriptions: SubscriptionRepository(postgres: stack.postgres),
                     directory: AppDirectory(postgres: stack.postgres), lifetimeMilliseconds: 60_000),
                 replies: ReplyCollector(redis: redis), maximumTTLSeconds: 3600, deadline: .seconds(10))
-            let batch = try SendBatch(
-                json: Array(#"{"messages":[{"subscriptionId":"\#(device.id)","payload":"\#(DeliveryStack.payload)"}]}"#.utf8))
+            let message = #"{"subscriptionId":"\#(device.id)","payload":"\#(DeliveryStack.payload)"}"#
+            let batch = try SendBatch(json: Array(#"{"messages":[\#(message)]}"#.utf8))
             func send() async throws -> String {
                 let response = try await sender.send(batch, app: stack.fixture.appID)
                 let object = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
