@@ -39,8 +39,12 @@ final class RedisPipelineConnection: EventLoopSelectable {
             }
         }
 
-        func fail(_ error: RedisError) {
-            completion(.failure(RedisError(code: error.code, message: error.message, command: command.name)))
+        /// `mayHaveRun`: the command was (or may have been) written before the failure.
+        func fail(_ error: RedisError, mayHaveRun: Bool = false) {
+            completion(
+                .failure(
+                    RedisError(
+                        code: error.code, message: error.message, command: command.name, mayHaveRun: mayHaveRun)))
         }
     }
 
@@ -161,8 +165,9 @@ final class RedisPipelineConnection: EventLoopSelectable {
         Glibc.close(fd)
         outbound = []
         outboundWritten = 0
+        // Each may have been written (whole or in part) before the failure.
         for entry in awaited.removeAll() {
-            if case .request(let request, _) = entry.kind { request.fail(error) }
+            if case .request(let request, _) = entry.kind { request.fail(error, mayHaveRun: true) }
         }
         onClose(self)
     }
