@@ -168,6 +168,7 @@ import Testing
         let error = try await #require(throws: RedisError.self) { try await redis.send("PING") }
         #expect(error.code == .timeout)
         #expect(error.command == "PING")
+        #expect(error.mayHaveRun, "sent, then no answer: it may have run")
         #expect(try await redis.send("PING") == .status("PONG"))
     }
 
@@ -175,6 +176,7 @@ import Testing
         let redis = try RedisMultiplexer(url: "redis://127.0.0.1:1/0")
         let error = try await #require(throws: RedisError.self) { try await redis.send("PING") }
         #expect(error.code == .connection)
+        #expect(!error.mayHaveRun, "nothing was sent")
         redis.close()
         let closed = try await #require(throws: RedisError.self) { try await redis.send("PING") }
         #expect(closed.code == .closed)
