@@ -9,19 +9,11 @@ import Testing
 /// queued. The worker's outcome on the reply list then settles it: `sent`, not a
 /// failure the backend would retry (and the user would see twice). The whole stack
 /// runs on a Redis of its own, which the test holds busy with a long script while
-/// the ingress's command times out (its command timeout is 2 s); Redis runs the
-/// queued command once the long one ends.
+/// the sender's command times out (1 s); Redis runs the queued command once the
+/// long one ends.
 @Suite struct AppAPILostAnswerTests {
     @Test func aMessageWhoseEnqueueAnswerWasLostIsReportedByItsOutcome() async throws {
-        let server = try PrivateRedis()
-        try await server.start()
-        do {
-            try await scenario(server)
-        } catch {
-            try? await server.stop()
-            throw error
-        }
-        try await server.stop()
+        try await PrivateRedis.with { try await scenario($0) }
     }
 
     func scenario(_ server: PrivateRedis) async throws {

@@ -10,15 +10,7 @@ import Testing
 /// Disruptive so `scripts/test` runs it apart from the rest anyway.
 @Suite(.serialized) struct DisruptiveIngressRedisRestartTests {
     @Test func pushesFailWith5xxWhileRedisIsDownAndSucceedAfterWithTheCacheRebuilt() async throws {
-        let redis = try PrivateRedis()
-        try await redis.start()
-        do {
-            try await scenario(redis)
-        } catch {
-            try? await redis.stop()
-            throw error
-        }
-        try await redis.stop()
+        try await PrivateRedis.with { try await scenario($0) }
     }
 
     func scenario(_ redis: PrivateRedis) async throws {

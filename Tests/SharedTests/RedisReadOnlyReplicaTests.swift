@@ -12,15 +12,7 @@ import Testing
 /// promoted, standing in for the endpoint's new primary.
 @Suite struct RedisReadOnlyReplicaTests {
     static func withReplica(_ body: (PrivateRedis) async throws -> Void) async throws {
-        let server = try PrivateRedis(arguments: ["--replicaof", "127.0.0.1", "\(try UnusedPort.loopback())"])
-        try await server.start()
-        do {
-            try await body(server)
-        } catch {
-            try? await server.stop()
-            throw error
-        }
-        try await server.stop()
+        try await PrivateRedis.with(arguments: ["--replicaof", "127.0.0.1", "\(try UnusedPort.loopback())"], body)
     }
 
     @Test func aPooledConnectionThatReachesAReplicaIsReplaced() async throws {

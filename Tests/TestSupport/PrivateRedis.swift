@@ -19,6 +19,20 @@ package struct PrivateRedis: Sendable {
         self.arguments = arguments
     }
 
+    /// Runs `body` with a started server (`arguments` added to its command line), and
+    /// stops it afterwards, also when `body` throws.
+    package static func with(arguments: [String] = [], _ body: (PrivateRedis) async throws -> Void) async throws {
+        let server = try PrivateRedis(arguments: arguments)
+        try await server.start()
+        do {
+            try await body(server)
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+        try await server.stop()
+    }
+
     /// Starts it and waits until it answers.
     package func start() async throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
