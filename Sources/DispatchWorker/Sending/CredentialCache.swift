@@ -33,6 +33,8 @@ final class CredentialCache: Sendable {
     private let lifetime: Duration
     private let failureLifetime: Duration
     private let logger: Logger
+    /// While Postgres is away every send asks again: one line now and then, not one per batch.
+    private let readFailureLog: ThrottledLog
     private let entries = Mutex<[String: Entry]>([:])
 
     init(
@@ -43,6 +45,7 @@ final class CredentialCache: Sendable {
         self.lifetime = lifetime
         self.failureLifetime = failureLifetime
         self.logger = logger
+        readFailureLog = ThrottledLog(logger: logger, interval: .seconds(10))
     }
 
     func lookup(_ id: String) async -> Lookup {
@@ -92,13 +95,11 @@ final class CredentialCache: Sendable {
         } catch {
             lookup = .unavailable
             if let earlier, !earlier.isUnavailable {
-                logger.warning(
-                    "cannot read credential; using what was read before",
-                    metadata: ["credential": id, "error": "\(type(of: error))"])
+                readFailureLog.warning("cannot read credentials; using what was read before", error: error)
                 entries.withLock { $0[id] = .ready(earlier, expires: .now + failureLifetime) }
                 return earlier
             }
-            logger.warning("cannot read credential", metadata: ["credential": id, "error": "\(type(of: error))"])
+            readFailureLog.warning("cannot read credentials; their messages wait", error: error)
         }
         let expires: ContinuousClock.Instant
         switch lookup {
