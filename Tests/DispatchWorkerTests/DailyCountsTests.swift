@@ -165,6 +165,15 @@ import Testing
             postgres: postgres, interval: .milliseconds(100), parking: parking, adoptionInterval: .milliseconds(100),
             logger: logger)
         next.start()
+        // Idle, its empty batches say nothing of Postgres: the parked counts stay in Redis.
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(try await redis.send("HLEN", parking.key).int == 3, "not taken over by an idle worker")
+        // A write of its own (another app's) reaches Postgres; then it takes them over.
+        let other = try await Fixture.create(postgres)
+        var otherMessage = message
+        otherMessage.accountID = other.accountID
+        otherMessage.appID = other.appID
+        next.record(.sent, message: otherMessage)
         try await eventually("the parked counts written by the next worker") { try await counts() == [3, 1, 1] }
         #expect(try await redis.send("EXISTS", parking.key).int == 0)
         try await Task.sleep(for: .milliseconds(400))  // a few more adoptions and writes

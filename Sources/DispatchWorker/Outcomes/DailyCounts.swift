@@ -189,7 +189,9 @@ final class DailyCounts: Sendable {
 
     /// Checks every 50 ms whether a second passed or a batch's rows reached `batchSize`;
     /// after a failed write, waits the interval before the next try. After a write
-    /// that succeeded, takes parked counts over when `adoptionInterval` has passed;
+    /// that reached Postgres and succeeded, takes parked counts over when
+    /// `adoptionInterval` has passed (an empty batch says nothing of Postgres: taken
+    /// over then, they would only wait in this worker's memory instead of Redis);
     /// when stopping, parks what could not be written.
     private func run() async {
         var last = ContinuousClock.now
@@ -206,7 +208,7 @@ final class DailyCounts: Sendable {
                 if failed { await parkUnwritten() }
                 return
             }
-            if !failed, lastAdoption.map({ ContinuousClock.now - $0 >= adoptionInterval }) ?? true {
+            if !failed, rows > 0, lastAdoption.map({ ContinuousClock.now - $0 >= adoptionInterval }) ?? true {
                 lastAdoption = .now
                 await adoptParked()
             }
