@@ -200,14 +200,13 @@ final class WebPushRoutes: Sendable {
         now: Date
     ) -> HotPathScript.Request {
         let acceptedAt = Int64(now.timeIntervalSince1970 * 1000)
-        let request = HotPathScript.Request(
+        return HotPathScript.Request(
             subscriptionID: id, scope: scope, rateLimit: pushRateLimit.limit,
             rateWindowMilliseconds: pushRateLimit.windowMilliseconds, stashLimit: stashLimit,
             stashLifetimeMilliseconds: stashLifetimeMilliseconds, quotaMonth: quotaMonths.month(of: now),
             messageID: messageID, ciphertext: ciphertext, priority: headers?.priority ?? 10,
             expiration: headers.map { $0.ttl == 0 ? 0 : acceptedAt / 1000 + Int64($0.ttl) } ?? 0,
             collapseID: headers?.topic, acceptedAt: acceptedAt)
-        return request
     }
 
     /// Runs the hot-path script, filling the cache from Postgres on a miss (within

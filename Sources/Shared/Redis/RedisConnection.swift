@@ -238,7 +238,7 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
             knownScripts.insert(script.sha1)
         }
         var replies = Array(all.dropFirst(unknown.count))
-        giveUpIfReplica(replies)
+        defer { giveUpIfReplica(replies) }
 
         // NOSCRIPT despite the load: the script cache was flushed under us.
         let missing = replies.indices.filter {
@@ -262,7 +262,6 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
             let sha = commands[index].script!.sha1
             replies[index] = reply.error?.serverPrefix == "NOSCRIPT" ? (loadFailures[sha] ?? reply) : reply
         }
-        giveUpIfReplica(replies)
         return replies
     }
 
