@@ -53,7 +53,8 @@ public enum HotPathScript {
         /// `.checked` without writing anything but the rate window.
         case checkBeforeSize = "check"
         /// For a malformed request: only whether the push URL is unknown or gone,
-        /// answering `.checked` if it is neither; writes nothing.
+        /// answering `.checked` if it is neither; writes nothing but, for an aged cache
+        /// entry, the claim of its refresh (as every scope does).
         case existence = "exists"
     }
 
