@@ -50,7 +50,7 @@ public enum HotPathScript {
         /// Decides, then stashes or enqueues.
         case push
         /// For a body over the size limit: the checks up to the quota, answering
-        /// `.checked` without writing anything but the rate window.
+        /// `.checked` without writing anything but the rate window (and a refresh claim).
         case checkBeforeSize = "check"
         /// For a malformed request: only whether the push URL is unknown or gone,
         /// answering `.checked` if it is neither; writes nothing but, for an aged cache
