@@ -165,13 +165,8 @@ struct HotPathCache: Sendable {
             appID: entry.appID, topic: entry.topic, deviceToken: entry.deviceToken, sandbox: entry.sandbox,
             alertTitle: entry.alertTitle, alertBody: entry.alertBody)
         let fields: [any RedisValueConvertible] = [
-            SubscriptionCacheField.app, entry.appID, SubscriptionCacheField.state, entry.active ? "active" : "pending",
-            SubscriptionCacheField.sandbox, entry.sandbox ? "1" : "0", SubscriptionCacheField.part, part,
-            SubscriptionCacheField.context,
+            SubscriptionCacheField.part, part, SubscriptionCacheField.context,
             SubscriptionCacheField.contextValue(active: entry.active, sandbox: entry.sandbox, appID: entry.appID),
-            SubscriptionCacheField.formatOneTopic, entry.topic, SubscriptionCacheField.formatOneToken,
-            entry.deviceToken, SubscriptionCacheField.formatOneTitle, entry.alertTitle,
-            SubscriptionCacheField.formatOneBody, entry.alertBody,
         ]
         return try await store(
             keys.subscription(id), fields, lifetime: entryLifetimeMilliseconds, freshness: lifetimeMilliseconds,

@@ -1,20 +1,17 @@
 /// Field names of the cache hashes the hot-path script reads (`RedisKeys.subscription`,
 /// `.app`, `.account`). Filled from Postgres on a miss by the ingress; dropped by
 /// `CacheInvalidation` when the rows change.
+///
+/// An entry holds only what the script reads: every field costs each cached
+/// subscription memory for as long as its entry lives (fresh, then stale).
 public enum SubscriptionCacheField {
-    public static let app = "app"
-    /// `pending` or `active`.
-    public static let state = "state"
-    /// `1` for the APNs sandbox, `0` for production.
-    public static let sandbox = "sandbox"
     /// The queue entry's subscription part (`QueueMessage.subscriptionPart`: app,
     /// topic, token, sandbox, alert title and body, packed), passed through as is.
     /// An entry without it (an older layout) is filled again.
     public static let part = "part"
-    /// `<state>:<sandbox>:<app id>` (`contextValue`): what the hot-path script reads of
-    /// `app`, `state` and `sandbox`, as one value it makes into a record once per run.
-    /// Those three stay for ingresses before it (a rolling upgrade). An entry without
-    /// it (an older layout) is filled again.
+    /// `<state>:<sandbox>:<app id>` (`contextValue`; state `active` or `pending`,
+    /// sandbox `1` for the APNs sandbox): one value the hot-path script makes into a
+    /// record once per run. An entry without it (an older layout) is filled again.
     public static let context = "ctx"
 
     public static func contextValue(active: Bool, sandbox: Bool, appID: String) -> String {
@@ -31,14 +28,6 @@ public enum SubscriptionCacheField {
     /// Written by the hot-path script, not the fill: until when (UNIX ms) the
     /// subscription's rate window list lives at least (`HotPathScript`).
     public static let rateWindowExpiry = "rexp"
-    /// The fields ingresses before queue format 2 read instead of `part`. A fill
-    /// writes them too while both may run side by side (a rolling upgrade): an older
-    /// ingress that found a live entry without them would enqueue a push with no
-    /// device token. Remove them once no format-1 ingress can be running.
-    public static let formatOneTopic = "topic"
-    public static let formatOneToken = "token"
-    public static let formatOneTitle = "title"
-    public static let formatOneBody = "body"
 }
 
 public enum AppCacheField {
