@@ -15,13 +15,13 @@ import Testing
         let namespace: String
         let adminPort: Int
 
-        init() throws {
+        init(redisURL: String = TestEnvironment.redisURL) throws {
             let unique = UInt64.random(in: 0...UInt64.max)
             namespace = "pushgate-admin-test:\(unique)"
             keys = RedisKeys(stream: "\(namespace):queue:{a\(unique)}", namespace: namespace)
             let configuration = try IngressConfiguration(
                 environment: Environment([
-                    "DATABASE_URL": TestEnvironment.databaseURL, "REDIS_URL": TestEnvironment.redisURL,
+                    "DATABASE_URL": TestEnvironment.databaseURL, "REDIS_URL": redisURL,
                     "CREDENTIAL_KEY": Data(SecureRandom.bytes(32)).base64EncodedString(),
                     "PUBLIC_BASE_URL": "https://push.example.test", "INGRESS_LISTEN": "127.0.0.1:0",
                     "ADMIN_LISTEN": "127.0.0.1:0", "ADMIN_TOKEN": AdminHarness.token,
@@ -39,8 +39,10 @@ import Testing
             await application.shutdown(deadline: .seconds(2))
         }
 
-        static func with(_ body: (Running) async throws -> Void) async throws {
-            let running = try Running()
+        static func with(
+            redisURL: String = TestEnvironment.redisURL, _ body: (Running) async throws -> Void
+        ) async throws {
+            let running = try Running(redisURL: redisURL)
             do {
                 try await body(running)
             } catch {
@@ -139,6 +141,29 @@ import Testing
 
             #expect(try await ingress.admin("PATCH", "/apps/\(app)/push", ["enabled": true]).status == 200)
             #expect(try await ingress.push(subscription).status == 201)
+        }
+    }
+
+    @Test func aChangeWhoseCacheInvalidationFailedTakesEffectOnceRedisAnswersAgain() async throws {
+        // The ingress's Redis is cut off (through a relay) just while the change is
+        // saved: the invalidation fails, and is tried again in the background. Without
+        // that, the cached app (fresh for CACHE_TTL_SECONDS, 5 minutes) would go on
+        // taking pushes for the disabled app.
+        let (relay, redisURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
+        defer { relay.close() }
+        try await Running.with(redisURL: redisURL) { ingress in
+            let (_, app, topic) = try await ingress.pushingApp(plan: "plus")
+            let subscription = try await ingress.subscribe(topic: topic)
+            #expect(try await ingress.push(subscription).status == 201)  // the app is cached now
+
+            relay.cut()
+            #expect(try await ingress.admin("PATCH", "/apps/\(app)/push", ["enabled": false]).status == 200)
+            try await Task.sleep(for: .milliseconds(300))
+            relay.restore()
+            let refused = try await Poll.until(timeout: .seconds(30), interval: .milliseconds(100)) {
+                try await ingress.push(subscription).status == 403
+            }
+            #expect(refused, "pushes to the disabled app are refused long before its cache entry ages")
         }
     }
 

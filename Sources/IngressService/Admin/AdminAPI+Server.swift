@@ -14,7 +14,8 @@ extension AdminAPI {
         let logger = logger.child("admin")
         let api = AdminAPI(
             token: token, postgres: postgres, sealer: try PushCredentialSealer(configuration: configuration.common),
-            probe: probe, invalidator: invalidator, quota: quota, logger: logger)
+            probe: probe, invalidator: invalidator, quota: quota, logger: logger,
+            invalidationRetryWindow: .seconds(configuration.cacheLifetimeSeconds))
         return HTTPServer(
             configuration: HTTPServer.Configuration(address: address, connectionLimit: 256),
             handler: api, logger: logger)

@@ -29,18 +29,18 @@ public struct AdminAPI: HTTPHandler {
     }
 
     /// The admin API: credentials probed with `probe` (APNs production), ingress caches
-    /// invalidated through `invalidator`, live quota counts read from `quota`.
+    /// invalidated through `invalidator` (a failure tried again for
+    /// `invalidationRetryWindow`), live quota counts read from `quota`.
     init(
         token: String, postgres: PostgresClient, sealer: PushCredentialSealer, probe: any CredentialProbe,
         invalidator: any CacheInvalidator, quota: any QuotaCounter = NoQuotaCounter(), logger: Logger,
-        now: @escaping @Sendable () -> Date = { Date() }
+        invalidationRetryWindow: Duration = .seconds(300), now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.init(
             token: token,
             dependencies: AdminDependencies(
                 postgres: postgres, sealer: sealer, probe: probe, invalidator: invalidator, quota: quota,
-                logger: logger,
-                now: now))
+                logger: logger, now: now, invalidationRetryWindow: invalidationRetryWindow))
     }
 
     public func maximumBodySize(for head: HTTPRequestHead) -> Int { 64 * 1024 }
