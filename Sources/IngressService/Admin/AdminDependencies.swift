@@ -52,6 +52,8 @@ struct AdminDependencies: Sendable {
                 return
             } catch let error as RedisError where error.code == .closed {
                 return  // shutting down
+            } catch let error as ConnectionPoolError where error.code == .closed {
+                return  // shutting down
             } catch {
                 lastError = error
             }
