@@ -100,7 +100,7 @@ struct HotPathCache: Sendable {
         do {
             try await fill(kind: kind, id: id, subscriptionID: subscriptionID)
             return .filled
-        } catch where stale {
+        } catch let error where stale {
             refreshFailures.record()
             refreshFailureCount?.increment()
             staleLog?.warning("cache entries past their lifetime stay in use: they cannot be read again", error: error)
