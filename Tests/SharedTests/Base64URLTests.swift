@@ -35,6 +35,9 @@ import Testing
             Base64URL.append(input, to: &bytes)
             #expect(String(decoding: bytes, as: UTF8.self) == Self.reference(input))
             #expect(Base64URL.encode(input) == Self.reference(input))
+            // A slice from inside a larger buffer (message ids come from a pool).
+            let pool = [0xAA, 0x55, 0x0F] + input + [0xF0]
+            #expect(Base64URL.encode(pool[3..<(3 + length)]) == Self.reference(input))
         }
         // Every byte value in each of a group's three positions, after a prefix
         // (a payload's JSON), so every 12-bit pair entry is exercised.

@@ -27,12 +27,6 @@ final class MessageIDGenerator: Sendable {
             defer { pool.offset += Self.idLength }
             return pool.bytes[pool.offset..<pool.offset + Self.idLength]
         }
-        var text: [UInt8] = []
-        text.reserveCapacity(Self.textLength)
-        Base64URL.append(id, to: &text)
-        return String(decoding: text, as: UTF8.self)
+        return Base64URL.encode(id)
     }
-
-    /// The unpadded base64url length of an id.
-    private static let textLength = (idLength * 4 + 2) / 3
 }

@@ -19,10 +19,21 @@ public enum Base64URL {
 
     /// The unpadded base64url text of `bytes`.
     public static func encode(_ bytes: [UInt8]) -> String {
-        var output: [UInt8] = []
-        append(bytes, to: &output)
-        return String(decoding: output, as: UTF8.self)
+        encode(bytes[...])
     }
+
+    /// The unpadded base64url text of `bytes`, written straight into the string's own
+    /// storage (no intermediate array: an id per accepted push).
+    public static func encode(_ bytes: ArraySlice<UInt8>) -> String {
+        let length = encodedLength(bytes.count)
+        return String(unsafeUninitializedCapacity: length) { output in
+            bytes.withUnsafeBufferPointer { write($0, to: UnsafeMutableRawBufferPointer(output), at: 0) }
+            return length
+        }
+    }
+
+    /// The unpadded base64url length of `count` bytes.
+    public static func encodedLength(_ count: Int) -> Int { (count * 4 + 2) / 3 }
 
     /// Appends the unpadded base64url text of `input` to `bytes` (e.g. straight into a
     /// payload being built).
@@ -33,34 +44,38 @@ public enum Base64URL {
     /// `append` of bytes in place in a larger buffer (a queue entry's ciphertext).
     public static func append(_ input: ArraySlice<UInt8>, to bytes: inout [UInt8]) {
         let start = bytes.count
-        let length = (input.count * 4 + 2) / 3
-        bytes.append(contentsOf: repeatElement(0, count: length))
+        bytes.append(contentsOf: repeatElement(0, count: encodedLength(input.count)))
+        input.withUnsafeBufferPointer { source in
+            bytes.withUnsafeMutableBytes { write(source, to: $0, at: start) }
+        }
+    }
+
+    /// Writes the text of `source` into `output` from `start` (room for
+    /// `encodedLength(source.count)` bytes there).
+    private static func write(
+        _ source: UnsafeBufferPointer<UInt8>, to output: UnsafeMutableRawBufferPointer, at start: Int
+    ) {
         pairs.withUnsafeBufferPointer { pairs in
             alphabet.withUnsafeBufferPointer { table in
-                input.withUnsafeBufferPointer { source in
-                    bytes.withUnsafeMutableBytes { output in
-                        var index = 0
-                        var out = start
-                        let count = source.count
-                        while index + 3 <= count {
-                            let group = Int(source[index]) << 16 | Int(source[index + 1]) << 8 | Int(source[index + 2])
-                            output.storeBytes(of: pairs[group >> 12].littleEndian, toByteOffset: out, as: UInt16.self)
-                            output.storeBytes(
-                                of: pairs[group & 0xFFF].littleEndian, toByteOffset: out + 2, as: UInt16.self)
-                            index += 3
-                            out += 4
-                        }
-                        if count - index == 1 {
-                            let group = Int(source[index]) << 16
-                            output[out] = table[group >> 18 & 0x3F]
-                            output[out + 1] = table[group >> 12 & 0x3F]
-                        } else if count - index == 2 {
-                            let group = Int(source[index]) << 16 | Int(source[index + 1]) << 8
-                            output[out] = table[group >> 18 & 0x3F]
-                            output[out + 1] = table[group >> 12 & 0x3F]
-                            output[out + 2] = table[group >> 6 & 0x3F]
-                        }
-                    }
+                var index = 0
+                var out = start
+                let count = source.count
+                while index + 3 <= count {
+                    let group = Int(source[index]) << 16 | Int(source[index + 1]) << 8 | Int(source[index + 2])
+                    output.storeBytes(of: pairs[group >> 12].littleEndian, toByteOffset: out, as: UInt16.self)
+                    output.storeBytes(of: pairs[group & 0xFFF].littleEndian, toByteOffset: out + 2, as: UInt16.self)
+                    index += 3
+                    out += 4
+                }
+                if count - index == 1 {
+                    let group = Int(source[index]) << 16
+                    output[out] = table[group >> 18 & 0x3F]
+                    output[out + 1] = table[group >> 12 & 0x3F]
+                } else if count - index == 2 {
+                    let group = Int(source[index]) << 16 | Int(source[index + 1]) << 8
+                    output[out] = table[group >> 18 & 0x3F]
+                    output[out + 1] = table[group >> 12 & 0x3F]
+                    output[out + 2] = table[group >> 6 & 0x3F]
                 }
             }
         }

@@ -147,8 +147,10 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MH
     }
     guard let mhdResponse else { return .NO }
     defer { MHD_destroy_response(mhdResponse) }
+    // `withCString`, not the implicit conversion: that one builds a C-string array per
+    // argument (a heap allocation each), where a native string is passed in place.
     for (name, value) in response.headers {
-        _ = MHD_add_response_header(mhdResponse, name, value)
+        _ = name.withCString { name in value.withCString { MHD_add_response_header(mhdResponse, name, $0) } }
     }
     return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
 }
