@@ -180,4 +180,60 @@ import Testing
         #expect(try await counts() == [3, 1, 1], "written once")
         await next.stop()
     }
+    /// A write that fails parks its counts in Redis at once: a worker that dies while
+    /// Postgres is away (no stop, no last flush) leaves them there, not in its memory.
+    /// Once Postgres answers again, the worker takes them back and writes them, without
+    /// waiting for a send of its own.
+    @Test func aFailedWriteParksItsCountsAtOnceAndTheyAreWrittenWhenPostgresIsBack() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        let postgres = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 2)
+        defer { postgres.close() }
+        let throughRelay = PostgresClient(url: databaseURL, maximumConnections: 1)
+        defer { throughRelay.close() }
+        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        defer { redis.close() }
+        let fixture = try await Fixture.create(postgres)
+        let unique = UInt64.random(in: 0...UInt64.max)
+        let parking = ParkedCounts(
+            redis: redis, key: RedisKeys(stream: "q:{p\(unique)}", namespace: "pushgate-test:\(unique)").parkedCounts)
+        let message = QueueMessage(
+            messageID: "m", subscriptionID: "device", appID: fixture.appID, accountID: fixture.accountID,
+            credentialID: "c", topic: fixture.topic, deviceToken: "ab", sandbox: false, alertTitle: "t",
+            alertBody: "b", ciphertext: [1], priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0, quotaKey: "q")
+        func written() async throws -> [Int64] {
+            let rows = try await postgres.query(
+                """
+                SELECT sent, failed, gone FROM daily_counts
+                WHERE account_id = \(fixture.accountID) AND app_id = \(fixture.appID)
+                """)
+            guard let row = rows.first else { return [0, 0, 0] }
+            return [
+                try row.decode("sent", as: Int64.self), try row.decode("failed", as: Int64.self),
+                try row.decode("gone", as: Int64.self),
+            ]
+        }
+        let counts = DailyCounts(
+            postgres: throughRelay, interval: .milliseconds(100), parking: parking, adoptionInterval: .seconds(3600),
+            logger: Logger(component: "worker", minimumLevel: .error))
+
+        relay.cut()
+        for _ in 0..<3 { counts.record(.sent, message: message) }
+        counts.record(.failed, message: message)
+        counts.record(.gone, message: message)
+        #expect(await counts.flush() == false)
+        #expect(try await redis.send("HLEN", parking.key).int == 3, "sent, failed and gone parked at once")
+        #expect(counts.pending.tallies.isEmpty, "nothing left to lose in memory")
+
+        counts.start()
+        try await Task.sleep(for: .milliseconds(300))  // idle, asking a Postgres that is away
+        #expect(try await written() == [0, 0, 0])
+        #expect(try await redis.send("HLEN", parking.key).int == 3)
+        relay.restore()
+        try await eventually("the parked counts written once Postgres answers") { try await written() == [3, 1, 1] }
+        #expect(try await redis.send("EXISTS", parking.key).int == 0)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await written() == [3, 1, 1], "written once")
+        await counts.stop()
+    }
 }

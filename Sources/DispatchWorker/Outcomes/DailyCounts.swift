@@ -12,13 +12,17 @@ import Synchronization
 /// most of Postgres's work (and the App API's `lastPushAt` needs no finer). Two
 /// statements per batch, never one per message; rows are written in key order so
 /// concurrent workers do not deadlock.
-/// A batch that cannot be written is merged back and tried again an interval later
-/// (not at every check while Postgres is down). Counts are few and always kept;
-/// last-push times, one per device, are kept only up to `maximumKeptLastPush`, so an
-/// outage of Postgres does not grow the worker's memory with every device pushed.
-/// Counts still unwritten when the worker stops are parked in Redis
-/// (`ParkedCounts`), and a worker whose writes succeed takes parked counts over
-/// (every `adoptionInterval`) and writes them with its own.
+/// A batch that cannot be written parks its counts in Redis at once (`ParkedCounts`),
+/// so a worker that dies while Postgres is away loses at most its last interval's
+/// counts, not the outage's; they stay in memory only when Redis cannot take them
+/// either (or there is no parking). Last-push times, one per device, stay in memory
+/// for the next try, only up to `maximumKeptLastPush`, so an outage of Postgres does
+/// not grow the worker's memory with every device pushed. The next try comes an
+/// interval later (not at every check while Postgres is down). Counts still unwritten
+/// when the worker stops are parked too. A worker takes parked counts over (and writes
+/// them at once) as soon as Postgres answers again after it parked its own, and
+/// otherwise every `adoptionInterval` after a write of its own reached Postgres: a
+/// stopped worker's, or those of one that died.
 final class DailyCounts: Sendable {
     struct Key: Hashable, Sendable {
         let account: String
@@ -82,6 +86,10 @@ final class DailyCounts: Sendable {
         var tallies: [Key: Tally] = [:]
         var lastPush: [SubscriptionKey: Date] = [:]
         var stopping = false
+        /// Counts of this worker's went to Redis after a failed write, and no parked
+        /// counts were taken over since: Postgres is asked whether it answers again even
+        /// without counts of its own, so they do not wait for the next send.
+        var parkedSinceAdoption = false
         /// The last UTC day seen (days since 1970) and its `yyyy-mm-dd`, so most
         /// outcomes do not format a date.
         var cachedDay: (number: Int, text: String) = (-1, "")
@@ -188,18 +196,20 @@ final class DailyCounts: Sendable {
     }
 
     /// Checks every 50 ms whether a second passed or a batch's rows reached `batchSize`;
-    /// after a failed write, waits the interval before the next try. After a write
-    /// that reached Postgres and succeeded, takes parked counts over when
-    /// `adoptionInterval` has passed (an empty batch says nothing of Postgres: taken
-    /// over then, they would only wait in this worker's memory instead of Redis);
-    /// when stopping, parks what could not be written.
+    /// after a failed write, waits the interval before the next try. Takes parked
+    /// counts over once Postgres is known to answer: after a write that reached it
+    /// (an empty batch says nothing of Postgres: taken over then, they would only wait
+    /// in this worker's memory instead of Redis), or, while this worker's own counts
+    /// are parked, after a probe; when stopping, parks what could not be written.
     private func run() async {
         var last = ContinuousClock.now
         var lastAdoption: ContinuousClock.Instant?
         var failed = false
         while true {
             try? await Task.sleep(for: .milliseconds(50))
-            let (stopping, rows) = state.withLock { ($0.stopping, max($0.tallies.count, $0.lastPush.count)) }
+            let (stopping, rows, owesParked) = state.withLock {
+                ($0.stopping, max($0.tallies.count, $0.lastPush.count), $0.parkedSinceAdoption)
+            }
             let due = ContinuousClock.now - last >= interval
             guard stopping || due || (rows >= batchSize && !failed) else { continue }
             last = .now
@@ -208,26 +218,39 @@ final class DailyCounts: Sendable {
                 if failed { await parkUnwritten() }
                 return
             }
-            if !failed, rows > 0, lastAdoption.map({ ContinuousClock.now - $0 >= adoptionInterval }) ?? true {
-                lastAdoption = .now
-                await adoptParked()
+            guard !failed else { continue }
+            let adoptionDue = owesParked || (lastAdoption.map { ContinuousClock.now - $0 >= adoptionInterval } ?? true)
+            guard adoptionDue else { continue }
+            if rows == 0 {
+                guard owesParked, await postgresAnswers() else { continue }
             }
+            lastAdoption = .now
+            // Written at once, not with the next batch: taken out of Redis, they are
+            // only in this worker's memory until then.
+            if await adoptParked() { failed = !(await flush()) }
         }
     }
 
-    /// Adds the parked counts to this worker's own (written with the next batch).
-    private func adoptParked() async {
-        guard let parking else { return }
+    /// Whether Postgres answers a trivial query.
+    private func postgresAnswers() async -> Bool {
+        (try? await postgres.execute("SELECT 1")) != nil
+    }
+
+    /// Adds the parked counts to this worker's own; whether there were any.
+    private func adoptParked() async -> Bool {
+        guard let parking else { return false }
         do {
             let parked = try await parking.takeAll()
-            guard !parked.isEmpty else { return }
             state.withLock { state in
+                state.parkedSinceAdoption = false
                 for (key, tally) in parked { state.tallies[key, default: Tally()].add(tally) }
             }
-            logger.info(
-                "took over daily counts a stopped worker could not write", metadata: ["rows": "\(parked.count)"])
+            guard !parked.isEmpty else { return false }
+            logger.info("took over parked daily counts", metadata: ["rows": "\(parked.count)"])
+            return true
         } catch {
             failureLog.warning("cannot read parked daily counts", error: error)
+            return false
         }
     }
 
@@ -300,17 +323,39 @@ final class DailyCounts: Sendable {
                 }
             }
         } catch {
-            failureLog.warning("cannot write daily counts; keeping them for the next batch", error: error)
-            state.withLock { state in
-                for (key, tally) in tallies { state.tallies[key, default: Tally()].add(tally) }
-                for (id, date) in lastPush where (state.lastPush[id] ?? .distantPast) < date {
-                    guard state.lastPush[id] != nil || state.lastPush.count < maximumKeptLastPush else { continue }
-                    state.lastPush[id] = date
-                }
-            }
+            failureLog.warning(
+                parking == nil
+                    ? "cannot write daily counts; keeping them for the next batch"
+                    : "cannot write daily counts; parking them in Redis", error: error)
+            await keepUnwritten(tallies, lastPush)
             return false
         }
         return true
+    }
+
+    /// What a failed write could not take: the counts parked in Redis (kept in memory
+    /// when they cannot be), the last-push times kept for the next try up to the limit.
+    private func keepUnwritten(_ tallies: [Key: Tally], _ lastPush: [SubscriptionKey: Date]) async {
+        var parked = false
+        if let parking, !tallies.isEmpty {
+            do {
+                try await parking.park(tallies)
+                parked = true
+            } catch {
+                failureLog.warning("cannot park daily counts in Redis either; keeping them", error: error)
+            }
+        }
+        state.withLock { state in
+            if parked {
+                state.parkedSinceAdoption = true
+            } else {
+                for (key, tally) in tallies { state.tallies[key, default: Tally()].add(tally) }
+            }
+            for (id, date) in lastPush where (state.lastPush[id] ?? .distantPast) < date {
+                guard state.lastPush[id] != nil || state.lastPush.count < maximumKeptLastPush else { continue }
+                state.lastPush[id] = date
+            }
+        }
     }
 
     /// `yyyy-mm-dd` in UTC.

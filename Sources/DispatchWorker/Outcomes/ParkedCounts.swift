@@ -1,8 +1,9 @@
 import Shared
 
-/// Daily counts a stopping worker could not write to Postgres, kept in a Redis hash
-/// (`RedisKeys.parkedCounts`) until a worker that can write them takes them over, so
-/// a worker stopped or rolled out while Postgres is away does not lose them.
+/// Daily counts a worker could not write to Postgres (a write that failed, or a stop
+/// while Postgres is away), kept in a Redis hash (`RedisKeys.parkedCounts`) until a
+/// worker that can write them takes them over, so a worker that stops or dies while
+/// Postgres is away does not lose them.
 /// Last-push times are not kept: each device's next push sets its own.
 ///
 /// A field is one counter: account, app, day and kind (`sent`, `failed`, `gone`),
