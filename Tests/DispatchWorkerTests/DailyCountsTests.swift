@@ -121,119 +121,122 @@ import Testing
     /// A worker stopped while Postgres is away parks the counts it could not write in
     /// Redis, and the next worker that can write takes them over and writes them once.
     @Test func countsAStoppingWorkerCannotWriteAreWrittenByTheNextOne() async throws {
-        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
-        defer { relay.close() }
-        let postgres = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 2)
-        defer { postgres.close() }
-        let throughRelay = PostgresClient(url: databaseURL, maximumConnections: 1)
-        defer { throughRelay.close() }
-        let redis = try RedisClient(url: TestEnvironment.redisURL)
-        defer { redis.close() }
-        let fixture = try await Fixture.create(postgres)
-        let unique = UInt64.random(in: 0...UInt64.max)
-        let parking = ParkedCounts(
-            redis: redis, key: RedisKeys(stream: "q:{p\(unique)}", namespace: "pushgate-test:\(unique)").parkedCounts)
-        let message = QueueMessage(
-            messageID: "m", subscriptionID: "device", appID: fixture.appID, accountID: fixture.accountID,
-            credentialID: "c", topic: fixture.topic, deviceToken: "ab", sandbox: false, alertTitle: "t",
-            alertBody: "b", ciphertext: [1], priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0, quotaKey: "q")
-        func counts() async throws -> [Int64] {
-            let rows = try await postgres.query(
-                """
-                SELECT sent, failed, gone FROM daily_counts
-                WHERE account_id = \(fixture.accountID) AND app_id = \(fixture.appID)
-                """)
-            guard let row = rows.first else { return [0, 0, 0] }
-            return [
-                try row.decode("sent", as: Int64.self), try row.decode("failed", as: Int64.self),
-                try row.decode("gone", as: Int64.self),
-            ]
-        }
+        let setup = try await ParkingSetup()
+        defer { setup.close() }
         let logger = Logger(component: "worker", minimumLevel: .error)
 
-        let stopping = DailyCounts(postgres: throughRelay, interval: .seconds(3600), parking: parking, logger: logger)
+        let stopping = DailyCounts(
+            postgres: setup.throughRelay, interval: .seconds(3600), parking: setup.parking, logger: logger)
         stopping.start()
-        relay.cut()
-        for _ in 0..<3 { stopping.record(.sent, message: message) }
-        stopping.record(.failed, message: message)
-        stopping.record(.gone, message: message)
+        setup.relay.cut()
+        for _ in 0..<3 { stopping.record(.sent, message: setup.message) }
+        stopping.record(.failed, message: setup.message)
+        stopping.record(.gone, message: setup.message)
         await stopping.stop()
-        #expect(try await redis.send("HLEN", parking.key).int == 3, "sent, failed and gone parked")
-        #expect(try await counts() == [0, 0, 0])
+        #expect(try await setup.redis.send("HLEN", setup.parking.key).int == 3, "sent, failed and gone parked")
+        #expect(try await setup.written() == [0, 0, 0])
 
         let next = DailyCounts(
-            postgres: postgres, interval: .milliseconds(100), parking: parking, adoptionInterval: .milliseconds(100),
+            postgres: setup.postgres, interval: .milliseconds(100), parking: setup.parking,
+            adoptionInterval: .milliseconds(100),
             logger: logger)
         next.start()
         // Idle, its empty batches say nothing of Postgres: the parked counts stay in Redis.
         try await Task.sleep(for: .milliseconds(400))
-        #expect(try await redis.send("HLEN", parking.key).int == 3, "not taken over by an idle worker")
+        #expect(try await setup.redis.send("HLEN", setup.parking.key).int == 3, "not taken over by an idle worker")
         // A write of its own (another app's) reaches Postgres; then it takes them over.
-        let other = try await Fixture.create(postgres)
-        var otherMessage = message
+        let other = try await Fixture.create(setup.postgres)
+        var otherMessage = setup.message
         otherMessage.accountID = other.accountID
         otherMessage.appID = other.appID
         next.record(.sent, message: otherMessage)
-        try await eventually("the parked counts written by the next worker") { try await counts() == [3, 1, 1] }
-        #expect(try await redis.send("EXISTS", parking.key).int == 0)
+        try await eventually("the parked counts written by the next worker") { try await setup.written() == [3, 1, 1] }
+        #expect(try await setup.redis.send("EXISTS", setup.parking.key).int == 0)
         try await Task.sleep(for: .milliseconds(400))  // a few more adoptions and writes
-        #expect(try await counts() == [3, 1, 1], "written once")
+        #expect(try await setup.written() == [3, 1, 1], "written once")
         await next.stop()
     }
+
     /// A write that fails parks its counts in Redis at once: a worker that dies while
     /// Postgres is away (no stop, no last flush) leaves them there, not in its memory.
     /// Once Postgres answers again, the worker takes them back and writes them, without
     /// waiting for a send of its own.
     @Test func aFailedWriteParksItsCountsAtOnceAndTheyAreWrittenWhenPostgresIsBack() async throws {
-        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
-        defer { relay.close() }
-        let postgres = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 2)
-        defer { postgres.close() }
-        let throughRelay = PostgresClient(url: databaseURL, maximumConnections: 1)
-        defer { throughRelay.close() }
-        let redis = try RedisClient(url: TestEnvironment.redisURL)
-        defer { redis.close() }
-        let fixture = try await Fixture.create(postgres)
-        let unique = UInt64.random(in: 0...UInt64.max)
-        let parking = ParkedCounts(
-            redis: redis, key: RedisKeys(stream: "q:{p\(unique)}", namespace: "pushgate-test:\(unique)").parkedCounts)
-        let message = QueueMessage(
-            messageID: "m", subscriptionID: "device", appID: fixture.appID, accountID: fixture.accountID,
-            credentialID: "c", topic: fixture.topic, deviceToken: "ab", sandbox: false, alertTitle: "t",
-            alertBody: "b", ciphertext: [1], priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0, quotaKey: "q")
-        func written() async throws -> [Int64] {
-            let rows = try await postgres.query(
-                """
-                SELECT sent, failed, gone FROM daily_counts
-                WHERE account_id = \(fixture.accountID) AND app_id = \(fixture.appID)
-                """)
-            guard let row = rows.first else { return [0, 0, 0] }
-            return [
-                try row.decode("sent", as: Int64.self), try row.decode("failed", as: Int64.self),
-                try row.decode("gone", as: Int64.self),
-            ]
-        }
+        let setup = try await ParkingSetup()
+        defer { setup.close() }
         let counts = DailyCounts(
-            postgres: throughRelay, interval: .milliseconds(100), parking: parking, adoptionInterval: .seconds(3600),
+            postgres: setup.throughRelay, interval: .milliseconds(100), parking: setup.parking,
+            adoptionInterval: .seconds(3600),
             logger: Logger(component: "worker", minimumLevel: .error))
 
-        relay.cut()
-        for _ in 0..<3 { counts.record(.sent, message: message) }
-        counts.record(.failed, message: message)
-        counts.record(.gone, message: message)
+        setup.relay.cut()
+        for _ in 0..<3 { counts.record(.sent, message: setup.message) }
+        counts.record(.failed, message: setup.message)
+        counts.record(.gone, message: setup.message)
         #expect(await counts.flush() == false)
-        #expect(try await redis.send("HLEN", parking.key).int == 3, "sent, failed and gone parked at once")
+        #expect(try await setup.redis.send("HLEN", setup.parking.key).int == 3, "sent, failed and gone parked at once")
         #expect(counts.pending.tallies.isEmpty, "nothing left to lose in memory")
 
         counts.start()
         try await Task.sleep(for: .milliseconds(300))  // idle, asking a Postgres that is away
-        #expect(try await written() == [0, 0, 0])
-        #expect(try await redis.send("HLEN", parking.key).int == 3)
-        relay.restore()
-        try await eventually("the parked counts written once Postgres answers") { try await written() == [3, 1, 1] }
-        #expect(try await redis.send("EXISTS", parking.key).int == 0)
+        #expect(try await setup.written() == [0, 0, 0])
+        #expect(try await setup.redis.send("HLEN", setup.parking.key).int == 3)
+        setup.relay.restore()
+        try await eventually("the parked counts written once Postgres answers") {
+            try await setup.written() == [3, 1, 1]
+        }
+        #expect(try await setup.redis.send("EXISTS", setup.parking.key).int == 0)
         try await Task.sleep(for: .milliseconds(300))
-        #expect(try await written() == [3, 1, 1], "written once")
+        #expect(try await setup.written() == [3, 1, 1], "written once")
         await counts.stop()
+    }
+}
+
+/// What the parking tests share: Postgres directly and through a relay they can cut,
+/// Redis, a parking hash of their own, and a message of a fresh account and app.
+private struct ParkingSetup {
+    let relay: TCPRelay
+    let postgres: PostgresClient
+    let throughRelay: PostgresClient
+    let redis: RedisClient
+    let fixture: Fixture
+    let parking: ParkedCounts
+    let message: QueueMessage
+
+    init() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        self.relay = relay
+        postgres = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 2)
+        throughRelay = PostgresClient(url: databaseURL, maximumConnections: 1)
+        redis = try RedisClient(url: TestEnvironment.redisURL)
+        fixture = try await Fixture.create(postgres)
+        let unique = UInt64.random(in: 0...UInt64.max)
+        parking = ParkedCounts(
+            redis: redis, key: RedisKeys(stream: "q:{p\(unique)}", namespace: "pushgate-test:\(unique)").parkedCounts)
+        message = QueueMessage(
+            messageID: "m", subscriptionID: "device", appID: fixture.appID, accountID: fixture.accountID,
+            credentialID: "c", topic: fixture.topic, deviceToken: "ab", sandbox: false, alertTitle: "t",
+            alertBody: "b", ciphertext: [1], priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0, quotaKey: "q")
+    }
+
+    /// The fixture app's written counts: sent, failed, gone.
+    func written() async throws -> [Int64] {
+        let rows = try await postgres.query(
+            """
+            SELECT sent, failed, gone FROM daily_counts
+            WHERE account_id = \(fixture.accountID) AND app_id = \(fixture.appID)
+            """)
+        guard let row = rows.first else { return [0, 0, 0] }
+        return [
+            try row.decode("sent", as: Int64.self), try row.decode("failed", as: Int64.self),
+            try row.decode("gone", as: Int64.self),
+        ]
+    }
+
+    func close() {
+        redis.close()
+        throughRelay.close()
+        postgres.close()
+        relay.close()
     }
 }
