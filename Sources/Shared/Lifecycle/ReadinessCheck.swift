@@ -1,9 +1,13 @@
+import Synchronization
+
 /// `/readyz` for a service that needs Redis and Postgres: 200 when both answer
 /// within two seconds, 503 naming the one that does not. `/readyz?exclude=postgres`
 /// (the API server's convention in Kubernetes) asks only for Redis, the one the
 /// per-push path needs: pushes to known devices are still accepted and delivered
 /// while Postgres is away, so a load balancer's probe must not take every ingress
-/// out of service for it. The body names both either way.
+/// out of service for it. The body names both either way; an excluded Postgres is
+/// given half a second, not two: a silent one must not hold the probe past the
+/// balancer's own timeout (Kubernetes's default is one second).
 public struct ReadinessCheck: Sendable {
     public let redis: RedisClient
     public let postgres: PostgresClient
@@ -20,24 +24,45 @@ public struct ReadinessCheck: Sendable {
     }
 
     public func response(requiringPostgres: Bool = true) async -> HTTPResponse {
-        async let redisUp = Self.answers { try await redis.send("PING") == .status("PONG") }
-        async let postgresUp = Self.answers { try await postgres.query("SELECT 1").count == 1 }
+        async let redisUp = Self.answers(within: .seconds(2)) { try await redis.send("PING") == .status("PONG") }
+        async let postgresUp = Self.answers(within: requiringPostgres ? .seconds(2) : .milliseconds(500)) {
+            try await postgres.query("SELECT 1").count == 1
+        }
         let (redisOK, postgresOK) = await (redisUp, postgresUp)
         let body = "{\"redis\":\"\(redisOK ? "ok" : "down")\",\"postgres\":\"\(postgresOK ? "ok" : "down")\"}"
         return .json(redisOK && (postgresOK || !requiringPostgres) ? 200 : 503, body)
     }
 
-    /// Bounded: a server that does not answer within 2 s counts as down.
-    private static func answers(_ probe: @escaping @Sendable () async throws -> Bool) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask { (try? await probe()) ?? false }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(2))
-                return false
+    /// Bounded: a server that does not answer within `limit` counts as down. The probe
+    /// is not awaited past that (a task group would wait for it: a silent server holds
+    /// a query up to the connect timeout); it ends on its client's own timeouts.
+    private static func answers(
+        within limit: Duration, _ probe: @escaping @Sendable () async throws -> Bool
+    ) async -> Bool {
+        let answer = FirstAnswer()
+        return await withCheckedContinuation { continuation in
+            answer.hold(continuation)
+            Task { answer.give((try? await probe()) ?? false) }
+            Task {
+                try? await Task.sleep(for: limit)
+                answer.give(false)
             }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
         }
+    }
+}
+
+/// The first of several answers, handed to one waiting continuation; later ones are dropped.
+private final class FirstAnswer: Sendable {
+    private let continuation = Mutex<CheckedContinuation<Bool, Never>?>(nil)
+
+    func hold(_ waiting: CheckedContinuation<Bool, Never>) {
+        continuation.withLock { $0 = waiting }
+    }
+
+    func give(_ answer: Bool) {
+        continuation.withLock { waiting in
+            defer { waiting = nil }
+            return waiting
+        }?.resume(returning: answer)
     }
 }
