@@ -106,9 +106,7 @@ struct AppAPISender: Sendable {
             case .undeliverable:
                 return ("failed", HotPathScript.undeliverableReason(from: reply) ?? "provider_error")
             case .cacheMiss(let kind, let id, let stale):
-                let refresh = try await cache.refresh(
-                    kind: kind, id: id, stale: stale, subscriptionID: request.subscriptionID)
-                if refresh == .keepStale { request.allowsStaleCache = true }
+                try await cache.refresh(kind: kind, id: id, stale: stale, for: &request)
             case .rateLimited, .checked:
                 return ("failed", "provider_error")
             }

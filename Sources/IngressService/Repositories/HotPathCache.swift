@@ -43,15 +43,6 @@ struct HotPathCache: Sendable {
     /// How long a filled entry's key lives: fresh, then stale.
     var entryLifetimeMilliseconds: Int64 { lifetimeMilliseconds + staleLifetimeMilliseconds }
 
-    /// What `refresh` did with an entry the script reported.
-    enum Refresh: Equatable {
-        /// Filled (or found changed meanwhile): run the script again.
-        case filled
-        /// The entry is stale and Postgres could not be read: run the script again
-        /// allowing stale entries (`HotPathScript.Request.allowsStaleCache`).
-        case keepStale
-    }
-
     /// The most hot-path script runs one push may take: its subscription, app and
     /// account entries may all be missing (a fill each), one fill may be refused by a
     /// change made meanwhile, and the last run decides. More means the cache keeps
@@ -89,22 +80,26 @@ struct HotPathCache: Sendable {
             """)
 
     /// Reads again from Postgres the entry the hot-path script reported missing or
-    /// stale (`fill`). A stale entry that cannot be read again stays in use
-    /// (`.keepStale`), and so do the others for a moment, without asking Postgres; a
-    /// missing one has nothing to fall back on, so the error is thrown.
-    func refresh(kind: String, id: String, stale: Bool, subscriptionID: String) async throws -> Refresh {
+    /// stale for `request` (`fill`), so that its next run finds it. A stale entry that
+    /// cannot be read again stays in use: the next run allows stale entries
+    /// (`HotPathScript.Request.allowsStaleCache`), and for a moment so do the other
+    /// pushes' without asking Postgres. A missing one has nothing to fall back on, so
+    /// the error is thrown.
+    func refresh(
+        kind: String, id: String, stale: Bool, for request: inout HotPathScript.Request
+    ) async throws {
         if stale && refreshFailures.isRecent {
             refreshFailureCount?.increment()
-            return .keepStale
+            request.allowsStaleCache = true
+            return
         }
         do {
-            try await fill(kind: kind, id: id, subscriptionID: subscriptionID)
-            return .filled
+            try await fill(kind: kind, id: id, subscriptionID: request.subscriptionID)
         } catch let error where stale {
             refreshFailures.record()
             refreshFailureCount?.increment()
             staleLog?.warning("cache entries past their lifetime stay in use: they cannot be read again", error: error)
-            return .keepStale
+            request.allowsStaleCache = true
         }
     }
 

@@ -224,9 +224,7 @@ final class WebPushRoutes: Sendable {
                 decision = try Self.refusal(HotPathScript.decision(from: reply))
             }
             guard case .cacheMiss(let kind, let entryID, let stale) = decision else { return decision! }
-            let refresh = try await cache.refresh(
-                kind: kind, id: entryID, stale: stale, subscriptionID: request.subscriptionID)
-            if refresh == .keepStale { request.allowsStaleCache = true }
+            try await cache.refresh(kind: kind, id: entryID, stale: stale, for: &request)
         }
         // The cache keeps missing (evicted as fast as it is filled): a storage problem.
         throw PushAPIError.storageUnavailable
