@@ -147,11 +147,7 @@ final class OutcomeRecorder: Sendable {
                 attempts: attempts, nowMilliseconds: now, deadlineMilliseconds: Self.deadline(of: message))
             {
             case .retry(let delay):
-                settle(
-                    delivery,
-                    Acknowledgement.Item(
-                        delivery: delivery, tally: nil, releaseQuota: false, replyJSON: nil,
-                        retry: Acknowledgement.Retry(delayMilliseconds: delay, attempts: attempts, cause: cause)))
+                putBack(delivery, afterMilliseconds: delay, attempts: attempts, cause: cause)
             case .giveUp:
                 await record(.failed(.providerError, detail: cause), delivery)
             }
@@ -163,12 +159,7 @@ final class OutcomeRecorder: Sendable {
                 deadlineMilliseconds: Self.deadline(of: message))
             {
             case .retry(let delay):
-                settle(
-                    delivery,
-                    Acknowledgement.Item(
-                        delivery: delivery, tally: nil, releaseQuota: false, replyJSON: nil,
-                        retry: Acknowledgement.Retry(delayMilliseconds: delay, attempts: message.attempts, cause: cause)
-                    ))
+                putBack(delivery, afterMilliseconds: delay, attempts: message.attempts, cause: cause)
             case .giveUp:
                 await record(.failed(.expired, detail: "expired"), delivery)
             }
@@ -176,11 +167,7 @@ final class OutcomeRecorder: Sendable {
         case .abandoned:
             // Unsent at shutdown: back on the stream through the retry set at once (not
             // an attempt), so the entry's other messages, sent, are not sent again.
-            settle(
-                delivery,
-                Acknowledgement.Item(
-                    delivery: delivery, tally: nil, releaseQuota: false, replyJSON: nil,
-                    retry: Acknowledgement.Retry(delayMilliseconds: 0, attempts: message.attempts, cause: "shutdown")))
+            putBack(delivery, afterMilliseconds: 0, attempts: message.attempts, cause: "shutdown")
         }
     }
 
@@ -235,6 +222,16 @@ final class OutcomeRecorder: Sendable {
 
     /// Settles the message in its entry; the last one's settling hands the entry's
     /// acknowledgement to the acknowledger.
+    /// The message goes back through the delayed-retry set, its quota still reserved,
+    /// with `attempts` APNs attempts used so far.
+    private func putBack(_ delivery: Delivery, afterMilliseconds delay: Int, attempts: Int, cause: String) {
+        settle(
+            delivery,
+            Acknowledgement.Item(
+                delivery: delivery, tally: nil, releaseQuota: false, replyJSON: nil,
+                retry: Acknowledgement.Retry(delayMilliseconds: delay, attempts: attempts, cause: cause)))
+    }
+
     private func settle(_ delivery: Delivery, _ item: Acknowledgement.Item) {
         guard let items = delivery.entry.settle(item) else { return }
         acknowledger.enqueue(Acknowledgement(entry: delivery.entry, items: items))
