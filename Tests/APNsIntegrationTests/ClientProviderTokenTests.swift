@@ -26,9 +26,11 @@ import Testing
                     Teams.notification(id: id), credential: credential, environment: simulator.environment)
                 #expect(response == APNsResponse(status: 403, apnsID: id, reason: .invalidProviderToken), "\(what)")
             }
+            // Each was tried again once with a token signed just now, refused too.
             let stats = try await simulator.stats()
-            #expect(stats.rejected == ["InvalidProviderToken": 3])
+            #expect(stats.rejected == ["InvalidProviderToken": 6])
             #expect(stats.accepted == 0)
+            #expect(client.metrics.providerTokenRefreshes == 3)
         }
     }
 
@@ -45,8 +47,9 @@ import Testing
             #expect(revoked == APNsResponse(status: 403, apnsID: id, reason: .invalidProviderToken))
             // The same connection: the simulator re-checked the token it had cached.
             #expect(try await simulator.stats().connectionsOpened == 1)
-            // No refresh is attempted for an invalid token (only for an expired one).
-            #expect(client.metrics.providerTokenRefreshes == 0)
+            // The answer is final only after one refresh: a token signed just now was refused too.
+            #expect(client.metrics.providerTokenRefreshes == 1)
+            #expect(try await simulator.stats().rejected == ["InvalidProviderToken": 2])
 
             // The team's new key, added through the control API, is accepted (a new credential).
             let newKey = try P256PrivateKey.generate()
@@ -57,6 +60,28 @@ import Testing
             #expect(
                 try await client.send(Teams.notification(), credential: rotated, environment: simulator.environment)
                     .status == 200)
+        }
+    }
+
+    /// The shared store holds a token Apple cannot verify: signed with an earlier key
+    /// under the same credential id and key id (a .p8 replaced in place). One refresh
+    /// signs with the right key, and the notification is delivered.
+    @Test func anInvalidTokenIsReplacedAtOnceAndTheNotificationDelivered() async throws {
+        let tokens = InMemoryProviderTokenStore()
+        let credential = Teams.credential()
+        let replaced = APNsCredential(
+            id: credential.id, teamID: credential.teamID, keyID: credential.keyID, privateKey: try .generate())
+        let stale = try await tokens.token(for: replaced)
+        try await Simulator.with(tokens: tokens) { simulator, client in
+            let id = UUID()
+            let response = try await client.send(
+                Teams.notification(id: id), credential: credential, environment: simulator.environment)
+            #expect(response == APNsResponse(status: 200, apnsID: id, reason: nil))
+            #expect(client.metrics.providerTokenRefreshes == 1)
+            #expect(try await tokens.token(for: credential) != stale)
+            let stats = try await simulator.stats()
+            #expect(stats.rejected == ["InvalidProviderToken": 1])
+            #expect(stats.accepted == 1)
         }
     }
 

@@ -177,6 +177,14 @@ import Testing
         #expect(
             DeliveryOutcome.classify(APNsClientError(.invalidRequest, ""))
                 == .failed(.providerError, detail: "InvalidRequest"))
+        // A key that cannot sign is the credential's fault; a token store (Redis) that
+        // cannot be reached is ours, and the message waits for it.
+        #expect(
+            DeliveryOutcome.classify(APNsClientError(.providerToken, ""))
+                == .failed(.credentialMissing, detail: "ProviderToken"))
+        #expect(
+            DeliveryOutcome.classify(APNsClientError(.providerTokenStore, ""))
+                == .postponed(cause: "provider_token_store"))
     }
 }
 

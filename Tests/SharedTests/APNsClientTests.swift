@@ -178,6 +178,21 @@ import Testing
         await client.shutdown()
     }
 
+    /// A store that cannot be reached is our outage, not the credential's: a typed
+    /// error a worker retries later, and nothing reaches APNs.
+    @Test func aTokenStoreThatCannotBeReachedFailsWithTheStoresOwnError() async throws {
+        let redis = try RedisClient(url: "redis://127.0.0.1:\(try UnusedPort.loopback())/0")
+        let server = try await APNsTestServer.start()
+        defer { server.stop() }
+        let client = try makeClient(server, tokens: RedisProviderTokenStore(redis: redis))
+        await #expect {
+            try await client.send(notification(), credential: credential, environment: server.environment)
+        } throws: { ($0 as? APNsClientError)?.code == .providerTokenStore }
+        #expect(try await server.stats().requests == 0)
+        await client.shutdown()
+        redis.close()
+    }
+
     @Test func errorAnswersArriveAsTypedReasons() async throws {
         let server = try await APNsTestServer.start { server in
             server.decide = { request in

@@ -36,23 +36,35 @@ import Testing
         #expect(policy.decide(current: token(issuedMinutesBefore: 70), for: credential, now: start) == .sign)
     }
 
-    @Test func aRejectedTokenYoungerThanTwentyMinutesIsNotResigned() {
+    @Test func anExpiredTokenYoungerThanTwentyMinutesIsNotResigned() {
         for minutes in [0.0, 5, 19.9] {
             let current = token(issuedMinutesBefore: minutes, value: "rejected")
-            #expect(policy.decide(current: current, for: credential, rejected: "rejected", now: start) == .use(current))
+            #expect(
+                policy.decide(current: current, for: credential, rejected: .expired("rejected"), now: start)
+                    == .use(current))
         }
     }
 
-    @Test func aRejectedTokenTwentyMinutesOrOlderIsResigned() {
+    @Test func anExpiredTokenTwentyMinutesOrOlderIsResigned() {
         for minutes in [20.0, 35] {
             let current = token(issuedMinutesBefore: minutes, value: "rejected")
-            #expect(policy.decide(current: current, for: credential, rejected: "rejected", now: start) == .sign)
+            #expect(policy.decide(current: current, for: credential, rejected: .expired("rejected"), now: start) == .sign)
         }
+    }
+
+    /// Apple never verified an invalid token, so replacing it is no update under the 20-minute rule.
+    @Test func anInvalidTokenIsResignedWhateverItsAge() {
+        for minutes in [0.0, 5, 35] {
+            let current = token(issuedMinutesBefore: minutes, value: "rejected")
+            #expect(policy.decide(current: current, for: credential, rejected: .invalid("rejected"), now: start) == .sign)
+        }
+        let replaced = token(issuedMinutesBefore: 0, value: "newer")
+        #expect(policy.decide(current: replaced, for: credential, rejected: .invalid("older"), now: start) == .use(replaced))
     }
 
     @Test func aRejectionOfAnAlreadyReplacedTokenUsesTheReplacement() {
         let current = token(issuedMinutesBefore: 30, value: "newer")
-        #expect(policy.decide(current: current, for: credential, rejected: "older", now: start) == .use(current))
+        #expect(policy.decide(current: current, for: credential, rejected: .expired("older"), now: start) == .use(current))
     }
 
     @Test func aTokenOfAnotherKeyIsResignedAtOnce() {
@@ -104,12 +116,12 @@ import Testing
         let first = try await store.token(for: credential)
         clock.advance(minutes: 5)
         // Rejected at 5 minutes: re-signing now would be refused, so the same token comes back.
-        #expect(try await store.token(for: credential, replacing: first) == first)
+        #expect(try await store.token(for: credential, replacing: .expired(first)) == first)
         clock.advance(minutes: 20)
         // Rejected at 25 minutes: one new token, shared by every caller that saw the rejection.
-        let second = try await store.token(for: credential, replacing: first)
+        let second = try await store.token(for: credential, replacing: .expired(first))
         #expect(second != first)
-        #expect(try await store.token(for: credential, replacing: first) == second)
+        #expect(try await store.token(for: credential, replacing: .expired(first)) == second)
         #expect(try await store.token(for: credential) == second)
         #expect(store.signedCount == 2)
     }

@@ -66,12 +66,24 @@ import Testing
         let (a, b) = (store(clock), store(clock))
         let first = try await a.token(for: credential)
         clock.advance(minutes: 10)
-        #expect(try await b.token(for: credential, replacing: first) == first)
+        #expect(try await b.token(for: credential, replacing: .expired(first)) == first)
         clock.advance(minutes: 15)
-        let second = try await b.token(for: credential, replacing: first)
+        let second = try await b.token(for: credential, replacing: .expired(first))
         #expect(second != first)
         // The other worker saw the same rejection: it takes the new token, no second signature.
-        #expect(try await a.token(for: credential, replacing: first) == second)
+        #expect(try await a.token(for: credential, replacing: .expired(first)) == second)
+        #expect(a.signedCount + b.signedCount == 2)
+        _ = try await redis.send("DEL", RedisProviderTokenStore.tokenKey(credential))
+    }
+
+    @Test func anInvalidTokenIsReplacedAtOnceAndOnceForEveryWorker() async throws {
+        let clock = Clock()
+        let (a, b) = (store(clock), store(clock))
+        let first = try await a.token(for: credential)
+        clock.advance(minutes: 1)
+        let second = try await b.token(for: credential, replacing: .invalid(first))
+        #expect(second != first)
+        #expect(try await a.token(for: credential, replacing: .invalid(first)) == second)
         #expect(a.signedCount + b.signedCount == 2)
         _ = try await redis.send("DEL", RedisProviderTokenStore.tokenKey(credential))
     }

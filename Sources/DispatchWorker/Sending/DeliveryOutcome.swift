@@ -14,8 +14,8 @@ enum DeliveryOutcome: Sendable, Equatable {
     /// Worth another attempt later; `countsAgainstCircuit` when it is not the message's
     /// fault (connection, timeout, 5xx), so a run of them raises the circuit flag.
     case retry(cause: String, countsAgainstCircuit: Bool)
-    /// Not tried: something of ours it needs (its credential, from Postgres) cannot be
-    /// read. Looked at again later, until the message expires, without using one of
+    /// Not tried: something of ours it needs (its credential, from Postgres, or its
+    /// provider token, from Redis) cannot be read. Looked at again later, until the message expires, without using one of
     /// its APNs attempts: an outage of our own must not fail what Apple never saw.
     case postponed(cause: String)
     /// The client is shutting down before the send finished: another worker sends it
@@ -57,6 +57,7 @@ enum DeliveryOutcome: Sendable, Equatable {
         case .shutdown: .abandoned
         case .invalidRequest: .failed(.providerError, detail: "InvalidRequest")
         case .providerToken: .failed(.credentialMissing, detail: "ProviderToken")
+        case .providerTokenStore: .postponed(cause: "provider_token_store")
         case .overloaded: .retry(cause: "overloaded", countsAgainstCircuit: false)
         case .timeout: .retry(cause: "timeout", countsAgainstCircuit: true)
         case .connection: .retry(cause: "connection", countsAgainstCircuit: true)

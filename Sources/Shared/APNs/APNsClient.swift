@@ -159,13 +159,15 @@ public final class APNsClient: Sendable {
 
     private var isAccepting: Bool { inbox.withLock { $0.accepting } }
 
+    /// A token from the store. Signing failures arrive as `providerToken` errors;
+    /// anything else is the store itself failing (Redis), which a later try may not meet.
     private func providerToken(_ fetch: () async throws -> String) async throws(APNsClientError) -> String {
         do {
             return try await fetch()
         } catch let error as APNsClientError {
             throw error
         } catch {
-            throw APNsClientError(.providerToken, "no provider token for the credential", underlying: error)
+            throw APNsClientError(.providerTokenStore, "the provider token store failed", underlying: error)
         }
     }
 
@@ -198,14 +200,16 @@ public final class APNsClient: Sendable {
         }
     }
 
-    /// APNs answered `ExpiredProviderToken` to `submission`'s notification at `index`:
-    /// one new token (when the policy allows one) and one retry, else that answer.
-    func resend(_ index: Int, of submission: APNsSubmission, after response: APNsResponse) async {
+    /// APNs refused the provider token of `submission`'s notification at `index`
+    /// (`rejection`): one new token (when the policy allows one) and one retry, else that answer.
+    func resend(
+        _ index: Int, of submission: APNsSubmission, after response: APNsResponse, rejection: RejectedProviderToken
+    ) async {
         let fresh: String
         do {
             fresh = try await providerToken {
                 try await submission.refreshedToken { [tokens, counters] in
-                    let fresh = try await tokens.token(for: submission.credential, replacing: submission.token)
+                    let fresh = try await tokens.token(for: submission.credential, replacing: rejection)
                     if fresh != submission.token { counters.providerTokenRefreshes.add(1, ordering: .relaxed) }
                     return fresh
                 }

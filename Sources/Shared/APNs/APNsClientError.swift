@@ -17,8 +17,11 @@ public struct APNsClientError: Error, Sendable, CustomStringConvertible {
         case shutdown
         /// The notification cannot be sent as given (e.g. a device token that is not hex).
         case invalidRequest
-        /// No provider token could be signed or fetched.
+        /// No provider token could be signed: the credential's key is unusable.
         case providerToken
+        /// The shared provider-token store could not be read or written (Redis
+        /// unreachable, or a signer that never published); nothing was sent. Retry later.
+        case providerTokenStore
         /// The server's answer could not be understood.
         case protocolError
 
@@ -31,6 +34,7 @@ public struct APNsClientError: Error, Sendable, CustomStringConvertible {
             case .shutdown: "shutdown"
             case .invalidRequest: "invalid request"
             case .providerToken: "provider token"
+            case .providerTokenStore: "provider token store"
             case .protocolError: "protocol error"
             }
         }

@@ -4,9 +4,10 @@ import Synchronization
 /// environment, a provider token and the caller's completion, so a batch costs
 /// one token fetch, one hand-over to the loop and one completion object.
 ///
-/// An `ExpiredProviderToken` answer is not reported: the client gets one new token
-/// and sends that notification again in a submission of its own (`isRefreshed`),
-/// whose answer is final.
+/// An `ExpiredProviderToken` or `InvalidProviderToken` answer is not reported: the
+/// client gets one new token (when the policy allows one) and sends that
+/// notification again in a submission of its own (`isRefreshed`), whose answer is
+/// final. So a credential is judged rejected only once a fresh token is refused too.
 final class APNsSubmission: Sendable {
     /// Holds the client until every request has completed (requests time out, so
     /// the reference does not outlive the last deadline).
@@ -18,7 +19,7 @@ final class APNsSubmission: Sendable {
     let isRefreshed: Bool
     let completion: APNsClient.Completion
     /// The one token refresh of this submission, shared by all of its notifications
-    /// APNs answered `ExpiredProviderToken`: one fetch and one count, not one each.
+    /// APNs refused the token for: one fetch and one count, not one each.
     private let refresh = Mutex<Task<String, any Error>?>(nil)
 
     init(
@@ -46,8 +47,10 @@ final class APNsSubmission: Sendable {
     }
 
     func complete(_ index: Int, _ result: Result<APNsResponse, APNsClientError>) {
-        if !isRefreshed, case .success(let response) = result, response.reason == .expiredProviderToken {
-            Task { await client.resend(index, of: self, after: response) }
+        if !isRefreshed, case .success(let response) = result,
+            let rejection = RejectedProviderToken(token: token, answer: response.reason)
+        {
+            Task { await client.resend(index, of: self, after: response, rejection: rejection) }
             return
         }
         completion(index, result)

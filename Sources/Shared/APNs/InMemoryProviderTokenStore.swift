@@ -21,11 +21,11 @@ public final class InMemoryProviderTokenStore: ProviderTokenStore {
         try resolve(credential, rejected: nil)
     }
 
-    public func token(for credential: APNsCredential, replacing rejected: String) async throws -> String {
+    public func token(for credential: APNsCredential, replacing rejected: RejectedProviderToken) async throws -> String {
         try resolve(credential, rejected: rejected)
     }
 
-    private func resolve(_ credential: APNsCredential, rejected: String?) throws -> String {
+    private func resolve(_ credential: APNsCredential, rejected: RejectedProviderToken?) throws -> String {
         let now = now()
         // Signing under the lock is rare (every ~50 minutes) and takes microseconds.
         return try tokens.withLock { tokens in

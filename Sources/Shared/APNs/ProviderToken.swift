@@ -19,8 +19,13 @@ public struct ProviderToken: Sendable, Equatable, CustomStringConvertible {
     /// Signs a new token for `credential` issued at `now` (rounded down to the second).
     public static func sign(for credential: APNsCredential, now: Date) throws -> ProviderToken {
         let issuedAt = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
-        let value = try ES256JWT.sign(
-            keyID: credential.keyID, teamID: credential.teamID, issuedAt: issuedAt, key: credential.privateKey)
+        let value: String
+        do {
+            value = try ES256JWT.sign(
+                keyID: credential.keyID, teamID: credential.teamID, issuedAt: issuedAt, key: credential.privateKey)
+        } catch {
+            throw APNsClientError(.providerToken, "the credential's key cannot sign a provider token", underlying: error)
+        }
         return ProviderToken(value: value, issuedAt: issuedAt, keyID: credential.keyID, teamID: credential.teamID)
     }
 

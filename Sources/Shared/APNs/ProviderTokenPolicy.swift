@@ -8,6 +8,10 @@ import Foundation
 /// (`TooManyProviderTokenUpdates`). So every connection and worker shares one
 /// token per credential, re-signed once it is `refreshAge` old; an
 /// `ExpiredProviderToken` answer re-signs early, but never before `minimumAge`.
+/// An `InvalidProviderToken` answer re-signs at once: a token Apple does not verify
+/// (one signed with a key since replaced under the same id, say) was never in use
+/// there, so replacing it is no update, and a credential is only judged rejected
+/// once a token signed just now is refused too.
 public struct ProviderTokenPolicy: Sendable, Equatable {
     /// A token this old is replaced (default 50 minutes, before Apple's hour runs out).
     public var refreshAge: TimeInterval
@@ -34,17 +38,18 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
     }
 
     /// What to do with `current`, the shared token for `credential` (nil when there
-    /// is none), at `now`. `rejected` is a token APNs just answered
-    /// `ExpiredProviderToken` for, when that is why we ask.
-    public func decide(current: ProviderToken?, for credential: APNsCredential, rejected: String? = nil, now: Date)
-        -> Decision
-    {
+    /// is none), at `now`. `rejected` is a token APNs just refused, when that is why we ask.
+    public func decide(
+        current: ProviderToken?, for credential: APNsCredential, rejected: RejectedProviderToken? = nil, now: Date
+    ) -> Decision {
         guard let current, current.belongs(to: credential) else { return .sign }
         let age = now.timeIntervalSince(current.issuedAt)
         if age >= refreshAge { return .sign }
-        if let rejected, rejected == current.value, age >= minimumAge { return .sign }
-        // Younger than `minimumAge` (re-signing now would be refused), or someone
-        // already replaced the rejected token: use what is there.
+        if let rejected, rejected.token == current.value, rejected.reason == .invalid || age >= minimumAge {
+            return .sign
+        }
+        // An expired token younger than `minimumAge` (re-signing now would be
+        // refused), or someone already replaced the rejected token: use what is there.
         return .use(current)
     }
 
@@ -56,5 +61,35 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
         let sinceFetch = now.timeIntervalSince(fetchedAt)
         return token.belongs(to: credential) && sinceFetch >= 0 && sinceFetch < localCacheLifetime
             && now.timeIntervalSince(token.issuedAt) < refreshAge
+    }
+}
+
+/// A provider token APNs refused, and why: the reason decides how soon it may be replaced.
+public struct RejectedProviderToken: Sendable, Equatable {
+    public enum Reason: Sendable, Equatable {
+        /// `ExpiredProviderToken`: replaced only once `ProviderTokenPolicy.minimumAge` old.
+        case expired
+        /// `InvalidProviderToken`: replaced at once.
+        case invalid
+    }
+
+    public let token: String
+    public let reason: Reason
+
+    public static func expired(_ token: String) -> RejectedProviderToken { .init(token: token, reason: .expired) }
+    public static func invalid(_ token: String) -> RejectedProviderToken { .init(token: token, reason: .invalid) }
+
+    /// The rejection APNs's answer `reason` means, if it is about the provider token.
+    public init?(token: String, answer reason: APNsReason?) {
+        switch reason {
+        case .expiredProviderToken?: self.init(token: token, reason: .expired)
+        case .invalidProviderToken?: self.init(token: token, reason: .invalid)
+        default: return nil
+        }
+    }
+
+    public init(token: String, reason: Reason) {
+        self.token = token
+        self.reason = reason
     }
 }

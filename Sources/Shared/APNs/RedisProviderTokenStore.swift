@@ -49,7 +49,7 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
         return try await resolve(credential, rejected: nil)
     }
 
-    public func token(for credential: APNsCredential, replacing rejected: String) async throws -> String {
+    public func token(for credential: APNsCredential, replacing rejected: RejectedProviderToken) async throws -> String {
         try await resolve(credential, rejected: rejected)
     }
 
@@ -58,7 +58,7 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
     static func tokenKey(_ credential: APNsCredential) -> String { "pushgate:apns:{\(credential.id)}:token" }
     static func lockKey(_ credential: APNsCredential) -> String { "pushgate:apns:{\(credential.id)}:token-lock" }
 
-    private func resolve(_ credential: APNsCredential, rejected: String?) async throws -> String {
+    private func resolve(_ credential: APNsCredential, rejected: RejectedProviderToken?) async throws -> String {
         let giveUp = ContinuousClock.now + waitForSigner
         while true {
             let current = try await read(credential)
@@ -73,14 +73,14 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
                 }
                 // Another worker is signing. A token it is replacing only for age is
                 // still accepted by Apple meanwhile (it is under an hour old).
-                if let current, current.belongs(to: credential), current.value != rejected,
+                if let current, current.belongs(to: credential), current.value != rejected?.token,
                     now().timeIntervalSince(current.issuedAt) < 55 * 60
                 {
                     return current.value
                 }
                 guard ContinuousClock.now < giveUp else {
                     throw APNsClientError(
-                        .providerToken, "another worker holds the signing lock and published no token")
+                        .providerTokenStore, "another worker holds the signing lock and published no token")
                 }
                 try await Task.sleep(for: .milliseconds(50))
             }
@@ -88,7 +88,7 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
     }
 
     /// Signs and publishes a token if the lock is free; nil if another worker holds it.
-    private func signUnderLock(_ credential: APNsCredential, rejected: String?) async throws -> ProviderToken? {
+    private func signUnderLock(_ credential: APNsCredential, rejected: RejectedProviderToken?) async throws -> ProviderToken? {
         let lockKey = Self.lockKey(credential)
         let owner = UUID().uuidString
         let milliseconds = Int(
