@@ -48,7 +48,8 @@ import Testing
     @Test func anExpiredTokenTwentyMinutesOrOlderIsResigned() {
         for minutes in [20.0, 35] {
             let current = token(issuedMinutesBefore: minutes, value: "rejected")
-            #expect(policy.decide(current: current, for: credential, rejected: .expired("rejected"), now: start) == .sign)
+            #expect(
+                policy.decide(current: current, for: credential, rejected: .expired("rejected"), now: start) == .sign)
         }
     }
 
@@ -56,15 +57,19 @@ import Testing
     @Test func anInvalidTokenIsResignedWhateverItsAge() {
         for minutes in [0.0, 5, 35] {
             let current = token(issuedMinutesBefore: minutes, value: "rejected")
-            #expect(policy.decide(current: current, for: credential, rejected: .invalid("rejected"), now: start) == .sign)
+            #expect(
+                policy.decide(current: current, for: credential, rejected: .invalid("rejected"), now: start) == .sign)
         }
         let replaced = token(issuedMinutesBefore: 0, value: "newer")
-        #expect(policy.decide(current: replaced, for: credential, rejected: .invalid("older"), now: start) == .use(replaced))
+        #expect(
+            policy.decide(current: replaced, for: credential, rejected: .invalid("older"), now: start) == .use(replaced)
+        )
     }
 
     @Test func aRejectionOfAnAlreadyReplacedTokenUsesTheReplacement() {
         let current = token(issuedMinutesBefore: 30, value: "newer")
-        #expect(policy.decide(current: current, for: credential, rejected: .expired("older"), now: start) == .use(current))
+        #expect(
+            policy.decide(current: current, for: credential, rejected: .expired("older"), now: start) == .use(current))
     }
 
     @Test func aTokenOfAnotherKeyIsResignedAtOnce() {

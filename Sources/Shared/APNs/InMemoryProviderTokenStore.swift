@@ -21,7 +21,8 @@ public final class InMemoryProviderTokenStore: ProviderTokenStore {
         try resolve(credential, rejected: nil)
     }
 
-    public func token(for credential: APNsCredential, replacing rejected: RejectedProviderToken) async throws -> String {
+    public func token(for credential: APNsCredential, replacing rejected: RejectedProviderToken) async throws -> String
+    {
         try resolve(credential, rejected: rejected)
     }
 

@@ -24,7 +24,8 @@ public struct ProviderToken: Sendable, Equatable, CustomStringConvertible {
             value = try ES256JWT.sign(
                 keyID: credential.keyID, teamID: credential.teamID, issuedAt: issuedAt, key: credential.privateKey)
         } catch {
-            throw APNsClientError(.providerToken, "the credential's key cannot sign a provider token", underlying: error)
+            throw APNsClientError(
+                .providerToken, "the credential's key cannot sign a provider token", underlying: error)
         }
         return ProviderToken(value: value, issuedAt: issuedAt, keyID: credential.keyID, teamID: credential.teamID)
     }

@@ -49,7 +49,8 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
         return try await resolve(credential, rejected: nil)
     }
 
-    public func token(for credential: APNsCredential, replacing rejected: RejectedProviderToken) async throws -> String {
+    public func token(for credential: APNsCredential, replacing rejected: RejectedProviderToken) async throws -> String
+    {
         try await resolve(credential, rejected: rejected)
     }
 
@@ -88,7 +89,9 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
     }
 
     /// Signs and publishes a token if the lock is free; nil if another worker holds it.
-    private func signUnderLock(_ credential: APNsCredential, rejected: RejectedProviderToken?) async throws -> ProviderToken? {
+    private func signUnderLock(_ credential: APNsCredential, rejected: RejectedProviderToken?) async throws
+        -> ProviderToken?
+    {
         let lockKey = Self.lockKey(credential)
         let owner = UUID().uuidString
         let milliseconds = Int(
