@@ -205,14 +205,30 @@ import Testing
         }
     }
 
+    /// `{}`, no body at all (what an app refreshing on launch may send) and a blank
+    /// one: each only refreshes the last-seen time.
     @Test func updateWithEmptyBodyOnlyRefreshesLastSeen() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)
             let (id, secret) = try await app.subscribe(topic: fixture.topic)
-            let response = try await app.request(
-                "PUT", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")],
-                body: Array("{}".utf8))
-            #expect(response.status == 204)
+            let token = try #require(
+                try await app.postgres.query("SELECT device_token FROM subscriptions WHERE id = \(id)").first
+            ).decode("device_token", as: String.self)
+            for body in ["{}", "", " \r\n"] {
+                // Under an hour old: see updateChangesTokenAlertAndKeysAndRefreshesLastSeen.
+                try await app.postgres.execute(
+                    "UPDATE subscriptions SET last_seen_at = now() - interval '30 minutes' WHERE id = \(id)")
+                let response = try await app.request(
+                    "PUT", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")],
+                    body: Array(body.utf8))
+                #expect(response.status == 204, "body \(body.debugDescription)")
+                let row = try #require(
+                    try await app.postgres.query(
+                        "SELECT device_token, last_seen_at > now() - interval '1 minute' AS fresh FROM subscriptions WHERE id = \(id)"
+                    ).first)
+                #expect(try row.decode("fresh", as: Bool.self), "body \(body.debugDescription)")
+                #expect(try row.decode("device_token", as: String.self) == token)
+            }
         }
     }
 

@@ -44,6 +44,16 @@ struct SubscriptionInput: Sendable, Equatable {
         var auth: String?
     }
 
+    private init() {}
+
+    /// An update's body: as `init(json:)`, but an empty one (nothing but whitespace)
+    /// changes nothing, so a bare PUT, as an app sends on launch, just refreshes the
+    /// last-seen time.
+    static func update(json: [UInt8]) throws(PushAPIError) -> SubscriptionInput {
+        let isEmpty = json.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+        return isEmpty ? SubscriptionInput() : try SubscriptionInput(json: json)
+    }
+
     init(json: [UInt8]) throws(PushAPIError) {
         let body: Body
         do {

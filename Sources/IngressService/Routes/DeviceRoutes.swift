@@ -51,7 +51,7 @@ struct DeviceRoutes: Sendable {
     func update(_ request: HTTPRequest, id: String, client: String) async throws -> HTTPResponse {
         try await limiter.admit(.device, client: client)
         let current = try await authenticate(request, id: id)
-        let input = try SubscriptionInput(json: request.body)
+        let input = try SubscriptionInput.update(json: request.body)
         if let topic = input.topic, topic.lowercased() != current.topic.lowercased() {
             throw PushAPIError.invalid("topic cannot be changed; register a new subscription")
         }
