@@ -13,6 +13,15 @@ import Testing
             let ready = try await app.request("GET", "/readyz")
             #expect(ready.status == 200)
             #expect(ready.text == #"{"redis":"ok","postgres":"ok"}"#)
+            // HEAD too (load balancers may probe with it): the status, no body.
+            for path in ["/healthz", "/readyz", "/metrics"] {
+                let head = try await app.request("HEAD", path)
+                #expect(head.status == 200, "\(path)")
+                #expect(head.body.isEmpty, "\(path)")
+            }
+            let post = try await app.request("POST", "/healthz")
+            #expect(post.status == 405)
+            #expect(post.headers["allow"] == "GET, HEAD")
             let fixture = try await Fixture.create(app.postgres)
             let (id, _) = try await app.subscribe(topic: fixture.topic)
             #expect(try await app.push(id).status == 201)

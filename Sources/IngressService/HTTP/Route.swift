@@ -40,9 +40,11 @@ enum Route: Sendable, Equatable {
         }
         let path = path.utf8.count > 1 && path.utf8.last == UInt8(ascii: "/") ? String(path.dropLast()) : path
         switch path {
-        case "/healthz": self = method == "GET" ? .healthz : .methodNotAllowed(allowed: "GET")
-        case "/readyz": self = method == "GET" ? .readyz : .methodNotAllowed(allowed: "GET")
-        case "/metrics": self = method == "GET" ? .metrics : .methodNotAllowed(allowed: "GET")
+        // HEAD as well as GET (RFC 9110 §9.1; some load balancers probe with HEAD):
+        // libmicrohttpd sends a HEAD's headers without the body.
+        case "/healthz": self = Self.isRead(method) ? .healthz : .methodNotAllowed(allowed: "GET, HEAD")
+        case "/readyz": self = Self.isRead(method) ? .readyz : .methodNotAllowed(allowed: "GET, HEAD")
+        case "/metrics": self = Self.isRead(method) ? .metrics : .methodNotAllowed(allowed: "GET, HEAD")
         case Self.subscriptionsPath: self = method == "POST" ? .register : .methodNotAllowed(allowed: "POST")
         default:
             if Self.isAppAPI(path) {
@@ -70,6 +72,8 @@ enum Route: Sendable, Equatable {
             }
         }
     }
+
+    private static func isRead(_ method: String) -> Bool { method == "GET" || method == "HEAD" }
 
     /// Whether this is a Web Push delivery (`.deliver`), decided without building the
     /// route's id: the body limit is chosen before every push.
