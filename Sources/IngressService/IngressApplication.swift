@@ -152,7 +152,8 @@ func buildApplication(
     let sweeper = SubscriptionSweeper(
         redis: redis, keys: keys, subscriptions: subscriptions, invalidation: invalidation,
         maximumAgeSeconds: configuration.subscriptionMaximumAgeSeconds,
-        interval: .seconds(configuration.sweepIntervalSeconds), logger: logger.child("sweep"))
+        interval: .seconds(configuration.sweepIntervalSeconds),
+        invalidationRetryWindow: .seconds(configuration.cacheLifetimeSeconds), logger: logger.child("sweep"))
     let adminServer: HTTPServer?
     do {
         adminServer = try AdminAPI.makeServer(

@@ -5,14 +5,14 @@ import Testing
 @testable import IngressService
 @testable import Shared
 
-/// `AdminDependencies.retryInvalidation`: what the admin API does with a cache
+/// `CacheInvalidation.retry`: what the admin API (and the sweep) do with a cache
 /// invalidation that failed after its change was saved (the whole path, through a
 /// cut Redis, is `AdminWithIngressTests`).
 @Suite struct InvalidationRetryTests {
     @Test func aFailedInvalidationIsTriedAgainUntilItSucceeds() async {
         let calls = Mutex(0)
         let (logger, _) = TestEnvironment.capturingLogger("admin")
-        await AdminDependencies.retryInvalidation(
+        await CacheInvalidation.retry(
             "app",
             {
                 let call = calls.withLock { calls in
@@ -28,7 +28,7 @@ import Testing
         let calls = Mutex(0)
         let (logger, _) = TestEnvironment.capturingLogger("admin")
         let start = ContinuousClock.now
-        await AdminDependencies.retryInvalidation(
+        await CacheInvalidation.retry(
             "app",
             {
                 calls.withLock { $0 += 1 }
@@ -41,7 +41,7 @@ import Testing
     @Test func triesEndWithTheWindow() async {
         let calls = Mutex(0)
         let (logger, lines) = TestEnvironment.capturingLogger("admin")
-        await AdminDependencies.retryInvalidation(
+        await CacheInvalidation.retry(
             "app",
             {
                 calls.withLock { $0 += 1 }

@@ -198,6 +198,39 @@ import Testing
         }
     }
 
+    /// Redis cannot be reached between the sweep's delete and its invalidation: the
+    /// deleted rows' cache entries (which would take pushes for their freshness) are
+    /// dropped in the background once it answers again.
+    @Test func aSweepWhoseInvalidationFailedDropsTheEntriesOnceRedisAnswers() async throws {
+        try await IngressTestApp.with(["SUBSCRIPTION_MAX_AGE_SECONDS": "3600"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (stale, _) = try await app.subscribe(topic: fixture.topic)
+            #expect(try await app.push(stale).status == 201)  // cached
+            try await app.postgres.execute(
+                "UPDATE subscriptions SET last_seen_at = now() - interval '2 hours' WHERE id = \(stale)")
+            let (relay, relayedURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
+            defer { relay.close() }
+            let cutRedis = try RedisClient(
+                url: relayedURL,
+                options: .init(connection: .init(connectTimeout: .seconds(1), commandTimeout: .seconds(1))))
+            defer { cutRedis.close() }
+            relay.cut()
+            let live = app.app.sweeper
+            let sweeper = SubscriptionSweeper(
+                redis: live.redis, keys: live.keys, subscriptions: live.subscriptions,
+                invalidation: CacheInvalidation(redis: cutRedis, keys: live.keys), maximumAgeSeconds: 3600,
+                interval: live.interval, invalidationRetryWindow: .seconds(60), logger: live.logger)
+            await #expect(throws: (any Error).self) { try await sweeper.sweepOnce() }
+            #expect(try await app.postgres.query("SELECT 1 FROM subscriptions WHERE id = \(stale)").isEmpty)
+            #expect(try await app.push(stale).status == 201)  // the entry outlived its row
+            relay.restore()
+            let answered = try await Poll.until(timeout: .seconds(20), interval: .milliseconds(200)) {
+                try await app.push(stale).status == 404
+            }
+            #expect(answered)
+        }
+    }
+
     @Test func postgresNeverReceivesNotificationContent() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)

@@ -12,6 +12,10 @@ struct SubscriptionSweeper: Sendable {
     let invalidation: CacheInvalidation
     let maximumAgeSeconds: Int
     let interval: Duration
+    /// How long the cache invalidation of deleted rows is tried again after it
+    /// failed: the entries' freshness (`CACHE_TTL_SECONDS`), after which a push reads
+    /// the row again and finds it gone.
+    var invalidationRetryWindow: Duration = .seconds(300)
     let logger: Logger
 
     /// Sweeps once if no other replica is sweeping; the number of subscriptions
@@ -26,8 +30,20 @@ struct SubscriptionSweeper: Sendable {
             while true {
                 let ids = try await subscriptions.deleteStale(
                     maximumAgeSeconds: maximumAgeSeconds, limit: Self.batchSize)
-                try await invalidation.subscriptionsDeleted(ids)
                 deleted += ids.count
+                do {
+                    try await invalidation.subscriptionsDeleted(ids)
+                } catch {
+                    // The rows are gone and no later sweep finds their ids again: their
+                    // cache entries (which take pushes), stashes and windows are
+                    // dropped in the background once Redis answers.
+                    Task { [invalidation, invalidationRetryWindow, logger] in
+                        await CacheInvalidation.retry(
+                            "swept subscriptions", { try await invalidation.subscriptionsDeleted(ids) },
+                            within: invalidationRetryWindow, logger: logger)
+                    }
+                    throw error
+                }
                 if ids.count < Self.batchSize { break }
             }
         } catch {

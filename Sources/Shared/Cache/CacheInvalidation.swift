@@ -12,6 +12,9 @@
 /// | a credential was rejected, restored or deleted | `appChanged(_:)` for each app using it |
 /// | an account's plan changed | `accountChanged(_:)` |
 ///
+/// A call that fails after its change was committed is tried again in the
+/// background (`retry`), or the old values stay cached for the entries' freshness.
+///
 /// Each invalidation first moves the entry's generation on (`RedisKeys.cacheGeneration`),
 /// then drops the entry. A fill reads the generation before it reads Postgres and
 /// writes only if it is unchanged (`HotPathCache`), so a fill that read a row just
@@ -67,6 +70,35 @@ public struct CacheInvalidation: Sendable {
 
     public func accountChanged(_ id: String) async throws {
         try await invalidate([keys.account(id)])
+    }
+
+    /// Tries `body` again after 0.25 s, then at doubling intervals up to 8 s, until it
+    /// succeeds or `window` has passed. Invalidations are idempotent, so one that runs
+    /// after a later change's own does no harm (one more cache miss at most).
+    public static func retry(
+        _ what: String, _ body: @Sendable () async throws -> Void, within window: Duration, logger: Logger
+    ) async {
+        let deadline = ContinuousClock.now + window
+        var pause = Duration.milliseconds(250)
+        var lastError: any Error = CancellationError()
+        while ContinuousClock.now + pause < deadline {
+            try? await Task.sleep(for: pause)
+            do {
+                try await body()
+                logger.info("cache invalidation done on a later try", metadata: ["change": what])
+                return
+            } catch let error as RedisError where error.code == .closed {
+                return  // shutting down
+            } catch let error as ConnectionPoolError where error.code == .closed {
+                return  // shutting down
+            } catch {
+                lastError = error
+            }
+            pause = min(pause * 2, .seconds(8))
+        }
+        logger.error(
+            "cache invalidation failed; the change takes effect once the cached entries are read again",
+            metadata: ["change": what, "error": "\(lastError)"])
     }
 
     /// Moves each entry's generation on, then deletes the entries and `others`, in one
