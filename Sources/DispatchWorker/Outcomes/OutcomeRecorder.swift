@@ -135,7 +135,7 @@ final class OutcomeRecorder: Sendable {
                     ])
             }
             metrics.sends.increment(by: 1, reason == .expired ? "expired" : "failed", detail)
-            finish(delivery, status: "failed", reason: reason.rawValue, tally: .failed, releaseQuota: true)
+            finish(delivery, status: "failed", reason: reason.replyReason, tally: .failed, releaseQuota: true)
 
         case .retry(let cause, let countsAgainstCircuit):
             if countsAgainstCircuit {

@@ -28,6 +28,10 @@ enum DeliveryOutcome: Sendable, Equatable {
         case credentialRejected = "credential_rejected"
         case providerError = "provider_error"
         case expired
+
+        /// The reason an App API sender is told: one of the spec's three, so a message
+        /// that expired unsent (our outage outlasted it) is a `provider_error`.
+        var replyReason: String { self == .expired ? FailureReason.providerError.rawValue : rawValue }
     }
 
     /// The outcome of APNs's answer.
