@@ -24,6 +24,10 @@ final class CircuitBreaker: Sendable {
     /// Whether `circuits` holds anything: the check every successful send makes,
     /// without taking the lock (one credential's failures are rare).
     private let tracking = Atomic<Bool>(false)
+    /// The last flag write handed to Redis. Each write waits for the one before it,
+    /// so a renewal sent just before the clearing success cannot land after its `DEL`
+    /// and leave the flag up with nothing left to clear it.
+    private let lastWrite = Mutex<Task<Void, Never>?>(nil)
 
     init(
         redis: RedisClient, threshold: Int, lifetimeSeconds: Int, logger: Logger,
@@ -40,7 +44,7 @@ final class CircuitBreaker: Sendable {
     func failure(credential: String, environment: String, keys: RedisKeys) {
         let name = keys.circuit(credential: credential, environment: environment)
         let now = ContinuousClock.now
-        let (write, first) = circuits.withLock { circuits -> (Bool, Bool) in
+        let (writes, first) = circuits.withLock { circuits -> (Bool, Bool) in
             var circuit = circuits[name] ?? Circuit()
             circuit.failures += 1
             tracking.store(true, ordering: .relaxed)
@@ -53,15 +57,14 @@ final class CircuitBreaker: Sendable {
             circuit.lastWrite = now
             return (true, first)
         }
-        guard write else { return }
+        guard writes else { return }
         if first {
             onRaise()
             logger.warning(
                 "APNs keeps failing; circuit flag raised",
                 metadata: ["credential": credential, "apns.environment": environment])
         }
-        let (redis, lifetime) = (redis, lifetimeSeconds)
-        Task { _ = try? await redis.send("SET", name, "1", "EX", lifetime) }
+        write(RedisCommand("SET", name, "1", "EX", lifetimeSeconds))
     }
 
     /// Whether any credential/environment has failures counted; when not, a
@@ -82,7 +85,21 @@ final class CircuitBreaker: Sendable {
         logger.notice(
             "APNs answers again; circuit flag cleared",
             metadata: ["credential": credential, "apns.environment": environment])
-        _ = try? await redis.send("DEL", name)
+        await write(RedisCommand("DEL", name)).value
+    }
+
+    /// Sends `command` once the previous flag write has been answered.
+    @discardableResult
+    private func write(_ command: RedisCommand) -> Task<Void, Never> {
+        lastWrite.withLock { last in
+            let previous = last
+            let task = Task { [redis] in
+                await previous?.value
+                _ = try? await redis.send(command)
+            }
+            last = task
+            return task
+        }
     }
 
     /// Whether this process currently holds the flag up (tests, metrics).
