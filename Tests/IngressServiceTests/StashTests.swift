@@ -37,7 +37,10 @@ import Testing
         try await IngressTestApp.with(["STASH_TTL_SECONDS": "1"]) { app in
             let fixture = try await Fixture.create(app.postgres)
             let (id, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
-            #expect(try await app.push(id).status == 201)
+            // Kept 1 s, not the day asked for: the answer's TTL says so (RFC 8030 §5.2).
+            let stashed = try await app.push(id, headers: [("TTL", "86400"), ("Content-Encoding", "aes128gcm")])
+            #expect(stashed.status == 201)
+            #expect(stashed.headers["ttl"] == "1")
             #expect(try await pending(app, id, secret).count == 1)
             try await Task.sleep(for: .milliseconds(1300))
             #expect(try await pending(app, id, secret).isEmpty)

@@ -137,16 +137,19 @@ final class WebPushRoutes: Sendable {
         return .admit(Admission(headers: headers, request: request, item: scriptEncoder.item(request)))
     }
 
-    /// 201 for a queued or stashed push.
+    /// 201 for a queued or stashed push, with the `TTL` kept: a stashed message is
+    /// kept no longer than the stash's lifetime, and RFC 8030 §5.2 wants a shorter
+    /// retention than asked for said.
     private func answer(_ decision: HotPathScript.Decision, _ admission: Admission) throws -> HTTPResponse {
+        var ttl = admission.headers.ttl
         switch decision {
         case .queued: metrics.pushAccepted()
-        case .stashed: metrics.pushStashed()
+        case .stashed:
+            metrics.pushStashed()
+            ttl = min(ttl, Int(stashLifetimeMilliseconds / 1000))
         default: throw PushAPIError.storageFailed
         }
-        let headers = HTTPHeaders([
-            ("Location", messageBase + admission.request.messageID), ("TTL", String(admission.headers.ttl)),
-        ])
+        let headers = HTTPHeaders([("Location", messageBase + admission.request.messageID), ("TTL", String(ttl))])
         return HTTPResponse(status: 201, headers: headers)
     }
 
