@@ -137,7 +137,8 @@ func buildWorker(
             capMilliseconds: configuration.retryCapMilliseconds),
         metrics: metrics, operatorLog: OperatorLog(logger: logger.child("operator")), logger: logger.child("outcomes"),
         tombstoneLifetimeSeconds: configuration.common.tombstoneLifetimeSeconds,
-        replyLifetimeSeconds: configuration.replyLifetimeSeconds)
+        replyLifetimeSeconds: configuration.replyLifetimeSeconds,
+        deadLetterLifetimeSeconds: configuration.deadLetterLifetimeSeconds)
     let processor = EntryProcessor(
         sender: MessageSender(
             apns: apns, credentials: credentials, configuration: configuration.common, metrics: metrics),

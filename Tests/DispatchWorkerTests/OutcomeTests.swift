@@ -155,9 +155,17 @@ import Testing
 
     @Test func anUnreadableEntryGoesToTheDeadLetterStreamWithItsReason() async throws {
         try await DeliveryStack.with { stack in
+            // A dead letter from long ago (1970), past the lifetime dead letters are kept.
+            _ = try await stack.redis.send("XADD", stack.keys.deadLetters, "1-0", "v", "4")
             try await stack.startWorker()
             try await stack.enqueue(fields: [Array("v".utf8), Array("9".utf8), Array("x".utf8), [0, 1, 2]])
-            try await eventually("the dead letter") { try await stack.streamLength(stack.keys.deadLetters) == 1 }
+            try await eventually("the dead letter") {
+                let dead = try await stack.redis.send("XRANGE", stack.keys.deadLetters, "-", "+").array ?? []
+                return dead.count == 1 && dead.first?.array?.first?.string != "1-0"
+            }
+            // The stream expires a lifetime (DEAD_LETTER_TTL_SECONDS, 7 days) after its newest entry.
+            let ttl = try await stack.redis.send("TTL", stack.keys.deadLetters).int ?? -1
+            #expect((7 * 86_400 - 60...7 * 86_400).contains(ttl))
             let dead = try await stack.redis.send("XRANGE", stack.keys.deadLetters, "-", "+")
             let fields = dead.array?.first?.array?.last?.array?.compactMap(\.string) ?? []
             let reason = fields.firstIndex(of: "dead_reason").map { fields[$0 + 1] }

@@ -110,22 +110,31 @@ enum QueueScripts {
     /// releases the quota reservation and answers the reply list, all unless it was
     /// acknowledged already.
     ///
+    /// Dead letters hold device tokens and ciphertext, so they are kept for a
+    /// lifetime only: each addition trims those older than it (`MINID`, by the ids'
+    /// Redis time) and the stream expires that long after its newest. At most 100,000.
+    ///
     /// KEYS: 1 stream, 2 dead-letter stream. ARGV: 1 group, 2 entry id, 3 reason,
-    /// 4 reply TTL s, 5 the number of messages, then per message its quota key, its
-    /// reply list or "" and the reply JSON; then the entry's fields.
+    /// 4 reply TTL s, 5 dead-letter lifetime s, 6 the number of messages, then per
+    /// message its quota key, its reply list or "" and the reply JSON; then the entry's fields.
     static let deadLetter = RedisScript(
         source: """
             if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
             local t = redis.call('TIME')
-            local messagesEnd = 5 + 3 * tonumber(ARGV[5])
+            local messagesEnd = 6 + 3 * tonumber(ARGV[6])
             local fields = {unpack(ARGV, messagesEnd + 1)}
             fields[#fields + 1] = 'dead_reason'
             fields[#fields + 1] = ARGV[3]
             fields[#fields + 1] = 'dead_at'
             fields[#fields + 1] = t[1]
-            redis.call('XADD', KEYS[2], 'MAXLEN', '~', 100000, '*', unpack(fields))
+            -- Whole milliseconds (13 digits) print exactly with Lua's %.14g.
+            local oldest = tostring((tonumber(t[1]) - tonumber(ARGV[5])) * 1000) .. '-0'
+            -- Exact: approximate trimming only drops whole nodes of 100 entries.
+            redis.call('XADD', KEYS[2], 'MINID', oldest, '*', unpack(fields))
+            redis.call('XTRIM', KEYS[2], 'MAXLEN', '~', 100000)
+            redis.call('EXPIRE', KEYS[2], ARGV[5])
             redis.call('XDEL', KEYS[1], ARGV[2])
-            for i = 6, messagesEnd, 3 do
+            for i = 7, messagesEnd, 3 do
               redis.call('DECR', ARGV[i])
               if ARGV[i + 1] ~= '' then
                 redis.call('RPUSH', ARGV[i + 1], ARGV[i + 2])

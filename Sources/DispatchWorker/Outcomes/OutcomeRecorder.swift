@@ -32,11 +32,13 @@ final class OutcomeRecorder: Sendable {
     let logger: Logger
     let tombstoneLifetimeSeconds: Int
     let replyLifetimeSeconds: Int
+    /// How long the dead-letter stream keeps an entry (`DEAD_LETTER_TTL_SECONDS`).
+    let deadLetterLifetimeSeconds: Int
     init(
         redis: RedisClient, acknowledger: Acknowledger, limiter: InFlightLimiter, counts: DailyCounts,
         circuit: CircuitBreaker, credentials: CredentialCache, remover: SubscriptionRemover,
         rejecter: CredentialRejecter, retryPolicy: RetryPolicy, metrics: WorkerMetrics, operatorLog: OperatorLog,
-        logger: Logger, tombstoneLifetimeSeconds: Int, replyLifetimeSeconds: Int
+        logger: Logger, tombstoneLifetimeSeconds: Int, replyLifetimeSeconds: Int, deadLetterLifetimeSeconds: Int
     ) {
         self.redis = redis
         self.acknowledger = acknowledger
@@ -52,6 +54,7 @@ final class OutcomeRecorder: Sendable {
         self.logger = logger
         self.tombstoneLifetimeSeconds = tombstoneLifetimeSeconds
         self.replyLifetimeSeconds = replyLifetimeSeconds
+        self.deadLetterLifetimeSeconds = deadLetterLifetimeSeconds
     }
 
     /// How long a TTL-0 ("now or never") message may wait in the queue and in retries.
@@ -179,7 +182,7 @@ final class OutcomeRecorder: Sendable {
         context: StreamContext
     ) async {
         var arguments: [any RedisValueConvertible] = [
-            context.group, entry.id, reason, replyLifetimeSeconds, messages.count,
+            context.group, entry.id, reason, replyLifetimeSeconds, deadLetterLifetimeSeconds, messages.count,
         ]
         for message in messages {
             arguments.append(message.quotaKey)

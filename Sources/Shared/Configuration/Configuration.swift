@@ -207,6 +207,9 @@ public struct IngressConfiguration: Sendable {
 ///   circuit flag is raised, default 20 (1–100000).
 /// - `WORKER_CIRCUIT_TTL`: seconds the circuit flag lives unless renewed, default 30.
 /// - `REPLY_TTL_SECONDS`: lifetime of a reply list after each outcome pushed, default 60.
+/// - `DEAD_LETTER_TTL_SECONDS`: how long a dead letter (an entry's fields, device
+///   token and ciphertext included) is kept for inspection or replay, default 604800
+///   (7 days; 60–31536000): a record of individual sends must not outlive its use.
 /// - `REDIS_CONNECTIONS`, `DATABASE_CONNECTIONS`: pool sizes, default 16 and 4.
 public struct WorkerConfiguration: Sendable {
     public static let defaultStream = "pushgate:queue:{0}"
@@ -228,6 +231,7 @@ public struct WorkerConfiguration: Sendable {
     public var circuitThreshold: Int
     public var circuitLifetimeSeconds: Int
     public var replyLifetimeSeconds: Int
+    public var deadLetterLifetimeSeconds: Int
     public var redisConnections: Int
     public var databaseConnections: Int
 
@@ -245,6 +249,8 @@ public struct WorkerConfiguration: Sendable {
         circuitThreshold = try environment.integer("WORKER_CIRCUIT_THRESHOLD", default: 20, range: 1...100_000)
         circuitLifetimeSeconds = try environment.integer("WORKER_CIRCUIT_TTL", default: 30, range: 1...3600)
         replyLifetimeSeconds = try environment.integer("REPLY_TTL_SECONDS", default: 60, range: 1...86_400)
+        deadLetterLifetimeSeconds = try environment.integer(
+            "DEAD_LETTER_TTL_SECONDS", default: 7 * 86_400, range: 60...31_536_000)
         redisConnections = try environment.integer("REDIS_CONNECTIONS", default: 16, range: 2...1024)
         databaseConnections = try environment.integer("DATABASE_CONNECTIONS", default: 4, range: 1...1024)
         workerID = environment.optional("WORKER_ID") ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
