@@ -9,6 +9,8 @@ final class IngressApplication: Sendable {
     let configuration: IngressConfiguration
     let server: HTTPServer
     let redis: RedisClient
+    /// The App API's waits for outcomes (`APP_API_REPLY_CONNECTIONS`), apart from `redis`.
+    let replyRedis: RedisClient
     /// The Web Push hot path's pipelined connection (everything else uses the pool).
     let hotPath: RedisMultiplexer
     /// The thread that runs the public HTTP server and `hotPath` together, when
@@ -25,8 +27,8 @@ final class IngressApplication: Sendable {
     private let sweepTask = Mutex<Task<Void, Never>?>(nil)
 
     init(
-        configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, hotPath: RedisMultiplexer,
-        postgres: PostgresClient,
+        configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, replyRedis: RedisClient,
+        hotPath: RedisMultiplexer, postgres: PostgresClient,
         keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, invalidation: CacheInvalidation,
         adminServer: HTTPServer? = nil, frontLoop: EventLoop? = nil, logger: Logger
     ) {
@@ -34,6 +36,7 @@ final class IngressApplication: Sendable {
         self.configuration = configuration
         self.server = server
         self.redis = redis
+        self.replyRedis = replyRedis
         self.hotPath = hotPath
         self.postgres = postgres
         self.keys = keys
@@ -68,6 +71,7 @@ final class IngressApplication: Sendable {
             task = nil
         }
         redis.close()
+        replyRedis.close()
         hotPath.close()
         postgres.close()
         frontLoop?.shutdown()
@@ -84,6 +88,14 @@ func buildApplication(
         url: configuration.common.redisURL,
         options: .init(
             maximumConnections: configuration.redisConnections, acquireTimeout: .seconds(2),
+            connection: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2))),
+        logger: logger)
+    // App API sends block on their reply lists (BLPOP, a second at a time) on
+    // connections of their own; one that cannot get one soon stops waiting.
+    let replyRedis = try RedisClient(
+        url: configuration.common.redisURL,
+        options: .init(
+            maximumConnections: configuration.appAPIReplyConnections, acquireTimeout: .milliseconds(500),
             connection: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2))),
         logger: logger)
     // One thread: libmicrohttpd runs on the loop that reads the hot path's Redis
@@ -123,7 +135,8 @@ func buildApplication(
         authenticator: AppAPIAuthenticator(keys: AppAPIKeyStore(postgres: postgres)), repository: appRepository,
         limiter: limiter,
         sender: AppAPISender(
-            repository: appRepository, redis: redis, keys: keys, cache: cache, replies: ReplyCollector(redis: redis),
+            repository: appRepository, redis: redis, keys: keys, cache: cache,
+            replies: ReplyCollector(redis: replyRedis),
             maximumTTLSeconds: configuration.maximumPushTTLSeconds,
             deadline: .milliseconds(configuration.appAPISendDeadlineMilliseconds)),
         failureLog: failureLog)
@@ -167,7 +180,8 @@ func buildApplication(
         throw error
     }
     return IngressApplication(
-        configuration: configuration, server: server, redis: redis, hotPath: hotPath, postgres: postgres, keys: keys,
+        configuration: configuration, server: server, redis: redis, replyRedis: replyRedis, hotPath: hotPath,
+        postgres: postgres, keys: keys,
         metrics: metrics, sweeper: sweeper, invalidation: invalidation, adminServer: adminServer, frontLoop: frontLoop,
         logger: logger)
 }

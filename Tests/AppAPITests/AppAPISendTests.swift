@@ -130,6 +130,32 @@ import Testing
         }
     }
 
+    /// Sends waiting on workers that do not answer (none runs here) wait on
+    /// connections of their own: the pool every other route and `/readyz` use stays
+    /// free, and a send that finds the reply connections busy answers `queued`.
+    @Test func sendsWaitingForOutcomesDoNotStarveTheOtherRoutes() async throws {
+        try await DeliveryStack.with(ingress: [
+            "APP_API_SEND_DEADLINE_MS": "4000", "REDIS_CONNECTIONS": "2", "APP_API_REPLY_CONNECTIONS": "2",
+        ]) { stack in
+            let key = try await stack.apiKey()
+            let device = try await stack.device()
+            let start = ContinuousClock.now
+            let waiting = (0..<6).map { _ in
+                Task { try await stack.send([(device.id, DeliveryStack.payload)], key: key) }
+            }
+            try await eventually("all enqueued") { try await stack.queuedMessages() == 6 }
+            // Each send holds a reply connection for a second at a time; with the
+            // shared pool of two, the readiness check's PING could not get one in 2 s.
+            for _ in 0..<3 {
+                let ready = try await stack.request("GET", "/readyz")
+                #expect(ready.status == 200, "\(ready.text)")
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            for task in waiting { #expect(try await statuses(task.value) == ["queued"]) }
+            #expect(ContinuousClock.now - start < .seconds(30))
+        }
+    }
+
     @Test func quotaReachedInTheMiddleOfABatchLeavesTheRestQuotaExceeded() async throws {
         try await DeliveryStack.with { stack in
             try await stack.startWorker()

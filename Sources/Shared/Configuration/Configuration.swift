@@ -86,6 +86,10 @@ public struct CommonConfiguration: Sendable {
 ///   hard-deleted, default 5184000 (60 days).
 /// - `SWEEP_INTERVAL_SECONDS`: how often one replica runs that sweep, default 3600.
 /// - `REDIS_CONNECTIONS`, `DATABASE_CONNECTIONS`: pool sizes, default 16 and 10.
+/// - `APP_API_REPLY_CONNECTIONS`: Redis connections App API sends wait for outcomes
+///   on, a pool of their own, default 8: sends waiting on workers that do not answer
+///   must not hold the connections every other route (and `/readyz`) needs. A send
+///   that finds them all busy answers `queued` for the messages still waiting.
 public struct IngressConfiguration: Sendable {
     public var common: CommonConfiguration
     public var listen: ListenAddress
@@ -112,6 +116,7 @@ public struct IngressConfiguration: Sendable {
     public var subscriptionMaximumAgeSeconds: Int
     public var sweepIntervalSeconds: Int
     public var redisConnections: Int
+    public var appAPIReplyConnections: Int
     public var databaseConnections: Int
 
     public init(environment: Environment = Environment()) throws(ConfigurationError) {
@@ -140,6 +145,7 @@ public struct IngressConfiguration: Sendable {
             "SUBSCRIPTION_MAX_AGE_SECONDS", default: 60 * 86_400, range: 1...3650 * 86_400)
         sweepIntervalSeconds = try environment.integer("SWEEP_INTERVAL_SECONDS", default: 3600, range: 1...86_400)
         redisConnections = try environment.integer("REDIS_CONNECTIONS", default: 16, range: 1...1024)
+        appAPIReplyConnections = try environment.integer("APP_API_REPLY_CONNECTIONS", default: 8, range: 1...1024)
         databaseConnections = try environment.integer("DATABASE_CONNECTIONS", default: 10, range: 1...1024)
         listen = try environment.listenAddress("INGRESS_LISTEN") ?? ListenAddress(host: "127.0.0.1", port: 8080)
         adminListen = try environment.listenAddress("ADMIN_LISTEN")
