@@ -4,6 +4,8 @@
 - Every Kubernetes YAML file parses, and every document has apiVersion, kind, metadata.name.
 - Every environment variable a manifest or unit sets is one the code reads.
 - Every variable the code requires is set for each process: ingress, worker, migration job.
+- The container image builds each executable the manifests run, one `swift build
+  --product` per command (given several, SwiftPM builds only the last), and copies it.
 
 The code's variables are read from Sources/Shared/Configuration/*.swift: each
 `environment.<accessor>("NAME"` is a variable it reads; `required("NAME")` inside
@@ -111,11 +113,28 @@ def main():
     for key in sorted((required["common"] | required["ingress"] | {"ADMIN_TOKEN"}) - example):
         problems.append(f"pushgate.env.example: lacks {key}, which the services require")
 
+    dockerfile()
+
     for problem in problems:
         print(problem)
     print(f"deploy: {len(documents)} Kubernetes documents, {len(read)} variables the code reads, "
           f"{len(problems)} problems")
     return 1 if problems else 0
+
+
+def dockerfile():
+    text = (root / "deploy/container/Dockerfile").read_text().replace("\\\n", " ")
+    built = set()
+    for command in re.findall(r"swift build[^&\n]*", text):
+        products = re.findall(r"--product\s+(\S+)", command)
+        if len(products) > 1:
+            problems.append(f"Dockerfile: one swift build names {len(products)} products; only the last is built")
+        built |= set(products)
+    for product in ("ingress-service", "dispatch-worker"):
+        if product not in built:
+            problems.append(f"Dockerfile: {product} is not built")
+        if not re.search(rf"cp [^\n]*/{product}\b", text):
+            problems.append(f"Dockerfile: {product} is not copied out of the build")
 
 
 if __name__ == "__main__":
