@@ -24,6 +24,7 @@ enum Help {
           credential add --account ACCOUNT --key-id KEYID --team-id TEAMID --p8 FILE   (FILE - reads stdin)
           credential list --account ACCOUNT
           credential show CREDENTIAL
+          credential verify CREDENTIAL                          (probe again; a rejected one that passes is active again)
           credential delete CREDENTIAL [--detach]               (--detach: leave its apps without a credential)
 
         Apps and push settings

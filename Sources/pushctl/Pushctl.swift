@@ -170,6 +170,9 @@ struct Pushctl {
         case "show":
             let id = try Arguments(rest, options: [], flags: []).single("CREDENTIAL")
             output.show(try await client.call("GET", "/credentials/\(Self.path(id))"))
+        case "verify":
+            let id = try Arguments(rest, options: [], flags: []).single("CREDENTIAL")
+            output.show(try await client.call("POST", "/credentials/\(Self.path(id))/verify"))
         case "delete":
             let arguments = try Arguments(rest, options: [], flags: ["detach"])
             let id = try arguments.single("CREDENTIAL")

@@ -62,6 +62,40 @@ import Testing
         }
     }
 
+    /// A credential a worker marked rejected is probed again: accepted, it is active
+    /// again and its app's warning is gone; refused, 422 with Apple's reason.
+    @Test func verifyReactivatesARejectedCredentialAPNsAcceptsAndRefusesOneItDoesNot() async throws {
+        try await withAdmin { admin in
+            let account = try await admin.account()
+            let saved = try await add(admin, account: account, keyID: teamA.keyID, teamID: teamA.teamID, key: teamA.key)
+            let id = try #require(saved.json["id"] as? String)
+            let app = try await admin.app(account: account)
+            #expect(try await admin.call("PATCH", "/apps/\(app)/push", ["credentialId": id]).status == 200)
+            // What a worker does when APNs refuses a fresh token signed with it.
+            try await admin.postgres.execute(
+                """
+                UPDATE push_credentials SET status = 'rejected', rejected_at = now(),
+                       rejected_reason = 'APNs answered InvalidProviderToken' WHERE id = \(id)
+                """)
+            let verified = try await admin.call("POST", "/credentials/\(id)/verify")
+            #expect(verified.status == 200)
+            #expect(verified.json["status"] as? String == "active")
+            #expect(verified.json["warning"] is NSNull)
+            #expect(try await admin.call("GET", "/apps/\(app)").json["warning"] is NSNull)
+            let activity = try await admin.call("GET", "/accounts/\(account)/activity")
+            let actions = (activity.json["entries"] as? [[String: Any]])?.compactMap { $0["action"] as? String }
+            #expect(actions?.contains("credential.verify") == true)
+
+            // A key id the simulator does not know: refused, and nothing changes.
+            try await admin.postgres.execute("UPDATE push_credentials SET key_id = 'KEYZZZZZZ9' WHERE id = \(id)")
+            let refused = try await admin.call("POST", "/credentials/\(id)/verify")
+            #expect(refused.status == 422)
+            #expect(refused.errorCode == "credential_rejected")
+            #expect(try await admin.call("GET", "/credentials/\(id)").json["status"] as? String == "active")
+            #expect(try await admin.call("POST", "/credentials/nope/verify").status == 404)
+        }
+    }
+
     @Test func aGoodCredentialIsSavedAndItsKeyIsNowhereInOutputLogsOrPostgresPlaintext() async throws {
         try await withAdmin { admin in
             let account = try await admin.account()

@@ -149,6 +149,10 @@ import Testing
         #expect(
             DeliveryOutcome.classify(response(403, .invalidProviderToken))
                 == .credentialRejected(reason: "InvalidProviderToken"))
+        // An environment the key is not for fails that message alone; the key stays.
+        #expect(
+            DeliveryOutcome.classify(response(403, .badEnvironmentKeyInToken))
+                == .failed(.credentialRejected, detail: "BadEnvironmentKeyInToken"))
         #expect(
             DeliveryOutcome.classify(response(400, .deviceTokenNotForTopic))
                 == .failed(.providerError, detail: "DeviceTokenNotForTopic"))

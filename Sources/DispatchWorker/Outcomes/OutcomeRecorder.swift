@@ -128,7 +128,9 @@ final class OutcomeRecorder: Sendable {
             finish(delivery, status: "failed", reason: "credential_rejected", tally: .failed, releaseQuota: true)
 
         case .failed(let reason, let detail):
-            if detail == "DeviceTokenNotForTopic" || detail == "TopicDisallowed" || reason == .credentialMissing {
+            if detail == "DeviceTokenNotForTopic" || detail == "TopicDisallowed" || detail == "BadEnvironmentKeyInToken"
+                || reason == .credentialMissing
+            {
                 operatorLog.warning(
                     "APNs refused a notification for a configuration reason",
                     key: "\(detail):\(message.appID):\(message.topic)",

@@ -42,8 +42,13 @@ enum DeliveryOutcome: Sendable, Equatable {
         case .unregistered(let timestamp): return .gone(timestamp: timestamp, reason: name)
         case .badDeviceToken: return .gone(timestamp: nil, reason: name)
         case .expiredToken: return .gone(timestamp: nil, reason: name)
-        case .invalidProviderToken, .forbidden, .unrelatedKeyIdInToken, .badEnvironmentKeyInToken:
+        case .invalidProviderToken, .forbidden, .unrelatedKeyIdInToken:
             return .credentialRejected(reason: name)
+        case .badEnvironmentKeyInToken:
+            // A key limited to the other environment (Apple allows sandbox-only and
+            // production-only keys): this device's environment is refused, the key is
+            // not, so the credential is not flagged and its other sends go on.
+            return .failed(.credentialRejected, detail: name)
         case .tooManyRequests, .tooManyProviderTokenUpdates, .expiredProviderToken, .idleTimeout:
             return .retry(cause: name, countsAgainstCircuit: false)
         case .internalServerError, .serviceUnavailable, .shutdown:

@@ -36,6 +36,7 @@ struct CredentialsController: Sendable {
             AdminRoute("GET", "/accounts/:id/credentials", list),
             AdminRoute("GET", "/credentials/:id", show),
             AdminRoute("DELETE", "/credentials/:id", delete),
+            AdminRoute("POST", "/credentials/:id/verify", verify),
         ]
     }
 
@@ -94,6 +95,50 @@ struct CredentialsController: Sendable {
         let id = request.parameter("id")
         return AdminResponse.ok(
             try await dependencies.postgres.withConnection { try await credentials.require(id, on: $0) })
+    }
+
+    /// Probes a saved credential again with its sealed key. Accepted: one a worker
+    /// marked rejected (APNs refused a token signed with it) is active again, and its
+    /// apps send again (workers read it again within a minute). Refused: 422
+    /// `credential_rejected` with Apple's reason, nothing changed. The way back after
+    /// a revocation that was undone, or a rejection that was not the key's fault.
+    func verify(_ request: AdminRequest) async throws -> HTTPResponse {
+        let id = request.parameter("id")
+        let stored: StoredPushCredential
+        do {
+            stored = try await dependencies.credentialReader.credential(id: id)
+        } catch let failure as PushCredentialReader.Failure where failure.code == .notFound {
+            throw AdminError.notFound("credential", id)
+        } catch let failure as PushCredentialReader.Failure {
+            throw AdminError.unprocessable("credential_unusable", failure.description)
+        }
+        switch try await probe(
+            teamID: stored.teamID, keyID: stored.keyID, privateKey: stored.privateKey, topic: Self.probeTopic)
+        {
+        case .credentialRejected(let reason):
+            throw AdminError.unprocessable(
+                "credential_rejected", "APNs rejected the credential (\(reason)); check the Key ID, Team ID and .p8")
+        case .accepted, .topicRefused:
+            break
+        }
+        let (credential, reactivated) = try await dependencies.postgres.withTransaction { connection in
+            guard let apps = try await credentials.lockAndListApps(id, on: connection) else {
+                throw AdminError.notFound("credential", id)
+            }
+            let before = try await credentials.require(id, on: connection)
+            guard before.status != "active" else { return (before, [String]()) }
+            try await credentials.markActive(id, on: connection)
+            try await dependencies.activity.record(
+                on: connection, accountID: before.accountId, actor: request.actor, action: "credential.verify",
+                subject: "credential:\(id)", before: ["status": before.status], after: ["status": "active"])
+            return (try await credentials.require(id, on: connection), apps)
+        }
+        if !reactivated.isEmpty {
+            await dependencies.invalidate("credential") {
+                for app in reactivated { try await dependencies.invalidator.appChanged(app, topics: []) }
+            }
+        }
+        return AdminResponse.ok(credential)
     }
 
     /// Refused (409 `credential_in_use`) while apps use the credential, unless

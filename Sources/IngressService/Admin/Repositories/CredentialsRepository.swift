@@ -59,6 +59,15 @@ struct CredentialsRepository: Sendable {
             "UPDATE apps SET credential_id = NULL, updated_at = now() WHERE credential_id = \(id)")
     }
 
+    /// Clears a rejection (`CredentialsController.verify`).
+    func markActive(_ id: String, on connection: PostgresConnection) async throws {
+        try await connection.execute(
+            """
+            UPDATE push_credentials SET status = 'active', rejected_at = NULL, rejected_reason = NULL
+            WHERE id = \(id)
+            """)
+    }
+
     func delete(_ id: String, on connection: PostgresConnection) async throws {
         try await connection.execute("DELETE FROM push_credentials WHERE id = \(id)")
     }
