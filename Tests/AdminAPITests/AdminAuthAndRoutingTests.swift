@@ -101,4 +101,19 @@ import Testing
             #expect(try await admin.call("DELETE", "/users/\(base)@x").status == 204)
         }
     }
+
+    /// Postgres refuses NUL in text: one in a reason is the caller's mistake (400),
+    /// never a failed query (500). (In a path or query, libmicrohttpd's decoding
+    /// ends the text at a `%00`.)
+    @Test func aControlCharacterInAReasonIs400() async throws {
+        try await AdminHarness.with { admin in
+            let user = AdminHarness.unique("user")
+            #expect(try await admin.call("PUT", "/users/\(user)").status == 201)
+            let banned = try await admin.call("PUT", "/users/\(user)/ban", ["reason": "spam\u{0}"])
+            #expect(banned.status == 400)
+            #expect(banned.errorMessage == "reason must not contain control characters")
+            let lines = try await admin.call("PUT", "/users/\(user)/ban", ["reason": "spam\nand more"])
+            #expect(lines.status == 200)
+        }
+    }
 }

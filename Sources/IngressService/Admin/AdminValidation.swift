@@ -49,10 +49,16 @@ enum AdminValidation {
         return bytes.allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") }
     }
 
-    /// Free text such as a ban reason: at most 500 characters.
+    /// Free text such as a ban reason: at most 500 characters, no control characters
+    /// but tabs and line breaks.
     static func reason(_ value: String?) throws(AdminError) -> String? {
         guard let value else { return nil }
         guard value.count <= 500 else { throw .invalid("reason must be at most 500 characters") }
+        guard
+            !value.unicodeScalars.contains(where: {
+                ($0.value < 0x20 && $0 != "\t" && $0 != "\n" && $0 != "\r") || $0.value == 0x7F
+            })
+        else { throw .invalid("reason must not contain control characters") }
         return value
     }
 
