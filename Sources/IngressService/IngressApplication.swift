@@ -160,7 +160,8 @@ func buildApplication(
         configuration: .init(
             address: configuration.listen, threads: configuration.threads,
             connectionLimit: configuration.connectionLimit,
-            connectionTimeoutSeconds: configuration.connectionTimeoutSeconds, eventLoop: frontLoop),
+            connectionTimeoutSeconds: configuration.connectionTimeoutSeconds,
+            bodyMemoryLimit: configuration.bodyMemoryMegabytes << 20, eventLoop: frontLoop),
         handler: handler, logger: logger.child("http"))
     let sweeper = SubscriptionSweeper(
         redis: redis, keys: keys, subscriptions: subscriptions, invalidation: invalidation,

@@ -42,10 +42,12 @@ import Testing
     static let pollings: [Polling] = [.threads(2), .eventLoop]
 
     func withServer(
-        _ handler: some HTTPHandler, polling: Polling = .threads(2), _ body: (HTTPServer) async throws -> Void
+        _ handler: some HTTPHandler, polling: Polling = .threads(2),
+        _ configure: (inout HTTPServer.Configuration) -> Void = { _ in }, _ body: (HTTPServer) async throws -> Void
     ) async throws {
         let (logger, _) = TestEnvironment.capturingLogger()
         var configuration = HTTPServer.Configuration(address: ListenAddress(host: "127.0.0.1", port: 0))
+        configure(&configuration)
         let loop: EventLoop?
         switch polling {
         case .threads(let count):
@@ -310,5 +312,103 @@ import Testing
                 handler: EchoHandler(), logger: logger)
             #expect(throws: HTTPServerError.self) { try second.start() }
         }
+    }
+
+    /// Bodies being received count against the server's `bodyMemoryLimit`, all
+    /// connections together: a slow upload holds its part, a request that would pass
+    /// the limit is answered `unavailable` (503), and the memory comes back once the
+    /// body is handed over (or its connection ends).
+    @Test(arguments: pollings) func bodiesPastTheServersBodyMemoryAreAnswered503(polling: Polling) async throws {
+        struct LargeEchoHandler: HTTPHandler {
+            func maximumBodySize(for head: HTTPRequestHead) -> Int { 64 * 1024 }
+            func handle(_ request: HTTPRequest) async -> HTTPResponse { .text(201, "bytes=\(request.body.count)") }
+        }
+        let limited: (inout HTTPServer.Configuration) -> Void = { $0.bodyMemoryLimit = 100_000 }
+        try await withServer(LargeEchoHandler(), polling: polling, limited) { server in
+            func bodyMemory() -> Int { server.bodyMemory.load(ordering: .relaxed) }
+            let slow = try HeldConnection(port: server.port)
+            slow.send(Array("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\nConnection: close\r\n\r\n".utf8))
+            slow.send(Array(repeating: 1, count: 50_000))
+            #expect(try await Poll.until(timeout: .seconds(10)) { bodyMemory() == 50_000 })
+
+            let refused = try await RawHTTPClient(port: server.port).request(
+                "POST", "/", body: Array(repeating: 2, count: 60_000))
+            #expect(refused.status == 503)
+
+            slow.send(Array(repeating: 1, count: 10_000))
+            let answer = try RawHTTPClient.parse(await slow.receiveAll())
+            #expect(answer.status == 201)
+            #expect(answer.text == "bytes=60000")
+            let accepted = try await RawHTTPClient(port: server.port).request(
+                "POST", "/", body: Array(repeating: 3, count: 60_000))
+            #expect(accepted.status == 201)
+            #expect(try await Poll.until(timeout: .seconds(10)) { bodyMemory() == 0 })
+
+            // A client that leaves in the middle of its body gives its part back.
+            let leaving = try HeldConnection(port: server.port)
+            leaving.send(Array("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n".utf8))
+            leaving.send(Array(repeating: 1, count: 30_000))
+            #expect(try await Poll.until(timeout: .seconds(10)) { bodyMemory() == 30_000 })
+            leaving.close()
+            #expect(try await Poll.until(timeout: .seconds(10)) { bodyMemory() == 0 })
+        }
+    }
+
+    /// A client socket kept open between sends (a slow upload). Sends are small enough
+    /// for the socket's buffer; the blocking read runs on a thread of its own, off
+    /// the concurrency pool the servers' handlers need.
+    final class HeldConnection: @unchecked Sendable {
+        private var fd: Int32
+
+        init(port: Int) throws {
+            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var timeout = timeval(tv_sec: 15, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard connected == 0 else { throw RawHTTPClient.Failure(description: "connect failed: errno \(errno)") }
+        }
+
+        func send(_ bytes: [UInt8]) {
+            var offset = 0
+            while offset < bytes.count {
+                let sent = bytes[offset...].withUnsafeBytes {
+                    Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                }
+                if sent <= 0 { return }
+                offset += sent
+            }
+        }
+
+        /// Everything until the server closes.
+        func receiveAll() async -> [UInt8] {
+            let fd = fd
+            return await withCheckedContinuation { continuation in
+                Thread.detachNewThread {
+                    var received: [UInt8] = []
+                    var buffer = [UInt8](repeating: 0, count: 65536)
+                    while true {
+                        let count = recv(fd, &buffer, buffer.count, 0)
+                        if count <= 0 { break }
+                        received += buffer[0..<count]
+                    }
+                    continuation.resume(returning: received)
+                }
+            }
+        }
+
+        func close() {
+            if fd >= 0 { Glibc.close(fd) }
+            fd = -1
+        }
+
+        deinit { close() }
     }
 }

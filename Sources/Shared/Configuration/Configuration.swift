@@ -68,7 +68,10 @@ public struct CommonConfiguration: Sendable {
 ///   hot path's Redis connection on one event loop (no thread hand-off per push); more run
 ///   libmicrohttpd's own thread pool, handing pushes to the Redis thread and back.
 /// - `INGRESS_CONNECTION_LIMIT`: open connections at most, default 10000.
-/// - `INGRESS_CONNECTION_TIMEOUT`: seconds an idle or slow connection is kept, default 30.
+/// - `INGRESS_CONNECTION_TIMEOUT`: seconds a connection may go without sending
+///   anything (idle, or a stalled request) before it is closed, default 30.
+/// - `INGRESS_BODY_MEMORY_MB`: request bodies held while they arrive, all connections
+///   together, in MiB, default 256; past it requests answer 503 (1005).
 /// - `QUEUE_STREAM`: the stream pushes are added to, default `pushgate:queue:{0}`; its
 ///   `{…}` hash tag is used by every other key (`RedisKeys`).
 /// - `RATE_LIMIT_REGISTRATION`: per client IP, `limit/seconds`, default `20/3600`.
@@ -100,6 +103,7 @@ public struct IngressConfiguration: Sendable {
     public var threads: Int
     public var connectionLimit: Int
     public var connectionTimeoutSeconds: Int
+    public var bodyMemoryMegabytes: Int
     public var queueStream: String
     public var registrationRateLimit: RateLimit
     public var deviceRateLimit: RateLimit
@@ -124,6 +128,7 @@ public struct IngressConfiguration: Sendable {
         threads = try environment.integer("INGRESS_THREADS", default: 1, range: 1...64)
         connectionLimit = try environment.integer("INGRESS_CONNECTION_LIMIT", default: 10_000, range: 1...1_000_000)
         connectionTimeoutSeconds = try environment.integer("INGRESS_CONNECTION_TIMEOUT", default: 30, range: 1...3600)
+        bodyMemoryMegabytes = try environment.integer("INGRESS_BODY_MEMORY_MB", default: 256, range: 1...65_536)
         queueStream = environment.optional("QUEUE_STREAM") ?? WorkerConfiguration.defaultStream
         registrationRateLimit = try environment.rateLimit(
             "RATE_LIMIT_REGISTRATION", default: RateLimit(limit: 20, windowSeconds: 3600))

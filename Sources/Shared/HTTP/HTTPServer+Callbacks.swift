@@ -11,6 +11,9 @@ final class HTTPRequestContext: Sendable {
     /// Touched only by the daemon thread that owns the connection, until dispatch.
     nonisolated(unsafe) var body: [UInt8] = []
     nonisolated(unsafe) var bodyTooLarge = false
+    /// The server's body memory ran out while this body arrived: it is dropped and
+    /// the request answered `unavailable`.
+    nonisolated(unsafe) var bodyOverMemory = false
     /// The answer for a head over the server's limit, set on the first call; the
     /// body is then dropped as it arrives.
     nonisolated(unsafe) var headRejection: HTTPResponse?
@@ -72,9 +75,14 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
     }
     if uploadSize.pointee > 0 {
         let size = uploadSize.pointee
-        if !context.bodyTooLarge && context.headRejection == nil {
+        if !context.bodyTooLarge && !context.bodyOverMemory && context.headRejection == nil {
             if context.body.count + size > context.bodyLimit {
                 context.bodyTooLarge = true
+                server.releaseBodyMemory(context.body.count)
+                context.body = []
+            } else if !server.reserveBodyMemory(size) {
+                context.bodyOverMemory = true
+                server.releaseBodyMemory(context.body.count)
                 context.body = []
             } else if let uploadData {
                 uploadData.withMemoryRebound(to: UInt8.self, capacity: size) {
@@ -86,7 +94,9 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
         return .YES
     }
     if let rejection = context.headRejection { return queue(rejection, on: connection) }
+    if context.bodyOverMemory { return queue(server.handler.unavailable(context.head), on: connection) }
     let request = HTTPRequest(head: context.head, body: context.body)
+    server.releaseBodyMemory(context.body.count)
     context.body = []
     return dispatch(request, of: context, on: connection, server: server)
 }
@@ -120,8 +130,12 @@ private func dispatch(
 let httpServerCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
     guard let cls, let conCls, let pointer = conCls.pointee else { return }
     conCls.pointee = nil
-    Unmanaged<HTTPRequestContext>.fromOpaque(pointer).release()
-    Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().inFlight.subtract(1, ordering: .releasing)
+    let context = Unmanaged<HTTPRequestContext>.fromOpaque(pointer)
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    // A request that ended before its body was dispatched (the client went away).
+    server.releaseBodyMemory(context.takeUnretainedValue().body.count)
+    context.release()
+    server.inFlight.subtract(1, ordering: .releasing)
 }
 
 /// libmicrohttpd's own error messages (bind failures, resource exhaustion).

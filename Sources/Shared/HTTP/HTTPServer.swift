@@ -35,6 +35,11 @@ public final class HTTPServer: Sendable {
         /// `headerLimit`. libmicrohttpd clears it before every request (keep-alive
         /// included): 16 KB costs half the clearing of the former 32 KB on every push.
         public var headerMemoryLimit: Int
+        /// The most bytes of request bodies held while they arrive, all connections
+        /// together: past it a request is answered `unavailable` (503) and its body
+        /// dropped. Without it, slow uploads of bodies each under their own limit
+        /// (the App API's is about 1.1 MB) on thousands of connections exhaust memory.
+        public var bodyMemoryLimit: Int
         /// The loop that runs the daemon instead of its own `threads` (which are then
         /// not started): handlers answering from this loop's thread (a Redis
         /// multiplexer on it) then cost no thread hand-off at all.
@@ -42,7 +47,8 @@ public final class HTTPServer: Sendable {
 
         public init(
             address: ListenAddress, threads: Int = 2, connectionLimit: Int = 10_000, connectionTimeoutSeconds: Int = 30,
-            headerLimit: Int = 8 * 1024, headerMemoryLimit: Int = 16 * 1024, eventLoop: EventLoop? = nil
+            headerLimit: Int = 8 * 1024, headerMemoryLimit: Int = 16 * 1024, bodyMemoryLimit: Int = 256 << 20,
+            eventLoop: EventLoop? = nil
         ) {
             self.eventLoop = eventLoop
             self.address = address
@@ -51,6 +57,7 @@ public final class HTTPServer: Sendable {
             self.connectionTimeoutSeconds = connectionTimeoutSeconds
             self.headerLimit = headerLimit
             self.headerMemoryLimit = headerMemoryLimit
+            self.bodyMemoryLimit = bodyMemoryLimit
         }
     }
 
@@ -64,6 +71,21 @@ public final class HTTPServer: Sendable {
     let inFlight = Atomic<Int>(0)
     /// Connections waiting for their handlers' answers.
     let suspended = SuspendedConnections()
+    /// Bytes of request bodies being received, all connections together (`bodyMemoryLimit`).
+    let bodyMemory = Atomic<Int>(0)
+
+    /// Counts `bytes` more of a body being received, unless that passes the limit.
+    func reserveBodyMemory(_ bytes: Int) -> Bool {
+        let total = bodyMemory.add(bytes, ordering: .relaxed).newValue
+        guard total > configuration.bodyMemoryLimit else { return true }
+        bodyMemory.subtract(bytes, ordering: .relaxed)
+        return false
+    }
+
+    /// A body no longer being received (handed to the handler, dropped, or its request ended).
+    func releaseBodyMemory(_ bytes: Int) {
+        if bytes > 0 { bodyMemory.subtract(bytes, ordering: .relaxed) }
+    }
 
     /// Raw pointers are not Sendable; these are only read under the lock, and
     /// `stop()` takes them out before freeing, so no two threads free them.
