@@ -53,7 +53,7 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
             let response = server.handler.rejected(head, rejection)
             // As below: a client waiting for "100 Continue" is answered at once.
             if head.headers["Expect"]?.caseInsensitiveEquals("100-continue") == true {
-                return queue(response, on: connection)
+                return queue(response, on: connection, server: server)
             }
             context.headRejection = response
             return .YES
@@ -71,7 +71,7 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
     let context = Unmanaged<HTTPRequestContext>.fromOpaque(existing).takeUnretainedValue()
 
     if let response = context.response.withLock({ $0 }) {
-        return queue(response, on: connection)
+        return queue(response, on: connection, server: server)
     }
     if uploadSize.pointee > 0 {
         let size = uploadSize.pointee
@@ -93,8 +93,8 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
         uploadSize.pointee = 0  // consumed (or discarded past the limit, never buffered)
         return .YES
     }
-    if let rejection = context.headRejection { return queue(rejection, on: connection) }
-    if context.bodyOverMemory { return queue(server.handler.unavailable(context.head), on: connection) }
+    if let rejection = context.headRejection { return queue(rejection, on: connection, server: server) }
+    if context.bodyOverMemory { return queue(server.handler.unavailable(context.head), on: connection, server: server) }
     let request = HTTPRequest(head: context.head, body: context.body)
     server.releaseBodyMemory(context.body.count)
     context.body = []
@@ -109,7 +109,7 @@ private func dispatch(
     let handler = server.handler
     let oversized = context.bodyTooLarge
     guard server.suspended.suspend(connection, context: context) else {
-        return queue(handler.unavailable(context.head), on: connection)
+        return queue(handler.unavailable(context.head), on: connection, server: server)
     }
     let suspended = SuspendedConnection(connection)
     let driver = server.driver
@@ -154,7 +154,10 @@ private struct SuspendedConnection: @unchecked Sendable {
     init(_ pointer: OpaquePointer) { self.pointer = pointer }
 }
 
-private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+/// While the server drains (`HTTPServer.shutdown`), every answer says
+/// `Connection: close`, so keep-alive clients take their last answer and go, and
+/// requests in flight reach zero instead of new ones arriving on open connections.
+private func queue(_ response: HTTPResponse, on connection: OpaquePointer, server: HTTPServer) -> MHD_Result {
     let mhdResponse = response.body.withUnsafeBytes { body in
         MHD_create_response_from_buffer(
             body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
@@ -166,6 +169,7 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MH
     for (name, value) in response.headers {
         _ = name.withCString { name in value.withCString { MHD_add_response_header(mhdResponse, name, $0) } }
     }
+    if server.isDraining { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
     return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
 }
 

@@ -71,6 +71,9 @@ public final class HTTPServer: Sendable {
     let inFlight = Atomic<Int>(0)
     /// Connections waiting for their handlers' answers.
     let suspended = SuspendedConnections()
+    /// Set once `shutdown` has stopped accepting: answers then close their connections.
+    private let draining = Atomic<Bool>(false)
+    var isDraining: Bool { draining.load(ordering: .relaxed) }
     /// Bytes of request bodies being received, all connections together (`bodyMemoryLimit`).
     let bodyMemory = Atomic<Int>(0)
 
@@ -156,6 +159,7 @@ public final class HTTPServer: Sendable {
         // touch it until the daemon is stopped, so it is closed after the stop.
         let listener = if let driver { await driver.quiesce() } else { MHD_quiesce_daemon(daemon) }
         defer { if listener >= 0 { close(listener) } }
+        draining.store(true, ordering: .relaxed)
         let clock = ContinuousClock()
         let end = clock.now.advanced(by: deadline)
         while inFlight.load(ordering: .acquiring) > 0 && clock.now < end {
@@ -174,7 +178,16 @@ public final class HTTPServer: Sendable {
         }
         guard let daemon = taken.daemon else { return }
         let cutOff = suspended.releaseAll(answering: handler.unavailable)
-        if cutOff > 0 { logger.warning("answered unavailable at shutdown", metadata: ["requests": "\(cutOff)"]) }
+        if cutOff > 0 {
+            logger.warning("answered unavailable at shutdown", metadata: ["requests": "\(cutOff)"])
+            // The resumed connections' 503s are written by the daemon: give it a moment
+            // (stopping it closes every connection without writing what is queued).
+            driver?.connectionResumed()
+            let end = ContinuousClock.now + .milliseconds(500)
+            while inFlight.load(ordering: .acquiring) > 0 && ContinuousClock.now < end {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
         if let driver {
             await driver.stop()
         } else {
