@@ -181,7 +181,34 @@ import Testing
         let closed = try await #require(throws: RedisError.self) { try await redis.send("PING") }
         #expect(closed.code == .closed)
     }
+    /// While Redis refuses connections, commands fail at once without a connect
+    /// attempt each (50 ms doubling to 1 s between attempts), the failure is logged
+    /// once, not per batch, and the first attempt after Redis is back serves.
+    @Test func aRefusingServerIsRetriedWithBackoffAndLoggedOnce() async throws {
+        let (relay, relayedURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
+        defer { relay.close() }
+        let (logger, lines) = TestEnvironment.capturingLogger("mux")
+        // Database 1: the connect's handshake (SELECT) meets the cut relay, as it
+        // would a Redis that is down, instead of a connection that only fails later.
+        #expect(relayedURL.hasSuffix("/0"))
+        let database1 = String(relayedURL.dropLast()) + "1"
+        let redis = try RedisMultiplexer(url: database1, logger: logger)
+        defer { redis.close() }
+        #expect(try await redis.send("PING") == .status("PONG"))
+        relay.cut()
+        for _ in 0..<200 {
+            let error = try await #require(throws: RedisError.self) { try await redis.send("PING") }
+            #expect(error.code == .connection)
+        }
+        #expect(lines.all.filter { $0.contains("could not connect") }.count == 1)
+        relay.restore()
+        let served = try await Poll.until(timeout: .seconds(5), interval: .milliseconds(50)) {
+            (try? await redis.send("PING")) == .status("PONG")
+        }
+        #expect(served)
+    }
 }
+
 
 /// A stand-in Redis on loopback that follows a script per accepted connection, for
 /// failures a real server does not produce on demand. It only understands PING.

@@ -252,6 +252,12 @@ extension RedisMultiplexer {
         var connecting = false
         var waiting: [Request] = []
         var closed = false
+        /// After a failed connect, requests fail at once with its error until this
+        /// time (50 ms doubling to 1 s), instead of each batch trying again: a Redis
+        /// that refuses connections is not hammered, nor the log flooded.
+        var retryAfter: (time: ContinuousClock.Instant, error: RedisError)?
+        var backoff: Duration = .zero
+        let connectFailureLog: ThrottledLog?
         /// The empty array `drain` swaps into the inbox.
         var spare: [Submission] = []
         /// Batch items waiting for a batched command in flight to be answered.
@@ -265,6 +271,7 @@ extension RedisMultiplexer {
             self.options = options
             self.loop = loop
             self.logger = logger
+            connectFailureLog = logger.map { ThrottledLog(logger: $0, interval: .seconds(5)) }
         }
 
         func dispatch(_ requests: [Request]) {
@@ -280,6 +287,13 @@ extension RedisMultiplexer {
                 for request in requests { connection.enqueue(request, now: now) }
                 connection.flush()
                 return
+            }
+            if !connecting, let retryAfter {
+                if ContinuousClock.now < retryAfter.time {
+                    for request in requests { request.fail(retryAfter.error) }
+                    return
+                }
+                self.retryAfter = nil
             }
             waiting.append(contentsOf: requests)
             if !connecting { connect() }
@@ -313,7 +327,9 @@ extension RedisMultiplexer {
             waiting = []
             switch result {
             case .failure(let error):
-                logger?.warning("could not connect", metadata: ["redis.error": "\(error)"])
+                connectFailureLog?.warning("could not connect", error: error)
+                backoff = min(max(backoff * 2, .milliseconds(50)), .seconds(1))
+                retryAfter = (ContinuousClock.now + backoff, error)
                 for request in requests { request.fail(error) }
             case .success(let fd):
                 if closed {
@@ -324,6 +340,7 @@ extension RedisMultiplexer {
                     return
                 }
                 logger?.debug("connected")
+                backoff = .zero
                 let connection = RedisPipelineConnection(
                     fd: fd, endpoint: "\(url.host):\(url.port)/\(url.database)", loop: loop,
                     commandTimeout: options.commandTimeout
