@@ -209,7 +209,6 @@ import Testing
     }
 }
 
-
 /// A stand-in Redis on loopback that follows a script per accepted connection, for
 /// failures a real server does not produce on demand. It only understands PING.
 final class ScriptedRedis: @unchecked Sendable {
