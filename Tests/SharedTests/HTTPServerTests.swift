@@ -270,15 +270,17 @@ import Testing
     /// its answer with `Connection: close`, so it leaves instead of sending more on
     /// the draining server (which would then wait out its whole deadline).
     @Test(arguments: pollings) func answersDuringTheDrainCloseTheirConnection(polling: Polling) async throws {
-        struct SlowHandler: HTTPHandler {
+        /// Answers once the test releases it, when the drain has begun.
+        struct HeldHandler: HTTPHandler {
             let started = AsyncStream<Void>.makeStream()
+            let released = AsyncStream<Void>.makeStream()
             func handle(_ request: HTTPRequest) async -> HTTPResponse {
                 started.continuation.yield()
-                try? await Task.sleep(for: .milliseconds(300))
+                for await _ in released.stream { break }
                 return .text(200, "finished")
             }
         }
-        let handler = SlowHandler()
+        let handler = HeldHandler()
         let (logger, _) = TestEnvironment.capturingLogger()
         var configuration = HTTPServer.Configuration(address: ListenAddress(host: "127.0.0.1", port: 0))
         let loop: EventLoop? = if case .eventLoop = polling { EventLoop(name: "http-server-test") } else { nil }
@@ -291,7 +293,10 @@ import Testing
         for await _ in handler.started.stream { break }
         let start = ContinuousClock.now
         async let answer = client.receiveAll()
-        await server.shutdown(deadline: .seconds(10))
+        let shutdown = Task { await server.shutdown(deadline: .seconds(10)) }
+        #expect(try await Poll.until(timeout: .seconds(10)) { server.isDraining })
+        handler.released.continuation.yield()
+        await shutdown.value
         let response = try RawHTTPClient.parse(await answer)
         #expect(response.status == 200)
         #expect(response.headers["connection"]?.lowercased() == "close")
