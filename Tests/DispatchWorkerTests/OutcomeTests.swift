@@ -71,6 +71,26 @@ import Testing
         }
     }
 
+    /// A credential already flagged (by another worker, or by an earlier try whose
+    /// cache invalidation failed): its apps' cached entries are still dropped, so the
+    /// ingress answers 502 at once instead of taking pushes until they age.
+    @Test func anAlreadyFlaggedCredentialStillHasItsAppsCacheDropped() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, _) = try await stack.subscribe()
+            #expect(try await stack.push(id).status == 201)  // the app's entry cached
+            #expect(try await stack.redis.send("EXISTS", stack.keys.app(stack.fixture.appID)).int == 1)
+            try await stack.postgres.execute(
+                "UPDATE push_credentials SET status = 'rejected', rejected_at = now() WHERE id = \(stack.credentialID)")
+            let invalidation = CacheInvalidation(redis: stack.redis, keys: stack.keys)
+            let flagged = try await CredentialRejecter(postgres: stack.postgres).reject(
+                credentialID: stack.credentialID, reason: "APNs answered InvalidProviderToken",
+                invalidation: invalidation)
+            #expect(flagged.isEmpty, "flagged before this call")
+            #expect(try await stack.redis.send("EXISTS", stack.keys.app(stack.fixture.appID)).int == 0)
+            #expect(try await stack.push(id).status == 502)
+        }
+    }
+
     @Test func aRevokedKeyFlagsTheCredentialRejectedAndTheQuotaIsUnchanged() async throws {
         try await DeliveryStack.with { stack in
             try await stack.startWorker()

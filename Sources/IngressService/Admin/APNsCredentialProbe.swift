@@ -2,15 +2,16 @@ import Foundation
 import Shared
 
 /// Probes a credential against APNs (production, `APNS_PRODUCTION_URL`) with the APNs
-/// client: one silent notification to the dummy device token `00`, signed with the
-/// credential's own provider token. Apple judges the token, then the topic, then the
-/// device token, so a valid credential and topic get 400 BadDeviceToken and nothing
-/// reaches any device.
+/// client: one silent notification to a dummy device token (64 zeros, no device's),
+/// signed with the credential's own provider token. A valid credential and topic get
+/// 400 BadDeviceToken (or 410) and nothing reaches any device. The token is well
+/// formed, so whatever order Apple checks in (it does not document one), a malformed
+/// token cannot be refused before the topic is judged.
 ///
 /// Each probe uses its own short-lived client (own token store and connection), so a
 /// probed key never lands in the worker's pools or token cache.
 struct APNsCredentialProbe: CredentialProbe {
-    static let dummyDeviceToken = "00"
+    static let dummyDeviceToken = String(repeating: "0", count: 64)
     static let payload = Array(#"{"aps":{"content-available":1}}"#.utf8)
 
     let environment: APNsEnvironment
