@@ -198,6 +198,30 @@ import Testing
         }
     }
 
+    /// A PUT refreshing a stale subscription while the sweep's DELETE waits for the
+    /// row's lock keeps the row: the DELETE checks the age again on the row it locks.
+    @Test func aSubscriptionRefreshedWhileTheSweepWaitsForItIsKept() async throws {
+        try await IngressTestApp.with(["SUBSCRIPTION_MAX_AGE_SECONDS": "3600"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (stale, _) = try await app.subscribe(topic: fixture.topic)
+            try await app.postgres.execute(
+                "UPDATE subscriptions SET last_seen_at = now() - interval '2 hours' WHERE id = \(stale)")
+            let (updated, signal) = AsyncStream<Void>.makeStream()
+            let refresh = Task {
+                try await app.postgres.withTransaction { connection in
+                    try await connection.execute("UPDATE subscriptions SET last_seen_at = now() WHERE id = \(stale)")
+                    signal.yield()
+                    // Committed after the sweep's DELETE has met the row's lock.
+                    try await Task.sleep(for: .milliseconds(500))
+                }
+            }
+            for await _ in updated { break }
+            _ = try await app.app.sweeper.sweepOnce()
+            try await refresh.value
+            #expect(try await app.postgres.query("SELECT 1 FROM subscriptions WHERE id = \(stale)").count == 1)
+        }
+    }
+
     /// Redis cannot be reached between the sweep's delete and its invalidation: the
     /// deleted rows' cache entries (which would take pushes for their freshness) are
     /// dropped in the background once it answers again.

@@ -94,12 +94,16 @@ struct SubscriptionRepository: Sendable {
 
     /// Hard-deletes up to `limit` subscriptions not refreshed for `maximumAgeSeconds`; their ids.
     func deleteStale(maximumAgeSeconds: Int, limit: Int) async throws -> [String] {
+        // The age is checked again on the row the DELETE locks: a PUT that refreshed
+        // it while the DELETE waited for its lock keeps it (the subquery's snapshot
+        // would still call it stale, and Postgres re-checks only the outer condition).
         let rows = try await postgres.query(
             """
             DELETE FROM subscriptions WHERE id IN (
                 SELECT id FROM subscriptions
                 WHERE last_seen_at < now() - make_interval(secs => \(Double(maximumAgeSeconds)))
                 LIMIT \(limit))
+            AND last_seen_at < now() - make_interval(secs => \(Double(maximumAgeSeconds)))
             RETURNING id
             """)
         return try rows.map { try $0.decode("id") }
