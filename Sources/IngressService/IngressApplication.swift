@@ -144,7 +144,8 @@ func buildApplication(
         subscriptions: subscriptions, directory: directory,
         limiter: limiter,
         invalidation: invalidation, redis: redis, keys: keys, publicPushBase: base + Route.pushPathPrefix,
-        stashLifetimeMilliseconds: stashLifetime)
+        stashLifetimeMilliseconds: stashLifetime,
+        invalidationRetryWindow: .seconds(configuration.cacheLifetimeSeconds), logger: logger.child("device"))
     let webPush = WebPushRoutes(
         hotPath: hotPath, keys: keys, scriptEncoder: HotPathScript.Encoder(keys: keys),
         cache: cache,

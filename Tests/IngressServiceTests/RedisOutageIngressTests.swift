@@ -94,6 +94,41 @@ extension RedisOutageIngressTests {
             #expect(try await app.push(id).status == 404)
         }
     }
+    /// An activation whose cache invalidation cannot be written is saved all the
+    /// same (the client is told 5xx): the invalidation is tried again in the
+    /// background, so once Redis answers the cached `pending` entry is dropped and
+    /// pushes are queued, not stashed for the cache's freshness.
+    @Test func anActivationThatCannotClearTheCacheTakesEffectOnceRedisAnswers() async throws {
+        let (relay, redisURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
+        defer { relay.close() }
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
+            #expect(try await app.push(id).status == 201)  // stashed; the pending entry cached
+            let cutOff = try RedisClient(
+                url: redisURL,
+                options: .init(connection: .init(connectTimeout: .seconds(1), commandTimeout: .seconds(1))))
+            defer { cutOff.close() }
+            let device = try #require(app.app.server.handler as? IngressHandler).device
+            var routes = device
+            routes.invalidation = CacheInvalidation(redis: cutOff, keys: app.keys)
+            relay.cut()
+            let request = HTTPRequest(
+                head: HTTPRequestHead(
+                    method: "POST", path: "/api/push/v1/subscriptions/\(id)/activate", query: [],
+                    headers: HTTPHeaders([("Authorization", "Bearer \(secret)")]), peerAddress: [127, 0, 0, 1]),
+                body: [])
+            await #expect(throws: (any Error).self) { try await routes.activate(request, id: id, client: "127.0.0.1") }
+            #expect(try await app.push(id).status == 201)
+            #expect(try await app.queueLength() == 0, "still stashed while the entry says pending")
+            relay.restore()
+            let queued = try await Poll.until(timeout: .seconds(20), interval: .milliseconds(200)) {
+                _ = try await app.push(id)
+                return try await app.queueLength() > 0
+            }
+            #expect(queued)
+        }
+    }
 }
 
 private final class StopSignal: Sendable {

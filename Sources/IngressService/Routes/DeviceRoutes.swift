@@ -8,11 +8,15 @@ struct DeviceRoutes: Sendable {
     let subscriptions: SubscriptionRepository
     let directory: AppDirectory
     let limiter: SlidingWindowLimiter
-    let invalidation: CacheInvalidation
+    var invalidation: CacheInvalidation
     let redis: RedisClient
     let keys: RedisKeys
     let publicPushBase: String
     let stashLifetimeMilliseconds: Int64
+    /// How long a cache invalidation that failed after a committed update or
+    /// activation is tried again in the background (`CACHE_TTL_SECONDS`).
+    var invalidationRetryWindow: Duration = .seconds(300)
+    var logger = Logger(component: "ingress.device")
 
     /// `POST /v1/subscriptions` → 201 `{id, secret, url}`.
     func register(_ request: HTTPRequest, client: String) async throws -> HTTPResponse {
@@ -60,7 +64,9 @@ struct DeviceRoutes: Sendable {
                 id, deviceToken: input.token, sandbox: input.sandbox, alertTitle: input.alertTitle,
                 alertBody: input.alertBody, p256dh: input.p256dh, auth: input.auth)
         else { throw PushAPIError.notFound }
-        try await invalidation.subscriptionChanged(id)
+        try await invalidateAfterCommit("subscription update") { [invalidation] in
+            try await invalidation.subscriptionChanged(id)
+        }
         return HTTPResponse(status: 204)
     }
 
@@ -79,8 +85,28 @@ struct DeviceRoutes: Sendable {
         try await limiter.admit(.device, client: client)
         _ = try await authenticate(request, id: id)
         guard try await subscriptions.activate(id) else { throw PushAPIError.notFound }
-        try await invalidation.subscriptionActivated(id)
+        try await invalidateAfterCommit("subscription activation") { [invalidation] in
+            try await invalidation.subscriptionActivated(id)
+        }
         return HTTPResponse(status: 204)
+    }
+
+    /// The cache invalidation after a committed change. If it fails the change is
+    /// saved all the same, so it is tried again in the background (a client told
+    /// 5xx may never come back, and the cached entry would keep the old token, or
+    /// keep stashing an active device's pushes, for its freshness); the failure is
+    /// still answered.
+    private func invalidateAfterCommit(_ what: String, _ body: @escaping @Sendable () async throws -> Void)
+        async throws
+    {
+        do {
+            try await body()
+        } catch {
+            Task { [invalidationRetryWindow, logger] in
+                await CacheInvalidation.retry(what, body, within: invalidationRetryWindow, logger: logger)
+            }
+            throw error
+        }
     }
 
     /// `DELETE /v1/subscriptions/{id}` → 204; the row, its cache and its stash are gone.
