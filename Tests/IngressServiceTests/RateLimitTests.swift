@@ -44,6 +44,25 @@ import Testing
         }
     }
 
+    /// A per-IP window holding more than its limit (a limit lowered by configuration
+    /// while windows exist): the wait is until enough requests leave for one more,
+    /// not only the oldest, so a client honouring Retry-After is not refused again.
+    @Test func perIPRetryAfterWaitsForEnoughRequestsToLeaveTheWindow() async throws {
+        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        defer { redis.close() }
+        let key = "pushgate-test:ip-window:\(UInt64.random(in: 0...UInt64.max))"
+        let time = try await redis.send("TIME").array?.compactMap(\.string).compactMap(Int64.init) ?? []
+        let now = time[0] * 1000 + time[1] / 1000
+        // Four requests 50, 40, 30 and 20 s ago in a 60 s window; the limit is now 2.
+        for (index, age) in [50, 40, 30, 20].enumerated() {
+            _ = try await redis.send("ZADD", key, now - Int64(age) * 1000, "r\(index)")
+        }
+        let wait = try await redis.run(SlidingWindowLimiter.script, keys: [key], arguments: [2, 60_000, "new"]).int ?? 0
+        // Three must leave (the one 30 s old last): about 30 s, not the oldest's 10 s.
+        #expect((29_000...30_500).contains(wait), "\(wait)")
+        _ = try await redis.send("DEL", key)
+    }
+
     /// A burst that straddles a window boundary is still held to the limit over any
     /// window: 3 per 10 s, 3 at t≈0, one refused at t≈5.5 s (a fixed window that
     /// restarted at 5 s would allow it), allowed again once the burst is 10 s old.

@@ -37,16 +37,20 @@ struct SlidingWindowLimiter: Sendable {
     }
 
     /// KEYS[1] window; ARGV limit, window ms, unique member. Returns 0 when admitted,
-    /// else the milliseconds until the oldest request leaves the window.
+    /// else the milliseconds until enough requests have left the window for one more:
+    /// the oldest, or more when the window holds more than the limit (a limit lowered
+    /// by configuration, or replicas with different limits during a rollout).
     static let script = RedisScript(
         source: """
             local t = redis.call('TIME')
             local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
             local window = tonumber(ARGV[2])
             redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-            if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
-              local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-              return math.max(tonumber(oldest[2]) + window - now, 1)
+            local count, limit = redis.call('ZCARD', KEYS[1]), tonumber(ARGV[1])
+            if count >= limit then
+              local index = count - limit
+              local freeing = redis.call('ZRANGE', KEYS[1], index, index, 'WITHSCORES')
+              return math.max(tonumber(freeing[2]) + window - now, 1)
             end
             redis.call('ZADD', KEYS[1], now, ARGV[3])
             redis.call('PEXPIRE', KEYS[1], window)
