@@ -57,7 +57,8 @@ import Testing
         for (index, age) in [50, 40, 30, 20].enumerated() {
             _ = try await redis.send("ZADD", key, now - Int64(age) * 1000, "r\(index)")
         }
-        let wait = try await redis.run(SlidingWindowLimiter.script, keys: [key], arguments: [2, 60_000, "new"]).int ?? 0
+        let wait =
+            try await redis.run(SlidingWindowLimiter.script, keys: [key], arguments: [2, 60_000, "new"]).int ?? 0
         // Three must leave (the one 30 s old last): about 30 s, not the oldest's 10 s.
         #expect((29_000...30_500).contains(wait), "\(wait)")
         _ = try await redis.send("DEL", key)
