@@ -364,6 +364,19 @@ import Testing
             // A fill that began after the change writes what it read.
             generation = try await cache.generation(of: app.keys.subscription(deleted))
             #expect(try await cache.store(subscription: deleted, deletedRow, generation: generation))
+
+            // A generation that expired (10 minutes after its change) and a later
+            // change: the fill that read the earlier one still must not write.
+            let (changed, _) = try await app.subscribe(topic: fixture.topic)
+            let entry = app.keys.subscription(changed)
+            _ = try await app.redis.send("DEL", app.keys.cacheGeneration(of: entry))  // the activation's, expired
+            try await app.app.invalidation.subscriptionChanged(changed)
+            generation = try await cache.generation(of: entry)
+            #expect(!generation.isEmpty)
+            let changedRow = try await repository.cacheEntry(changed)
+            _ = try await app.redis.send("DEL", app.keys.cacheGeneration(of: entry))  // expired
+            try await app.app.invalidation.subscriptionChanged(changed)
+            #expect(try await cache.store(subscription: changed, changedRow, generation: generation) == false)
         }
     }
 

@@ -103,15 +103,18 @@ public struct CacheInvalidation: Sendable {
 
     /// Moves each entry's generation on, then deletes the entries and `others`, in one
     /// pipeline (Redis runs it in order: a fill between the two steps is refused by
-    /// the generation, one before them is deleted).
+    /// the generation, one before them is deleted). A generation is a random value,
+    /// not a counter: a counter restarts at 1 once its key expires, and a fill that
+    /// read the 1 of an earlier change could match the new one.
     private func invalidate(_ entries: [String], alsoDeleting others: [String] = []) async throws {
         guard !entries.isEmpty else { return }
         var commands: [RedisCommand] = []
-        commands.reserveCapacity(2 * entries.count + 1)
+        commands.reserveCapacity(entries.count + 1)
         for entry in entries {
-            let generation = keys.cacheGeneration(of: entry)
-            commands.append(RedisCommand("INCR", generation))
-            commands.append(RedisCommand("EXPIRE", generation, Self.generationLifetimeSeconds))
+            commands.append(
+                RedisCommand(
+                    "SET", keys.cacheGeneration(of: entry), Base64URL.encode(SecureRandom.bytes(12)), "EX",
+                    Self.generationLifetimeSeconds))
         }
         commands.append(RedisCommand("DEL", arguments: entries + others))
         for reply in try await redis.pipeline(commands) { _ = try reply.throwingError() }
