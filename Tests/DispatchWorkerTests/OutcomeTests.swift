@@ -170,6 +170,13 @@ import Testing
             try await eventually("the quota released") { try await stack.quota() == 0 }
             #expect(stack.recordings(token: token).isEmpty)
             #expect(worker.metrics.sends.value("expired", "expired") == 1)
+
+            // A release after its month's key expired (40 days on) does not make it again at -1.
+            var late = try await stack.message(subscription: id, token: token, expiration: expiration, reply: "y")
+            late.quotaKey = stack.keys.quota(account: stack.fixture.accountID, month: "190001")
+            try await stack.enqueue(late)
+            #expect(try await stack.awaitReply("y")["status"] == "failed")
+            #expect(try await stack.redis.send("EXISTS", late.quotaKey).int == 0)
         }
     }
 

@@ -50,7 +50,8 @@ enum QueueScripts {
               for _ = 1, messages do
                 local retryFields = tonumber(ARGV[i + 4])
                 if live then
-                  if ARGV[i] ~= '' then redis.call('DECR', ARGV[i]) end
+                  -- A month's key gone (expired 40 days on) is not made again at -1.
+                  if ARGV[i] ~= '' and redis.call('EXISTS', ARGV[i]) == 1 then redis.call('DECR', ARGV[i]) end
                   if ARGV[i + 1] ~= '' then
                     redis.call('RPUSH', ARGV[i + 1], ARGV[i + 2])
                     redis.call('EXPIRE', ARGV[i + 1], ARGV[2])
@@ -135,7 +136,7 @@ enum QueueScripts {
             redis.call('EXPIRE', KEYS[2], ARGV[5])
             redis.call('XDEL', KEYS[1], ARGV[2])
             for i = 7, messagesEnd, 3 do
-              redis.call('DECR', ARGV[i])
+              if redis.call('EXISTS', ARGV[i]) == 1 then redis.call('DECR', ARGV[i]) end
               if ARGV[i + 1] ~= '' then
                 redis.call('RPUSH', ARGV[i + 1], ARGV[i + 2])
                 redis.call('EXPIRE', ARGV[i + 1], ARGV[4])
