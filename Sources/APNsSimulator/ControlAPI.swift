@@ -20,7 +20,7 @@
 //                                          queued) answer TooManyRequests / InternalServerError / ServiceUnavailable
 //   DELETE /faults                      → 204, queued faults dropped
 //   PUT    /latency  {"milliseconds":N}  → 204; every response is held back N ms (0 turns it off)
-//   POST   /goaway   {"lastStreamId":N?,"errorCode":N?}
+//   POST   /goaway   {"lastStreamId":N?,"errorCode":N?,"reason":"Name"?}
 //                                        → 200 {"connections":n}: GOAWAY now on every open connection; with
 //                                          lastStreamId, in-flight streams above it are refused (RST_STREAM
 //                                          REFUSED_STREAM), never answered or recorded
@@ -96,7 +96,15 @@ struct ControlAPI: HTTPHandler {
             guard let errorCode = UInt32(exactly: try integer(body, "errorCode", default: 0)) else {
                 throw ControlError(400, "errorCode must be 0…2^32-1")
             }
-            let count = await server.goAwayAll(lastStreamID: lastStreamID, errorCode: errorCode)
+            var reason: String?
+            if body["reason"] != nil {
+                let text = try string(body, "reason")
+                guard !text.isEmpty, text.allSatisfy({ $0.isLetter || $0.isNumber }) else {
+                    throw ControlError(400, "reason must be a name like BadCertificateEnvironment")
+                }
+                reason = text
+            }
+            let count = await server.goAwayAll(lastStreamID: lastStreamID, errorCode: errorCode, reason: reason)
             return .json(200, "{\"connections\":\(count)}")
         case ("PUT", 2, "keys"):
             let body = try object(request)

@@ -45,7 +45,7 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
 
     /// Sends GOAWAY. With `lastStreamID`, streams above it that are in flight are
     /// refused (the client retries them elsewhere) instead of being answered.
-    func goAway(lastStreamID: Int32?, errorCode: UInt32) {
+    func goAway(lastStreamID: Int32?, errorCode: UInt32, reason: String? = nil) {
         if let lastStreamID {
             goAwayLastStreamID = min(goAwayLastStreamID ?? .max, lastStreamID)
             for (streamID, timer) in delayed where streamID > lastStreamID {
@@ -54,7 +54,9 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
                 refuseAfterGoAway(streamID)
             }
         }
-        http2.goAway(errorCode: errorCode, lastStreamID: lastStreamID)
+        // Apple may say why as in a response body: `{"reason": …}` in the debug data.
+        let debugData = reason.map { Array("{\"reason\":\"\($0)\"}".utf8) } ?? []
+        http2.goAway(errorCode: errorCode, lastStreamID: lastStreamID, debugData: debugData)
     }
 
     // MARK: HTTP2ConnectionDelegate

@@ -62,7 +62,9 @@ final class SimulatorServer: Sendable {
 
     /// Sends GOAWAY on every open connection; returns how many. With
     /// `lastStreamID`, streams above it still in flight are refused unanswered.
-    func goAwayAll(lastStreamID: Int32? = nil, errorCode: UInt32 = NGHTTP2_NO_ERROR.rawValue) async -> Int {
+    func goAwayAll(
+        lastStreamID: Int32? = nil, errorCode: UInt32 = NGHTTP2_NO_ERROR.rawValue, reason: String? = nil
+    ) async -> Int {
         var total = 0
         for registry in registries {
             total +=
@@ -70,7 +72,7 @@ final class SimulatorServer: Sendable {
                     // An idle connection closes as soon as its GOAWAY is out, leaving the registry.
                     let connections = Array(registry.connections.values)
                     for connection in connections {
-                        connection.goAway(lastStreamID: lastStreamID, errorCode: errorCode)
+                        connection.goAway(lastStreamID: lastStreamID, errorCode: errorCode, reason: reason)
                     }
                     return connections.count
                 }) ?? 0

@@ -120,4 +120,26 @@ import Testing
             #expect(stats.accepted == count)
         }
     }
+
+    /// Apple may say why it closes a connection in the GOAWAY's debug data: the reason
+    /// reaches the operator's log (a plain GOAWAY is only logged at info).
+    @Test func aGoAwayReasonIsLogged() async throws {
+        try await Simulator.with { simulator, _ in
+            let (logger, lines) = TestEnvironment.capturingLogger("apns")
+            let client = try APNsClient(
+                configuration: APNsClient.Configuration(connectionsPerPool: 1, caFile: simulator.caFile),
+                tokens: InMemoryProviderTokenStore(), logger: logger)
+            let credential = Teams.credential()
+            #expect(
+                try await client.send(Teams.notification(), credential: credential, environment: simulator.environment)
+                    .status == 200)
+            let (status, _) = try await simulator.control("POST", "/goaway", #"{"reason":"BadCertificateEnvironment"}"#)
+            #expect(status == 200)
+            let logged = try await Poll.until(timeout: .seconds(10)) {
+                lines.all.contains { $0.contains("received GOAWAY from APNs") && $0.contains("BadCertificateEnvironment") }
+            }
+            #expect(logged)
+            await client.shutdown()
+        }
+    }
 }

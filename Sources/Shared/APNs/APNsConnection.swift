@@ -190,13 +190,20 @@ final class APNsConnection: HTTP2ConnectionDelegate {
     }
 
     func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32) {
+        self.connection(connection, didReceiveGoAway: lastStreamID, errorCode: errorCode, debugData: [])
+    }
+
+    /// Apple may say why in the frame's debug data (`{"reason": …}`): the pool logs it.
+    func connection(
+        _ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8]
+    ) {
         if state != .closed { state = .draining }
         // Streams above `lastStreamID` were not processed: they go to another connection.
         let unprocessed = inFlight.keys.filter { $0 > lastStreamID }.sorted()
         for streamID in unprocessed {
             if let request = inFlight.removeValue(forKey: streamID) { pool.retry(request, after: .goAway) }
         }
-        pool.connectionIsDraining(self, errorCode: errorCode)
+        pool.connectionIsDraining(self, errorCode: errorCode, reason: APNsReason(body: debugData))
         closeIfDrained()
     }
 

@@ -90,8 +90,16 @@ final class APNsConnectionPool {
 
     func connectionHasCapacity(_ connection: APNsConnection) { schedulePump() }
 
-    func connectionIsDraining(_ connection: APNsConnection, errorCode: UInt32) {
-        logger.info("connection \(connection.id) received GOAWAY", metadata: ["http2.error": String(errorCode)])
+    func connectionIsDraining(_ connection: APNsConnection, errorCode: UInt32, reason: APNsReason?) {
+        var metadata: Logger.Metadata = ["http2.error": String(errorCode)]
+        if let reason { metadata["apns.reason"] = reason.name }
+        // Apple's reason (e.g. a credential refused for the whole connection) is the
+        // operator's to see: logged louder than a plain GOAWAY.
+        if reason != nil {
+            logger.warning("connection \(connection.id) received GOAWAY from APNs", metadata: metadata)
+        } else {
+            logger.info("connection \(connection.id) received GOAWAY", metadata: metadata)
+        }
         schedulePump()  // a replacement opens if requests wait
     }
 

@@ -38,6 +38,10 @@ public protocol HTTP2ConnectionDelegate: AnyObject {
     func connection(_ connection: HTTP2Connection, streamWasReset streamID: Int32, errorCode: UInt32)
     /// The peer sent GOAWAY: streams above `lastStreamID` were not processed.
     func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32)
+    /// The same, with the frame's debug data (APNs may put its `{"reason": …}` there).
+    /// By default passes the rest on to the variant above.
+    func connection(
+        _ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8])
     /// The peer changed SETTINGS_MAX_CONCURRENT_STREAMS.
     func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int)
     func connection(_ connection: HTTP2Connection, didReceivePingAck: Void)
@@ -46,6 +50,12 @@ public protocol HTTP2ConnectionDelegate: AnyObject {
 }
 
 extension HTTP2ConnectionDelegate {
+    public func connection(
+        _ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8]
+    ) {
+        self.connection(connection, didReceiveGoAway: lastStreamID, errorCode: errorCode)
+    }
+
     public func connection(
         _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]
     ) {}
@@ -240,11 +250,16 @@ public final class HTTP2Connection: TLSStreamDelegate {
 
     /// Sends GOAWAY (no new streams; streams up to the last one processed still
     /// finish). With `lastStreamID`, claims only streams up to it were processed.
-    public func goAway(errorCode: UInt32 = NGHTTP2_NO_ERROR.rawValue, lastStreamID: Int32? = nil) {
+    public func goAway(
+        errorCode: UInt32 = NGHTTP2_NO_ERROR.rawValue, lastStreamID: Int32? = nil, debugData: [UInt8] = []
+    ) {
         guard let session, !isClosed else { return }
         isGoingAway = true
         let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
-        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, errorCode, nil, 0)
+        debugData.withUnsafeBufferPointer {
+            _ = nghttp2_submit_goaway(
+                session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, errorCode, $0.baseAddress, debugData.count)
+        }
         flush()
     }
 
@@ -398,8 +413,11 @@ public final class HTTP2Connection: TLSStreamDelegate {
             }
         case NGHTTP2_GOAWAY.rawValue:
             isGoingAway = true
+            let goAway = frame.pointee.goaway
+            let debugData =
+                goAway.opaque_data.map { Array(UnsafeBufferPointer(start: $0, count: goAway.opaque_data_len)) } ?? []
             delegate?.connection(
-                self, didReceiveGoAway: frame.pointee.goaway.last_stream_id, errorCode: frame.pointee.goaway.error_code)
+                self, didReceiveGoAway: goAway.last_stream_id, errorCode: goAway.error_code, debugData: debugData)
         case NGHTTP2_PING.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
             delegate?.connection(self, didReceivePingAck: ())
         case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
