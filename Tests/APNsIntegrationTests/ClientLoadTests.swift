@@ -136,7 +136,9 @@ import Testing
             let (status, _) = try await simulator.control("POST", "/goaway", #"{"reason":"BadCertificateEnvironment"}"#)
             #expect(status == 200)
             let logged = try await Poll.until(timeout: .seconds(10)) {
-                lines.all.contains { $0.contains("received GOAWAY from APNs") && $0.contains("BadCertificateEnvironment") }
+                lines.all.contains {
+                    $0.contains("received GOAWAY from APNs") && $0.contains("BadCertificateEnvironment")
+                }
             }
             #expect(logged)
             await client.shutdown()
