@@ -140,6 +140,17 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         http2.close(error: reason)
     }
 
+    /// Takes no more requests and closes once those in flight have answered. After
+    /// `TooManyProviderTokenUpdates` APNs keeps this connection on its previous token
+    /// until the update period is over, refusing every request with the current one;
+    /// a new connection takes the current token at once.
+    private func retire() {
+        guard state == .ready || state == .connecting else { return }
+        state = .draining
+        http2.goAway()
+        pool.connectionRetired(self, reason: "TooManyProviderTokenUpdates")
+    }
+
     private func closeIfDrained() {
         if state == .draining && inFlight.isEmpty {
             http2.close()
@@ -165,6 +176,7 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         lastActivity = .now
         if let response = APNsResponse(fields: fields, body: body) {
             request.complete(.success(response))
+            if response.reason == .tooManyProviderTokenUpdates { retire() }
         } else {
             request.fail(APNsClientError(.protocolError, "an answer without a valid :status"))
         }

@@ -103,6 +103,11 @@ final class APNsConnectionPool {
         schedulePump()  // a replacement opens if requests wait
     }
 
+    func connectionRetired(_ connection: APNsConnection, reason: String) {
+        logger.notice("connection \(connection.id) replaced", metadata: ["apns.reason": reason])
+        schedulePump()  // a replacement opens if requests wait
+    }
+
     func connectionMissedPing(_ connection: APNsConnection) {
         counters.pingTimeouts.add(1, ordering: .relaxed)
         logger.notice("connection \(connection.id) did not answer PING; replacing it")
