@@ -387,6 +387,28 @@ import Testing
         }
     }
 
+    /// libmicrohttpd's messages never carry a request's path (a push URL is a
+    /// capability), and per-connection ones are told apart from server-level ones.
+    @Test func libmicrohttpdMessagesLeaveThePathOutAndTellConnectionsFromTheServer() {
+        let id = "AbCdEfGhIjKlMnOpQrStUv"
+        let headers = "Failed to send the response headers for the request for `/api/push/p/\(id)'. Error: reset"
+        #expect(
+            HTTPServerLogText.redacted(headers)
+                == "Failed to send the response headers for the request for `<path>'. Error: reset")
+        #expect(
+            HTTPServerLogText.redacted("Failed to send data in request for /api/push/p/\(id).")
+                == "Failed to send data in request for <path>.")
+        #expect(HTTPServerLogText.isAboutOneConnection(headers))
+        #expect(
+            HTTPServerLogText.isAboutOneConnection(
+                "Error processing request (HTTP response code is 400 ('Bad Request')). Closing connection."))
+        #expect(
+            HTTPServerLogText.isAboutOneConnection(
+                "Connection socket is closed when reading request due to the error: reset"))
+        #expect(!HTTPServerLogText.isAboutOneConnection("Server reached connection limit. Closing inbound connection."))
+        #expect(HTTPServerLogText.redacted("Call to epoll_ctl failed: x") == "Call to epoll_ctl failed: x")
+    }
+
     /// A client socket kept open between sends (a slow upload). Sends are small enough
     /// for the socket's buffer; the blocking read runs on a thread of its own, off
     /// the concurrency pool the servers' handlers need.

@@ -138,12 +138,42 @@ let httpServerCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
     server.inFlight.subtract(1, ordering: .releasing)
 }
 
-/// libmicrohttpd's own error messages (bind failures, resource exhaustion).
+/// libmicrohttpd's own error messages. Those about one connection (a client that
+/// went away, a malformed request) are routine and any client can cause them: debug
+/// level. The rest (epoll, accept, memory, the connection limit) are warnings, at most
+/// one per 5 s. Either way the request's path is left out: a push URL is a capability.
 let httpServerLog: pg_shim_mhd_log_fn = { cls, message in
     guard let cls, let message else { return }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
-    let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
-    server.logger.warning("libmicrohttpd: \(text)")
+    let text = HTTPServerLogText.redacted(String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines))
+    if HTTPServerLogText.isAboutOneConnection(text) {
+        server.logger.debug("libmicrohttpd: \(text)")
+    } else {
+        server.libraryLog.warning("libmicrohttpd: \(text)")
+    }
+}
+
+/// libmicrohttpd's messages made fit for the log.
+enum HTTPServerLogText {
+    /// Whether `text` is about one connection or request rather than the server.
+    static func isAboutOneConnection(_ text: String) -> Bool {
+        text.contains("request for") || text.contains("when reading request")
+            || text.hasPrefix("Error processing request")
+    }
+
+    /// `text` with the request path it quotes (`request for `/api/push/p/…'`, or
+    /// `request for /…`) replaced by `<path>`.
+    static func redacted(_ text: String) -> String {
+        guard let marker = text.range(of: "request for ") else { return text }
+        let rest = text[marker.upperBound...]
+        if rest.hasPrefix("`"), let close = rest.dropFirst().firstIndex(of: "'") {
+            return text[..<marker.upperBound] + "`<path>'" + text[text.index(after: close)...]
+        }
+        let end = rest.firstIndex(where: { $0 == " " }) ?? rest.endIndex
+        let path = rest[..<end]
+        let kept = path.hasSuffix(".") ? "." : ""
+        return text[..<marker.upperBound] + "<path>" + kept + text[end...]
+    }
 }
 
 /// A suspended connection handed to the task that will resume it. libmicrohttpd

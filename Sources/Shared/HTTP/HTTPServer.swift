@@ -71,6 +71,8 @@ public final class HTTPServer: Sendable {
     let inFlight = Atomic<Int>(0)
     /// Connections waiting for their handlers' answers.
     let suspended = SuspendedConnections()
+    /// libmicrohttpd's server-level warnings, at most one per 5 s.
+    let libraryLog: ThrottledLog
     /// Set once `shutdown` has stopped accepting: answers then close their connections.
     private let draining = Atomic<Bool>(false)
     var isDraining: Bool { draining.load(ordering: .relaxed) }
@@ -103,6 +105,7 @@ public final class HTTPServer: Sendable {
         self.configuration = configuration
         self.handler = handler
         self.logger = logger
+        libraryLog = ThrottledLog(logger: logger, interval: .seconds(5))
         driver = configuration.eventLoop.map { HTTPDaemonDriver(loop: $0) }
     }
 

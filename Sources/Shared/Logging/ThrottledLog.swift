@@ -13,6 +13,10 @@ public final class ThrottledLog: Sendable {
     }
 
     public func warning(_ message: String, error: any Error) {
+        warning(message, metadata: ["error": Self.describe(error)])
+    }
+
+    public func warning(_ message: String, metadata: Logger.Metadata = [:]) {
         let now = ContinuousClock.now
         let suppressed: Int? = state.withLock { state in
             if let last = state.last, now - last < interval {
@@ -24,8 +28,7 @@ public final class ThrottledLog: Sendable {
             return count
         }
         guard let suppressed else { return }
-        logger.warning(
-            message, metadata: ["error": Self.describe(error), "suppressed": String(suppressed)])
+        logger.warning(message, metadata: metadata.merging(["suppressed": String(suppressed)]) { $1 })
     }
 
     /// The error's own safe description (Redis and Postgres errors never carry values).
