@@ -24,12 +24,20 @@ import Testing
             ("DATABASE_URL", nil, "DATABASE_URL is required but not set"),
             ("REDIS_URL", "http://x", "REDIS_URL must start with redis://"),
             ("CREDENTIAL_KEY", "c2hvcnQ=", "CREDENTIAL_KEY must be exactly 32 bytes"),
-            ("INGRESS_LISTEN", "8080", "INGRESS_LISTEN must be host:port"),
+            ("INGRESS_LISTEN", "8080", "INGRESS_LISTEN must be an IP address and port"),
             ("PUBLIC_BASE_URL", "ftp://x", "PUBLIC_BASE_URL must be an http(s)"),
             ("TRUSTED_PROXIES", "10.0.0.0/8, 300.1.1.1/8", "TRUSTED_PROXIES has an invalid CIDR \"300.1.1.1/8\""),
             ("APNS_CA_FILE", "/nonexistent/ca.pem", "APNS_CA_FILE names a file that does not exist"),
             ("LOG_LEVEL", "loud", "LOG_LEVEL must be one of"),
             ("ADMIN_LISTEN", "127.0.0.1:9000", "ADMIN_TOKEN is required when ADMIN_LISTEN is set"),
+            ("INGRESS_LISTEN", "localhost:8080", "INGRESS_LISTEN must be an IP address and port"),
+            ("PUBLIC_BASE_URL", "https://push.example.com/#x", "PUBLIC_BASE_URL must be an http(s)"),
+            ("PUBLIC_BASE_URL", "https://user:pw@push.example.com", "PUBLIC_BASE_URL must be an http(s)"),
+            ("STASH_TTL_SECONDS", "3600", "STASH_TTL_SECONDS must be a whole number from 1 to 1800"),
+            (
+                "DATABASE_URL", "postgresql://pushgate:50%off@db/pushgate",
+                "DATABASE_URL is not a libpq connection string"
+            ),
         ] as [(String, String?, String)])
     func invalidValueNamesTheVariable(variable: String, value: String?, expected: String) {
         var values = Self.valid
@@ -39,6 +47,31 @@ import Testing
         } throws: { error in
             (error as? ConfigurationError)?.description.contains(expected) == true
         }
+    }
+
+    /// An invalid DATABASE_URL is refused without its value: it holds the password.
+    @Test func anInvalidDatabaseURLIsNotEchoed() {
+        var values = Self.valid
+        values["DATABASE_URL"] = "postgresql://pushgate:50%off@db/pushgate"
+        #expect {
+            try IngressConfiguration(environment: Environment(values))
+        } throws: { error in
+            !"\(error)".contains("50%off")
+        }
+        #expect(
+            !PostgresConnection.scrubPassword(
+                "invalid percent-encoded token: \"50%off\"", connectionString: values["DATABASE_URL"]!
+            )
+            .contains("50%off"))
+    }
+
+    /// A value read from a file (a Kubernetes secret) keeps no trailing line break.
+    @Test func valuesLoseTrailingLineBreaks() throws {
+        var values = Self.valid
+        values["ADMIN_LISTEN"] = "127.0.0.1:9000"
+        values["ADMIN_TOKEN"] = String(repeating: "t", count: 40) + "\n"
+        let configuration = try IngressConfiguration(environment: Environment(values))
+        #expect(configuration.adminToken == String(repeating: "t", count: 40))
     }
 
     @Test func workerDefaultsAndLimits() throws {

@@ -24,6 +24,12 @@ public struct CommonConfiguration: Sendable {
 
     public init(environment: Environment) throws(ConfigurationError) {
         databaseURL = try environment.required("DATABASE_URL")
+        guard PostgresConnection.isValidConnectionString(databaseURL) else {
+            // The value is not echoed: it holds the password.
+            throw ConfigurationError(
+                variable: "DATABASE_URL",
+                problem: "is not a libpq connection string or postgresql:// URL (percent-encode special characters)")
+        }
         redisURL = try environment.required("REDIS_URL")
         do {
             _ = try RedisURL(redisURL)
@@ -78,7 +84,8 @@ public struct CommonConfiguration: Sendable {
 /// - `RATE_LIMIT_DEVICE`: other device endpoints per client IP, default `120/60`.
 /// - `RATE_LIMIT_PUSH`: Web Push deliveries per subscription, default `120/60`.
 /// - `STASH_MAX_MESSAGES`: pending stash size per subscription, default 5.
-/// - `STASH_TTL_SECONDS`: lifetime of a stashed message, default 1800.
+/// - `STASH_TTL_SECONDS`: lifetime of a stashed message, default 1800, at most 1800
+///   (the spec promises stashed ciphertext is discarded after 30 minutes).
 /// - `PUSH_TTL_MAX_SECONDS`: the largest Web Push `TTL` kept (larger ones are capped
 ///   and the kept value echoed), default 2419200 (28 days).
 /// - `CACHE_TTL_SECONDS`: lifetime of the Redis copies of subscriptions, apps and
@@ -140,7 +147,7 @@ public struct IngressConfiguration: Sendable {
         appAPISendDeadlineMilliseconds = try environment.integer(
             "APP_API_SEND_DEADLINE_MS", default: 10_000, range: 1...120_000)
         stashLimit = try environment.integer("STASH_MAX_MESSAGES", default: 5, range: 1...100)
-        stashLifetimeSeconds = try environment.integer("STASH_TTL_SECONDS", default: 1800, range: 1...86_400)
+        stashLifetimeSeconds = try environment.integer("STASH_TTL_SECONDS", default: 1800, range: 1...1800)
         maximumPushTTLSeconds = try environment.integer(
             "PUSH_TTL_MAX_SECONDS", default: 2_419_200, range: 0...31_536_000)
         cacheLifetimeSeconds = try environment.integer("CACHE_TTL_SECONDS", default: 300, range: 1...86_400)
@@ -165,10 +172,11 @@ public struct IngressConfiguration: Sendable {
         }
         let base = try environment.required("PUBLIC_BASE_URL")
         guard let url = URL(string: base), ["http", "https"].contains(url.scheme ?? ""), url.host?.isEmpty == false,
-            url.query == nil
+            url.query == nil, url.fragment == nil, url.user == nil, url.password == nil
         else {
             throw ConfigurationError(
-                variable: "PUBLIC_BASE_URL", problem: "must be an http(s):// URL with a host and no query")
+                variable: "PUBLIC_BASE_URL",
+                problem: "must be an http(s):// URL with a host and no query, fragment or user")
         }
         publicBaseURL = url
         trustedProxies = try Self.cidrs(environment.optional("TRUSTED_PROXIES"))

@@ -11,7 +11,11 @@ public struct Environment: Sendable {
 
     /// The value, or nil when unset or empty.
     public func optional(_ name: String) -> String? {
-        guard let value = values[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        // Line breaks too: a value read from a file (a Kubernetes secret made with
+        // `--from-file`) ends with one, and an ADMIN_TOKEN with it would match no header.
+        guard let value = values[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else {
+            return nil
+        }
         return value
     }
 
@@ -44,8 +48,10 @@ public struct Environment: Sendable {
 
     public func listenAddress(_ name: String) throws(ConfigurationError) -> ListenAddress? {
         guard let text = optional(name) else { return nil }
-        guard let address = ListenAddress(text) else {
-            throw ConfigurationError(variable: name, problem: "must be host:port (e.g. 127.0.0.1:8080 or [::1]:8080)")
+        // An IP address: the servers bind to one and do not resolve names.
+        guard let address = ListenAddress(text), CIDR.parseAddress(address.host) != nil else {
+            throw ConfigurationError(
+                variable: name, problem: "must be an IP address and port (e.g. 127.0.0.1:8080, 0.0.0.0:8080 or [::1]:8080)")
         }
         return address
     }

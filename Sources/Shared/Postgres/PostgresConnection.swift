@@ -285,9 +285,12 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
     }
 
     /// libpq's connection messages can quote pieces of the connection string; make
-    /// sure the password is never among them.
+    /// sure the password is never among them. A string libpq cannot parse (its
+    /// messages then quote the string itself, password and all) gets a message of ours.
     static func scrubPassword(_ message: String, connectionString: String) -> String {
-        guard let options = PQconninfoParse(connectionString, nil) else { return message }
+        guard let options = PQconninfoParse(connectionString, nil) else {
+            return "the connection string (DATABASE_URL) is not valid: not a libpq connection string or URL"
+        }
         defer { PQconninfoFree(options) }
         var scrubbed = message
         var option = options
@@ -299,6 +302,14 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
             option += 1
         }
         return scrubbed
+    }
+
+    /// Whether libpq can parse `connectionString` (checked at startup, so a bad one
+    /// is a configuration error naming the variable, never a message quoting it).
+    public static func isValidConnectionString(_ connectionString: String) -> Bool {
+        guard let options = PQconninfoParse(connectionString, nil) else { return false }
+        PQconninfoFree(options)
+        return true
     }
 
     /// Runs `work` with the open handle on this connection's queue.
