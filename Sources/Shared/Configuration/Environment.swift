@@ -51,7 +51,8 @@ public struct Environment: Sendable {
         // An IP address: the servers bind to one and do not resolve names.
         guard let address = ListenAddress(text), CIDR.parseAddress(address.host) != nil else {
             throw ConfigurationError(
-                variable: name, problem: "must be an IP address and port (e.g. 127.0.0.1:8080, 0.0.0.0:8080 or [::1]:8080)")
+                variable: name,
+                problem: "must be an IP address and port (e.g. 127.0.0.1:8080, 0.0.0.0:8080 or [::1]:8080)")
         }
         return address
     }
