@@ -36,7 +36,7 @@ struct IngressMetrics: Sendable {
             "pushgate_ingress_cache_refresh_failures_total",
             help: "Refreshes of cache entries past their lifetime that Postgres could not answer; the push went on"
                 + " with the entry as last read."
-        ).series()
+        ).initialize()
     }
 
     func pushAccepted() { accepted.increment() }

@@ -37,6 +37,7 @@ import Testing
                 metrics.text.contains(
                     #"pushgate_ingress_request_duration_seconds_bucket{route="POST /p/{id}",le="+Inf"} 2"#))
             #expect(!metrics.text.contains(id))
+            #expect(metrics.text.contains("pushgate_ingress_cache_refresh_failures_total 0\n"))
         }
     }
 

@@ -61,6 +61,11 @@ final class WorkerMetrics: Sendable {
             "pushgate_worker_claimed_total", help: "Entries claimed from other consumers after the visibility timeout.")
         circuitRaised = registry.counter(
             "pushgate_worker_circuit_raised_total", help: "Times a credential/environment circuit flag was raised.")
+        // The series alerts watch, at 0 until they happen (`Counter.initialize`).
+        for reason in ["deliveries", "unreadable"] { deadLetters.initialize(reason) }
+        sends.initialize("failed", "credential_rejected")
+        claimed.initialize()
+        circuitRaised.initialize()
     }
 
     /// Adds the sends counted since the last flush to `sends`.

@@ -114,6 +114,16 @@ public final class Counter: MetricFamily {
 
     public func increment(by amount: Double = 1, _ labels: String...) { series(labels).increment(by: amount) }
 
+    /// Renders the series of `labels` at 0 from now on. A series that first appears
+    /// already at 1 is invisible to `increase()`, so alerts on rare events (dead
+    /// letters, a rejected credential) would miss the first one.
+    @discardableResult
+    public func initialize(_ labels: String...) -> Series {
+        let series = series(labels)
+        series.value.withLock { $0 = $0 ?? 0 }
+        return series
+    }
+
     public func value(_ labels: String...) -> Double {
         values.withLock { $0[labels] }?.value.withLock { $0 } ?? 0
     }
