@@ -104,6 +104,10 @@ import Testing
             let appAPI = try await app.request("POST", "/api/v1/app/push/send", headers: big, body: Array("{}".utf8))
             #expect(appAPI.status == 431)
             #expect(appAPI.text == #"{"error": "request header fields too large"}"#)
+            // Counted like other answers: the pushes refused among the pushes by code.
+            #expect(app.app.metrics.requests.value(Route.deliver(id: "").label, "431") == 1)
+            #expect(app.app.metrics.requests.value(Route.deliver(id: "").label, "414") == 1)
+            #expect(app.app.metrics.pushes.value("rejected", "1001") == 2)
         }
     }
 

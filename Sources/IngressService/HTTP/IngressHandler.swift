@@ -39,15 +39,28 @@ final class IngressHandler: HTTPHandler {
 
     /// Cut off by a shutdown: the push may or may not be queued, so never a 201;
     /// a 503 (1005) tells the sender to retry.
-    func unavailable(_ head: HTTPRequestHead) -> HTTPResponse { PushAPIError.storageUnavailable.response }
+    /// Also counted like any answer: a 5xx alert must see these 503s too.
+    func unavailable(_ head: HTTPRequestHead) -> HTTPResponse {
+        let error = PushAPIError.storageUnavailable
+        recordRefusal(head, error.response, pushError: error)
+        return error.response
+    }
 
     func rejected(_ head: HTTPRequestHead, _ rejection: HTTPHeadRejection) -> HTTPResponse {
+        let pushError = PushAPIError(.invalidParameters, status: rejection.status, detail: rejection.reason)
         let response =
             Route.isAppAPI(head.path)
-            ? AppAPIError(status: rejection.status, message: rejection.reason).response
-            : PushAPIError(.invalidParameters, status: rejection.status, detail: rejection.reason).response
-        record(Route(method: head.method, path: head.path), response, since: .now)
+            ? AppAPIError(status: rejection.status, message: rejection.reason).response : pushError.response
+        recordRefusal(head, response, pushError: pushError)
         return response
+    }
+
+    /// An answer given before any route ran: the request counts, and a push's
+    /// refusal counts among the pushes by code.
+    private func recordRefusal(_ head: HTTPRequestHead, _ response: HTTPResponse, pushError: PushAPIError) {
+        let route = Route(method: head.method, path: head.path)
+        record(route, response, since: .now)
+        if case .deliver = route { metrics.pushRejected(pushError) }
     }
 
     func handleOversized(_ head: HTTPRequestHead) async -> HTTPResponse {
