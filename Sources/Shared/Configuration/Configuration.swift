@@ -227,8 +227,8 @@ public struct IngressConfiguration: Sendable {
 /// - `WORKER_CIRCUIT_TTL`: seconds the circuit flag lives unless renewed, default 30.
 /// - `REPLY_TTL_SECONDS`: lifetime of a reply list after each outcome pushed, default 60.
 /// - `DEAD_LETTER_TTL_SECONDS`: how long a dead letter (an entry's fields, device
-///   token and ciphertext included) is kept for inspection or replay, default 604800
-///   (7 days; 60–31536000): a record of individual sends must not outlive its use.
+///   token and ciphertext included) is kept for inspection or replay, default 86400
+///   (a day; 60–31536000): a record of individual sends must not outlive its use.
 /// - `REDIS_CONNECTIONS`, `DATABASE_CONNECTIONS`: pool sizes, default 16 and 4.
 public struct WorkerConfiguration: Sendable {
     public static let defaultStream = "pushgate:queue:{0}"
@@ -269,7 +269,7 @@ public struct WorkerConfiguration: Sendable {
         circuitLifetimeSeconds = try environment.integer("WORKER_CIRCUIT_TTL", default: 30, range: 1...3600)
         replyLifetimeSeconds = try environment.integer("REPLY_TTL_SECONDS", default: 60, range: 1...86_400)
         deadLetterLifetimeSeconds = try environment.integer(
-            "DEAD_LETTER_TTL_SECONDS", default: 7 * 86_400, range: 60...31_536_000)
+            "DEAD_LETTER_TTL_SECONDS", default: 86_400, range: 60...31_536_000)
         redisConnections = try environment.integer("REDIS_CONNECTIONS", default: 16, range: 2...1024)
         databaseConnections = try environment.integer("DATABASE_CONNECTIONS", default: 4, range: 1...1024)
         workerID = environment.optional("WORKER_ID") ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
