@@ -155,7 +155,7 @@ func buildWorker(
     let server = HTTPServer(
         configuration: .init(address: configuration.metricsListen, threads: 2, connectionLimit: 64),
         handler: OperationsHandler(
-            redis: redis, postgres: postgres, metrics: metrics, gauges: gauges,
+            readiness: ReadinessCheck(redis: redis, postgres: postgres), metrics: metrics, gauges: gauges,
             isStopping: { stopping.isSet }),
         logger: logger.child("operations"))
     return WorkerApplication(

@@ -41,7 +41,9 @@ import Testing
             #expect(status == 201)
             #expect(try await app.redis.send("EXISTS", app.keys.subscription(id)).int == 1)
             #expect(try await app.queueLength() == 1)
-            #expect(try await app.request("GET", "/readyz").status == 200)
+            // Readiness answers are reused for a second: asked until the one before ages.
+            #expect(
+                try await Poll.until(timeout: .seconds(5)) { try await app.request("GET", "/readyz").status == 200 })
         }
     }
 }

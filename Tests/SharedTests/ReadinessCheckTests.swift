@@ -50,4 +50,28 @@ import Testing
         #expect(response.status == 503)
         #expect(String(decoding: response.body, as: UTF8.self) == #"{"redis":"ok","postgres":"down"}"#)
     }
+
+    /// Callers that ask while a probe is under way share it, and an answer serves for
+    /// `reuseFor`: a flood of `/readyz` on the public port costs one probe a second,
+    /// not one per request. Redis is cut off (through a relay) after the first answer.
+    @Test func answersAreSharedAndReusedForASecond() async throws {
+        let (relay, relayedURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
+        defer { relay.close() }
+        let redis = try RedisClient(
+            url: relayedURL, options: .init(connection: .init(connectTimeout: .seconds(1), commandTimeout: .seconds(1)))
+        )
+        defer { redis.close() }
+        let postgres = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 2)
+        defer { postgres.close() }
+        let readiness = ReadinessCheck(redis: redis, postgres: postgres, reuseFor: .seconds(1))
+        let statuses = await withTaskGroup(of: Int.self) { group in
+            for _ in 0..<50 { group.addTask { await readiness.response(requiringPostgres: false).status } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses == Array(repeating: 200, count: 50))
+        relay.cut()
+        #expect(await readiness.response(requiringPostgres: false).status == 200)  // reused
+        try await Task.sleep(for: .milliseconds(1100))
+        #expect(await readiness.response(requiringPostgres: false).status == 503)  // asked again
+    }
 }

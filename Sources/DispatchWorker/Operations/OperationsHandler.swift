@@ -4,8 +4,7 @@ import Shared
 /// (the process answers) and `/readyz` (Redis and Postgres answer and the worker is
 /// not stopping; `?exclude=postgres`: Redis, `ReadinessCheck`).
 struct OperationsHandler: HTTPHandler {
-    let redis: RedisClient
-    let postgres: PostgresClient
+    let readiness: ReadinessCheck
     let metrics: WorkerMetrics
     let gauges: QueueGauges
     let isStopping: @Sendable () -> Bool
@@ -22,7 +21,7 @@ struct OperationsHandler: HTTPHandler {
             return .json(200, #"{"status":"ok"}"#)
         case "/readyz":
             if isStopping() { return .json(503, #"{"status":"stopping"}"#) }
-            return await ReadinessCheck(redis: redis, postgres: postgres).response(to: request)
+            return await readiness.response(to: request)
         default:
             return .text(404, "not found\n")
         }

@@ -8,13 +8,26 @@ import Synchronization
 /// out of service for it. The body names both either way; an excluded Postgres is
 /// given half a second, not two: a silent one must not hold the probe past the
 /// balancer's own timeout (Kubernetes's default is one second).
-public struct ReadinessCheck: Sendable {
+///
+/// An answer is reused for `reuseFor` (1 s), and callers that ask while a probe is
+/// under way share it: `/readyz` is reachable by anyone on the public port, and a
+/// flood of probes must not take the pools' connections from the requests.
+public final class ReadinessCheck: Sendable {
     public let redis: RedisClient
     public let postgres: PostgresClient
+    private let reuseFor: Duration
+    /// By whether Postgres is required: the probe under way, or the last answer.
+    private let answers = Mutex<[Bool: Answer]>([:])
 
-    public init(redis: RedisClient, postgres: PostgresClient) {
+    private enum Answer {
+        case pending(Task<HTTPResponse, Never>)
+        case ready(HTTPResponse, at: ContinuousClock.Instant)
+    }
+
+    public init(redis: RedisClient, postgres: PostgresClient, reuseFor: Duration = .seconds(1)) {
         self.redis = redis
         self.postgres = postgres
+        self.reuseFor = reuseFor
     }
 
     /// The answer to `request` (its query may exclude Postgres).
@@ -24,6 +37,28 @@ public struct ReadinessCheck: Sendable {
     }
 
     public func response(requiringPostgres: Bool = true) async -> HTTPResponse {
+        let now = ContinuousClock.now
+        let probe = answers.withLock { answers -> Task<HTTPResponse, Never> in
+            switch answers[requiringPostgres] {
+            case .pending(let task):
+                return task
+            case .ready(let response, let at) where now - at < reuseFor:
+                return Task { response }
+            default:
+                let task = Task { [self] in
+                    let response = await self.probe(requiringPostgres: requiringPostgres)
+                    self.answers.withLock { $0[requiringPostgres] = .ready(response, at: .now) }
+                    return response
+                }
+                answers[requiringPostgres] = .pending(task)
+                return task
+            }
+        }
+        return await probe.value
+    }
+
+    private func probe(requiringPostgres: Bool) async -> HTTPResponse {
+        let (redis, postgres) = (redis, postgres)
         async let redisUp = Self.answers(within: .seconds(2)) { try await redis.send("PING") == .status("PONG") }
         async let postgresUp = Self.answers(within: requiringPostgres ? .seconds(2) : .milliseconds(500)) {
             try await postgres.query("SELECT 1").count == 1
