@@ -32,6 +32,8 @@ public final class RedisClient: Sendable {
         self.options = options
         let redisLogger = logger?.child(
             "redis", metadata: ["redis.endpoint": "\(url.host):\(url.port)/\(url.database)"])
+        // While Redis is down every request tries a connection: one line per 5 s, not per try.
+        let connectFailureLog = redisLogger.map { ThrottledLog(logger: $0, interval: .seconds(5)) }
         pool = ConnectionPool(
             name: "redis", maximumConnections: options.maximumConnections, acquireTimeout: options.acquireTimeout
         ) { [url, options] in
@@ -40,7 +42,7 @@ public final class RedisClient: Sendable {
                 redisLogger?.debug("connected")
                 return connection
             } catch {
-                redisLogger?.warning("could not connect", metadata: ["redis.error": "\(error)"])
+                connectFailureLog?.warning("could not connect", error: error)
                 throw error
             }
         }
