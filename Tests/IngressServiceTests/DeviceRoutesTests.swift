@@ -173,7 +173,7 @@ import Testing
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)
             let (id, secret) = try await app.subscribe(topic: fixture.topic)
-            // Under an hour old: ServiceTests' sweep, running alongside with a one-hour
+            // Under an hour old: SweepTests' sweep, running alongside with a one-hour
             // maximum age, deletes every older row in the shared database.
             try await app.postgres.execute(
                 "UPDATE subscriptions SET last_seen_at = now() - interval '30 minutes' WHERE id = \(id)")
