@@ -29,6 +29,15 @@ import Testing
         }
     }
 
+    /// The `c` values of the messages still on the queue (acknowledged ones are deleted).
+    static func queuedCiphertexts(_ stack: DeliveryStack) async throws -> [String] {
+        let entries = try await stack.redis.send("XRANGE", stack.keys.stream, "-", "+").array ?? []
+        return try entries.flatMap { entry in
+            let fields = entry.array?.last?.array?.compactMap(\.bytes) ?? []
+            return try QueueMessage.messages(in: StreamEntryFields(fields)).map { Base64URL.encode($0.ciphertext) }
+        }
+    }
+
     /// The `c` values the simulator received (with repeats), found by a byte scan
     /// (cheap enough to poll with thousands recorded).
     static func delivered(_ stack: DeliveryStack) -> [String] {
@@ -64,6 +73,11 @@ import Testing
             let (exited, _) = await first.waitForExit()
             #expect(!exited)
             try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
+            // What the dead worker left unacknowledged (sent to APNs or not: the
+            // simulator records a request when it arrives), and what had arrived.
+            let leftOver = Set(try await Self.queuedCiphertexts(stack))
+            #expect(!leftOver.isEmpty)
+            let arrivedBeforeTheKill = Self.delivered(stack).count
 
             let second = try WorkerProcess(
                 environment: stack.workerEnvironment(["WORKER_VISIBILITY_TIMEOUT": "2", "WORKER_MAX_IN_FLIGHT": "2000"])
@@ -74,6 +88,9 @@ import Testing
             try await eventually("the queue drained", timeout: .seconds(20)) { try await stack.isDrained() }
             #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
             #expect(try await stack.quota() == 5000)
+            // The second worker sent every message the first left unacknowledged again.
+            let sentBySecond = Set(Self.delivered(stack).dropFirst(arrivedBeforeTheKill))
+            #expect(sentBySecond.isSuperset(of: leftOver))
 
             second.signal(SIGTERM)
             let (secondExited, status) = await second.waitForExit()
