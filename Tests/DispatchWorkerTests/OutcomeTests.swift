@@ -129,8 +129,8 @@ import Testing
             try await stack.enqueue(message)
             #expect(try await stack.awaitReply("r1") == ["mid": message.messageID, "status": "sent", "reason": ""])
             #expect(try await stack.quota() == 1)
-            let ttl = try await stack.redis.send("TTL", stack.keys.reply("r1")).int ?? -3
-            #expect(ttl == -2 || (ttl > 0 && ttl <= 60))
+            // (The reply list's lifetime is checked in AcknowledgeScriptTests: here
+            // awaitReply has popped it empty, and Redis deleted it.)
         }
     }
 
