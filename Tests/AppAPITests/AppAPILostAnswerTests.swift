@@ -56,9 +56,20 @@ import Testing
                         return 1
                         """, 0), timeout: .seconds(10))
             }
-            try await Task.sleep(for: .milliseconds(300))  // Redis is inside the long script now
+            // Redis is inside the long script once a PING gets no answer in 100 ms.
+            let probe = try RedisClient(
+                url: RedisURL(server.url),
+                options: .init(connection: .init(connectTimeout: .seconds(2), commandTimeout: .milliseconds(100))))
+            defer { probe.close() }
+            let inScript = try await Poll.until(timeout: .seconds(3), interval: .milliseconds(20)) {
+                (try? await probe.send("PING")) == nil
+            }
+            #expect(inScript)
+            let start = ContinuousClock.now
             let status = try await send()
             _ = try await busy.value
+            // Its command timed out (1 s) before the outcome came: the lost-answer path.
+            #expect(ContinuousClock.now - start >= .seconds(1))
             #expect(status == "sent")
             #expect(stack.recordings(token: device.token).count == 2)
         }
