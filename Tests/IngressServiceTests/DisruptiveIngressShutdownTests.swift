@@ -34,16 +34,27 @@ import Testing
         #expect(try await client.request("GET", "/healthz").status == 200)
 
         // A request whose body is still arriving when SIGTERM comes.
+        let (halfSent, signalHalfSent) = AsyncStream<Void>.makeStream()
+        let slowDone = Flag()
         let slow = Task { () -> Int in
             let raw = try await onThread { () -> [UInt8] in
                 let connection = try SlowSender(port: port)
                 defer { connection.close() }
-                return try connection.sendSlowly()
+                return try connection.sendSlowly(afterFirstHalf: { signalHalfSent.yield() })
             }
+            slowDone.set()
             return try RawHTTPClient.parse(raw).status
         }
-        try await Task.sleep(for: .milliseconds(200))
+        for await _ in halfSent { break }
         kill(process.processIdentifier, SIGTERM)
+        // Stops accepting: a new connection is refused at once, while the slow request
+        // is still under way (one left waiting in the listen backlog would only fail
+        // when the drain ends).
+        let refused = try await Poll.until(timeout: .seconds(5)) {
+            (try? await RawHTTPClient(port: port).request("GET", "/healthz")) == nil
+        }
+        #expect(refused)
+        #expect(!slowDone.isSet, "refused only once the drain had ended")
         let status = try await slow.value
         #expect(status == 404, "answered \(status)")  // answered (unknown subscription), not dropped
         try await onThread { process.waitUntilExit() }
@@ -117,7 +128,7 @@ private final class SlowSender {
 
     func close() { _ = Foundation.close(fd) }
 
-    func sendSlowly() throws -> [UInt8] {
+    func sendSlowly(afterFirstHalf: () -> Void) throws -> [UInt8] {
         let body = Fixture.message()
         let head =
             "POST /api/push/p/\(Base64URL.encode(SecureRandom.bytes(16))) HTTP/1.1\r\nHost: x\r\n"
@@ -125,7 +136,8 @@ private final class SlowSender {
         let bytes = Array(head.utf8) + body
         let half = bytes.count / 2
         _ = bytes[..<half].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        Thread.sleep(forTimeInterval: 0.5)
+        afterFirstHalf()
+        Thread.sleep(forTimeInterval: 1.5)
         _ = bytes[half...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -136,4 +148,10 @@ private final class SlowSender {
         }
         return received
     }
+}
+
+private final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set() { value.store(true, ordering: .releasing) }
 }

@@ -162,6 +162,10 @@ public final class HTTPServer: Sendable {
         // touch it until the daemon is stopped, so it is closed after the stop.
         let listener = if let driver { await driver.quiesce() } else { MHD_quiesce_daemon(daemon) }
         defer { if listener >= 0 { close(listener) } }
+        // Stop listening now (the descriptor stays ours until closed): new connections
+        // are refused, and a load balancer tries another replica at once, instead of
+        // waiting in the backlog, where nobody accepts them, until the drain ends.
+        if listener >= 0 { _ = Glibc.shutdown(listener, Int32(SHUT_RD)) }
         draining.store(true, ordering: .relaxed)
         let clock = ContinuousClock()
         let end = clock.now.advanced(by: deadline)
