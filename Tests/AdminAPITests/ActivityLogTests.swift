@@ -52,4 +52,28 @@ import Testing
             #expect((bySubject.json["entries"] as? [[String: Any]])?.count == 2)
         }
     }
+
+    /// The other changes: a user's creation, ban, unban and deletion, an app's and
+    /// an account's deletion, each recorded under its subject.
+    @Test func usersBansAndDeletionsAreRecorded() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.account()
+            let app = try await admin.app(account: account)
+            let user = AdminHarness.unique("user")
+            #expect(try await admin.call("PUT", "/users/\(user)").status == 201)
+            #expect(try await admin.call("PUT", "/users/\(user)/ban", ["reason": "spam"]).status == 200)
+            #expect(try await admin.call("DELETE", "/users/\(user)/ban").status == 200)
+            #expect(try await admin.call("DELETE", "/users/\(user)").status == 204)
+            #expect(try await admin.call("DELETE", "/apps/\(app)").status == 204)
+            #expect(try await admin.call("DELETE", "/accounts/\(account)").status == 204)
+            func actions(_ subject: String) async throws -> [String] {
+                let log = try await admin.call("GET", "/activity?subject=\(subject)")
+                let entries = try #require(log.json["entries"] as? [[String: Any]], "\(log.text)")
+                return entries.map { $0["action"] as? String ?? "" }.reversed()
+            }
+            #expect(try await actions("user:\(user)") == ["user.create", "user.ban", "user.unban", "user.delete"])
+            #expect(try await actions("app:\(app)").last == "app.delete")
+            #expect(try await actions("account:\(account)").last == "account.delete")
+        }
+    }
 }

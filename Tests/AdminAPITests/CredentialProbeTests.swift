@@ -84,6 +84,7 @@ import Testing
             #expect(try await admin.call("GET", "/apps/\(app)").json["warning"] is NSNull)
             let activity = try await admin.call("GET", "/accounts/\(account)/activity")
             let actions = (activity.json["entries"] as? [[String: Any]])?.compactMap { $0["action"] as? String }
+            #expect(actions?.contains("credential.create") == true)
             #expect(actions?.contains("credential.verify") == true)
 
             // A key id the simulator does not know: refused, and nothing changes.
