@@ -65,13 +65,17 @@ import Testing
     }
 
     /// A burst that straddles a window boundary is still held to the limit over any
-    /// window: 3 per 10 s, 3 at t≈0, one refused at t≈5.5 s (a fixed window that
-    /// restarted at 5 s would allow it), allowed again once the burst is 10 s old.
-    /// The long window leaves seconds of margin for a loaded machine.
+    /// window: 3 per 10 s, 3 at t≈0, one refused at t≈5.5 s, allowed again once the
+    /// burst is 10 s old. The burst starts 2.5 s before a multiple of 10 s of Redis's
+    /// clock, so a fixed window (restarting on those multiples) would allow the push
+    /// at 5.5 s. The long window leaves seconds of margin for a loaded machine.
     @Test func windowIsSlidingNotFixed() async throws {
         try await IngressTestApp.with(["RATE_LIMIT_PUSH": "3/10"]) { app in
             let fixture = try await Fixture.create(app.postgres)
             let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let time = try await app.redis.send("TIME").array?.compactMap(\.string).compactMap(Int64.init) ?? []
+            let intoWindow = (time[0] * 1000 + time[1] / 1000) % 10_000
+            try await Task.sleep(for: .milliseconds((17_500 - intoWindow) % 10_000))
             let start = ContinuousClock.now
             for _ in 0..<3 { #expect(try await app.push(id).status == 201) }
             let burstEnd = ContinuousClock.now
