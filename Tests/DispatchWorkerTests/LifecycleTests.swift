@@ -114,7 +114,8 @@ import Testing
             try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
             try await stack.startWorker()
             try await eventually("the rest delivered", timeout: .seconds(30)) { Self.delivered(stack).count >= 1000 }
-            try await Task.sleep(for: .milliseconds(300))
+            // Everything acknowledged: no send of it can still arrive after the count.
+            try await eventually("the queue drained", timeout: .seconds(20)) { try await stack.isDrained() }
             let delivered = Self.delivered(stack)
             #expect(delivered.count == 1000)  // each exactly once: the stop acknowledged what it sent
             #expect(Set(delivered) == accepted)
