@@ -3,24 +3,22 @@ import TestSupport
 import Testing
 
 @Suite(.serialized) struct RedisEvictionPolicyTests {
-    /// The test Redis has no `maxmemory`, so no key is evicted while the policy says it
-    /// may be; other suites running meanwhile are not disturbed.
+    /// On a Redis of its own: the shared one's configuration is not the test's to change.
     @Test func anEvictingPolicyIsFoundAndReportedAsAWarning() async throws {
-        let client = try RedisTesting.client()
-        defer { client.close() }
-        #expect(await RedisEvictionPolicy.check(client) == .noEviction)
+        try await PrivateRedis.with { server in
+            let client = try RedisClient(url: server.url)
+            defer { client.close() }
+            #expect(await RedisEvictionPolicy.check(client) == .noEviction)
 
-        _ = try await client.send("CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
-        let lines = CapturedLogLines()
-        await RedisEvictionPolicy.report(
-            client, logger: Logger(component: "test", sink: .capturing(into: lines)))
-        let finding = await RedisEvictionPolicy.check(client)
-        _ = try await client.send("CONFIG", "SET", "maxmemory-policy", "noeviction")
-
-        #expect(finding == .evicting("allkeys-lru"))
-        #expect(lines.all.count == 1)
-        #expect(lines.all.first?.contains(#""level":"warning""#) == true)
-        #expect(lines.all.first?.contains(#""maxmemory-policy":"allkeys-lru""#) == true)
+            _ = try await client.send("CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
+            let lines = CapturedLogLines()
+            await RedisEvictionPolicy.report(
+                client, logger: Logger(component: "test", sink: .capturing(into: lines)))
+            #expect(await RedisEvictionPolicy.check(client) == .evicting("allkeys-lru"))
+            #expect(lines.all.count == 1)
+            #expect(lines.all.first?.contains(#""level":"warning""#) == true)
+            #expect(lines.all.first?.contains(#""maxmemory-policy":"allkeys-lru""#) == true)
+        }
     }
 
     @Test func aRedisThatCannotBeAskedIsUnknownAndNoWarning() async throws {
