@@ -71,6 +71,21 @@ import Testing
         }
     }
 
+    /// BadDeviceToken most often means the wrong environment: a subscription whose
+    /// `sandbox` a PUT corrected after the message was sent is kept, not deleted.
+    @Test func aSubscriptionMovedToTheOtherEnvironmentMeanwhileIsKept() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            let message = try await stack.message(subscription: id, token: token)
+            #expect(!message.sandbox)
+            try await stack.postgres.execute("UPDATE subscriptions SET sandbox = true WHERE id = \(id)")
+            let result = try await SubscriptionRemover(postgres: stack.postgres).remove(
+                message, unregisteredAt: nil, invalidation: CacheInvalidation(redis: stack.redis, keys: stack.keys))
+            #expect(result == .kept)
+            #expect(try await stack.subscriptionExists(id))
+        }
+    }
+
     /// A credential already flagged (by another worker, or by an earlier try whose
     /// cache invalidation failed): its apps' cached entries are still dropped, so the
     /// ingress answers 502 at once instead of taking pushes until they age.

@@ -6,8 +6,9 @@ import Shared
 /// tombstone that makes its push URL answer 410.
 ///
 /// Nothing is deleted when the subscription changed after Apple's verdict: its
-/// token is no longer the one sent (a PUT replaced it), or the device refreshed it
-/// (`last_seen_at`, set by every PUT) after Apple's 410 `timestamp`.
+/// token or environment is no longer the one sent to (a PUT replaced the token, or
+/// corrected `sandbox`, the usual cause of BadDeviceToken), or the device refreshed
+/// it (`last_seen_at`, set by every PUT) after Apple's 410 `timestamp`.
 struct SubscriptionRemover: Sendable {
     enum Result: Sendable, Equatable {
         /// Deleted now, or already gone.
@@ -28,6 +29,7 @@ struct SubscriptionRemover: Sendable {
                 WITH removed AS (
                     DELETE FROM subscriptions
                     WHERE id = \(message.subscriptionID) AND lower(device_token) = lower(\(message.deviceToken))
+                        AND sandbox = \(message.sandbox)
                         AND (\(timestamp)::timestamptz IS NULL OR last_seen_at <= \(timestamp)::timestamptz)
                     RETURNING 1)
                 SELECT (SELECT count(*) FROM removed) AS removed,
