@@ -71,6 +71,20 @@ import Testing
         }
     }
 
+    /// A subscription its device deleted while a message to it was out: Apple's later
+    /// verdict leaves no tombstone, so its push URL answers 404 (deleted), not 410.
+    @Test func aSubscriptionDeletedMeanwhileGetsNoTombstone() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            let message = try await stack.message(subscription: id, token: token)
+            try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(id)")
+            let result = try await SubscriptionRemover(postgres: stack.postgres).remove(
+                message, unregisteredAt: nil, invalidation: CacheInvalidation(redis: stack.redis, keys: stack.keys))
+            #expect(result == .removed)
+            #expect(try await stack.redis.send("EXISTS", stack.keys.tombstone(id)).int == 0)
+        }
+    }
+
     /// BadDeviceToken most often means the wrong environment: a subscription whose
     /// `sandbox` a PUT corrected after the message was sent is kept, not deleted.
     @Test func aSubscriptionMovedToTheOtherEnvironmentMeanwhileIsKept() async throws {
