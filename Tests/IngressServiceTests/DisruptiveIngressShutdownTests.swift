@@ -112,19 +112,7 @@ private final class ProcessLog: @unchecked Sendable {
 /// Sends a push request in two halves, 500 ms apart.
 private final class SlowSender {
     let fd: Int32
-    init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw RawHTTPClient.Failure(description: "connect failed") }
-    }
+    init(port: Int) throws { fd = try ClientSocket.connect(port: port) }
 
     func close() { _ = Foundation.close(fd) }
 
@@ -135,18 +123,11 @@ private final class SlowSender {
             + "Connection: close\r\nTTL: 60\r\nContent-Encoding: aes128gcm\r\nContent-Length: \(body.count)\r\n\r\n"
         let bytes = Array(head.utf8) + body
         let half = bytes.count / 2
-        _ = bytes[..<half].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        ClientSocket.send(bytes[..<half], on: fd)
         afterFirstHalf()
         Thread.sleep(forTimeInterval: 1.5)
-        _ = bytes[half...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count <= 0 { break }
-            received += buffer[0..<count]
-        }
-        return received
+        ClientSocket.send(bytes[half...], on: fd)
+        return ClientSocket.receiveAll(on: fd)
     }
 }
 

@@ -9,23 +9,7 @@ final class KeepAliveClient {
     private var buffer: [UInt8] = []
 
     init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw RawHTTPClient.Failure(description: "socket failed") }
-        var timeout = timeval(tv_sec: 30, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else {
-            close()
-            throw RawHTTPClient.Failure(description: "connect failed")
-        }
+        fd = try ClientSocket.connect(port: port, receiveTimeoutSeconds: 30)
     }
 
     func close() { _ = Foundation.close(fd) }
@@ -33,12 +17,8 @@ final class KeepAliveClient {
     func post(_ path: String, headers: [(String, String)], body: [UInt8]) throws -> RawHTTPClient.Response {
         var head = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.count)\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
-        let bytes = Array((head + "\r\n").utf8) + body
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard sent > 0 else { throw RawHTTPClient.Failure(description: "send failed") }
-            offset += sent
+        guard ClientSocket.send(Array((head + "\r\n").utf8) + body, on: fd) else {
+            throw RawHTTPClient.Failure(description: "send failed")
         }
         while true {
             if let end = buffer.firstRange(of: Array("\r\n\r\n".utf8)) {

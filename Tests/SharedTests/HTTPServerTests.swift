@@ -415,47 +415,15 @@ import Testing
     final class HeldConnection: @unchecked Sendable {
         private var fd: Int32
 
-        init(port: Int) throws {
-            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var timeout = timeval(tv_sec: 15, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            guard connected == 0 else { throw RawHTTPClient.Failure(description: "connect failed: errno \(errno)") }
-        }
+        init(port: Int) throws { fd = try ClientSocket.connect(port: port) }
 
-        func send(_ bytes: [UInt8]) {
-            var offset = 0
-            while offset < bytes.count {
-                let sent = bytes[offset...].withUnsafeBytes {
-                    Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
-                }
-                if sent <= 0 { return }
-                offset += sent
-            }
-        }
+        func send(_ bytes: [UInt8]) { ClientSocket.send(bytes, on: fd) }
 
         /// Everything until the server closes.
         func receiveAll() async -> [UInt8] {
             let fd = fd
             return await withCheckedContinuation { continuation in
-                Thread.detachNewThread {
-                    var received: [UInt8] = []
-                    var buffer = [UInt8](repeating: 0, count: 65536)
-                    while true {
-                        let count = recv(fd, &buffer, buffer.count, 0)
-                        if count <= 0 { break }
-                        received += buffer[0..<count]
-                    }
-                    continuation.resume(returning: received)
-                }
+                Thread.detachNewThread { continuation.resume(returning: ClientSocket.receiveAll(on: fd)) }
             }
         }
 
