@@ -69,6 +69,23 @@ import Testing
         await server.shutdown(deadline: .seconds(1))
     }
 
+    /// A started server for a test that shuts it down itself, and its event loop when
+    /// `polling` asks for one (the caller shuts that down, after the server).
+    func startServer(_ handler: some HTTPHandler, polling: Polling) throws -> (server: HTTPServer, loop: EventLoop?) {
+        let (logger, _) = TestEnvironment.capturingLogger()
+        var configuration = HTTPServer.Configuration(address: ListenAddress(host: "127.0.0.1", port: 0))
+        let loop: EventLoop? = if case .eventLoop = polling { EventLoop(name: "http-server-test") } else { nil }
+        configuration.eventLoop = loop
+        let server = HTTPServer(configuration: configuration, handler: handler, logger: logger)
+        do {
+            try server.start()
+        } catch {
+            loop?.shutdown()
+            throw error
+        }
+        return (server, loop)
+    }
+
     @Test(arguments: pollings) func deliversMethodPathQueryHeadersPeerAndBody(polling: Polling) async throws {
         try await withServer(EchoHandler(), polling: polling) { server in
             let client = RawHTTPClient(port: server.port)
@@ -246,13 +263,8 @@ import Testing
             }
         }
         let handler = LateHandler()
-        let (logger, _) = TestEnvironment.capturingLogger()
-        var configuration = HTTPServer.Configuration(address: ListenAddress(host: "127.0.0.1", port: 0))
-        let loop: EventLoop? = if case .eventLoop = polling { EventLoop(name: "http-server-test") } else { nil }
+        let (server, loop) = try startServer(handler, polling: polling)
         defer { loop?.shutdown() }
-        configuration.eventLoop = loop
-        let server = HTTPServer(configuration: configuration, handler: handler, logger: logger)
-        try server.start()
         let port = server.port
         let cutOff = Task { try await RawHTTPClient(port: port).request("GET", "/") }
         for await _ in handler.started.stream { break }
@@ -281,13 +293,8 @@ import Testing
             }
         }
         let handler = HeldHandler()
-        let (logger, _) = TestEnvironment.capturingLogger()
-        var configuration = HTTPServer.Configuration(address: ListenAddress(host: "127.0.0.1", port: 0))
-        let loop: EventLoop? = if case .eventLoop = polling { EventLoop(name: "http-server-test") } else { nil }
+        let (server, loop) = try startServer(handler, polling: polling)
         defer { loop?.shutdown() }
-        configuration.eventLoop = loop
-        let server = HTTPServer(configuration: configuration, handler: handler, logger: logger)
-        try server.start()
         let client = try HeldConnection(port: server.port)
         client.send(Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
         for await _ in handler.started.stream { break }
