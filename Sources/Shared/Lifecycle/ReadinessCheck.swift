@@ -17,7 +17,7 @@ public final class ReadinessCheck: Sendable {
     public let postgres: PostgresClient
     private let reuseFor: Duration
     /// By whether Postgres is required: the probe under way, or the last answer.
-    private let answers = Mutex<[Bool: Answer]>([:])
+    private let recent = Mutex<[Bool: Answer]>([:])
 
     private enum Answer {
         case pending(Task<HTTPResponse, Never>)
@@ -38,23 +38,24 @@ public final class ReadinessCheck: Sendable {
 
     public func response(requiringPostgres: Bool = true) async -> HTTPResponse {
         let now = ContinuousClock.now
-        let probe = answers.withLock { answers -> Task<HTTPResponse, Never> in
-            switch answers[requiringPostgres] {
-            case .pending(let task):
-                return task
-            case .ready(let response, let at) where now - at < reuseFor:
-                return Task { response }
+        let answer = recent.withLock { recent -> Answer in
+            switch recent[requiringPostgres] {
+            case .ready(let response, let at) where now - at < reuseFor: return .ready(response, at: at)
+            case .pending(let task): return .pending(task)
             default:
                 let task = Task { [self] in
-                    let response = await self.probe(requiringPostgres: requiringPostgres)
-                    self.answers.withLock { $0[requiringPostgres] = .ready(response, at: .now) }
+                    let response = await probe(requiringPostgres: requiringPostgres)
+                    self.recent.withLock { $0[requiringPostgres] = .ready(response, at: .now) }
                     return response
                 }
-                answers[requiringPostgres] = .pending(task)
-                return task
+                recent[requiringPostgres] = .pending(task)
+                return .pending(task)
             }
         }
-        return await probe.value
+        switch answer {
+        case .ready(let response, _): return response
+        case .pending(let task): return await task.value
+        }
     }
 
     private func probe(requiringPostgres: Bool) async -> HTTPResponse {
