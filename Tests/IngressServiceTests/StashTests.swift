@@ -68,7 +68,9 @@ import Testing
             // `first` is 2.4 s old: past its lifetime, though the list is not.
             #expect(try await app.push(id, body: third).status == 201)
             let stored = try await app.redis.send("LRANGE", app.keys.stash(id), 0, -1).array ?? []
-            let ciphertexts = stored.compactMap { $0.bytes.map { Array($0.drop { $0 != UInt8(ascii: ":") }.dropFirst()) } }
+            let ciphertexts = stored.compactMap { item in
+                item.bytes.map { Array($0.drop { $0 != UInt8(ascii: ":") }.dropFirst()) }
+            }
             let keptFirst = ciphertexts.contains(first)
             let lastIsThird = ciphertexts.last == third
             #expect(!keptFirst)

@@ -15,8 +15,9 @@ enum DeliveryOutcome: Sendable, Equatable {
     /// fault (connection, timeout, 5xx), so a run of them raises the circuit flag.
     case retry(cause: String, countsAgainstCircuit: Bool)
     /// Not tried: something of ours it needs (its credential, from Postgres, or its
-    /// provider token, from Redis) cannot be read. Looked at again later, until the message expires, without using one of
-    /// its APNs attempts: an outage of our own must not fail what Apple never saw.
+    /// provider token, from Redis) cannot be read. Looked at again later, until the
+    /// message expires, without using one of its APNs attempts: an outage of our own
+    /// must not fail what Apple never saw.
     case postponed(cause: String)
     /// The client is shutting down before the send finished: another worker sends it
     /// (it goes back through the delayed-retry set).
