@@ -53,7 +53,7 @@ enum Help {
         Activity log (newest first)
           activity [--account ACCOUNT] [--subject SUBJECT] [--limit N] [--before ENTRY_ID]
 
-        Exit status: 0 done, 1 the admin API refused (its code and message are printed), 2 bad command line,
-        3 the admin API could not be reached.
+        Exit status: 0 done, 1 the admin API refused (its code and message are printed), 2 bad command line
+        (or a file it names cannot be read), 3 the admin API could not be reached.
         """
 }

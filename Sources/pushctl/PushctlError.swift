@@ -16,7 +16,7 @@ struct PushctlError: Error, CustomStringConvertible {
         case .api: 1
         case .usage: 2
         case .unreachable: 3
-        case .local: 1
+        case .local: 2
         }
     }
 

@@ -41,6 +41,13 @@ import Testing
         let plan = try await Self.pushctl(["account", "create", "--plan", "gold"], port: 1)
         #expect(plan.status == 2)
         #expect(plan.error.hasPrefix("pushctl: --plan must be lite, plus, pro or enterprise"))
+        let unreadable = try await Self.pushctl(
+            [
+                "credential", "add", "--account", "a", "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--p8",
+                "/nonexistent/AuthKey.p8",
+            ], port: 1)
+        #expect(unreadable.status == 2)
+        #expect(unreadable.error.hasPrefix("pushctl: cannot read /nonexistent/AuthKey.p8"))
     }
 
     @Test func anUnreachableAdminAPIExits3() async throws {
