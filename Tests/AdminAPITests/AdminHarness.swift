@@ -140,8 +140,8 @@ struct AdminHarness {
 /// For tests that must not reach APNs: any probe fails the request (502), so a test
 /// that unexpectedly needs Apple shows it.
 struct NoProbeNeeded: CredentialProbe {
-    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topic: String)
-        async throws(CredentialProbeError) -> CredentialProbeResult
+    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topics: [String])
+        async throws(CredentialProbeError) -> [CredentialProbeResult]
     {
         throw CredentialProbeError(message: "this test does not expect an APNs probe")
     }

@@ -199,15 +199,15 @@ final class HookedProbe: CredentialProbe {
     let hook = Mutex<(@Sendable () async -> Void)?>(nil)
     let topics = Mutex<[String]>([])
 
-    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topic: String)
-        async throws(CredentialProbeError) -> CredentialProbeResult
+    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topics probed: [String])
+        async throws(CredentialProbeError) -> [CredentialProbeResult]
     {
-        topics.withLock { $0.append(topic) }
+        topics.withLock { $0.append(contentsOf: probed) }
         let once = hook.withLock { hook in
             defer { hook = nil }
             return hook
         }
         await once?()
-        return .accepted
+        return probed.map { _ in .accepted }
     }
 }

@@ -25,12 +25,23 @@ import Testing
 
     /// The admin API probing the simulator as APNs production.
     func withAdmin(_ body: (AdminHarness) async throws -> Void) async throws {
+        try await withAdmin { admin, _ in try await body(admin) }
+    }
+
+    func withAdmin(_ body: (AdminHarness, SimulatorProcess) async throws -> Void) async throws {
         try await SimulatorProcess.with(teams: [teamA, teamB]) { simulator in
             let (probeLogger, _) = TestEnvironment.capturingLogger("probe")
             let probe = APNsCredentialProbe(
                 environment: simulator.environment, caFile: simulator.caFile, logger: probeLogger)
-            try await AdminHarness.with(probe: probe, body)
+            try await AdminHarness.with(probe: probe) { admin in try await body(admin, simulator) }
         }
+    }
+
+    /// Connections the simulator has accepted so far (its control API's `/stats`).
+    static func connectionsOpened(_ simulator: SimulatorProcess) async throws -> Int {
+        let stats = try await RawHTTPClient(port: simulator.controlPort).request("GET", "/stats")
+        let object = try JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any]
+        return try #require((object?["connections"] as? [String: Any])?["opened"] as? Int)
     }
 
     func add(_ admin: AdminHarness, account: String, keyID: String, teamID: String, key: P256PrivateKey) async throws
@@ -138,7 +149,7 @@ import Testing
     }
 
     @Test func bundleIDsAreVerifiedAgainstTheCredentialsTeam() async throws {
-        try await withAdmin { admin in
+        try await withAdmin { admin, simulator in
             let account = try await admin.account()
             let saved = try await add(admin, account: account, keyID: teamA.keyID, teamID: teamA.teamID, key: teamA.key)
             let credential = try #require(saved.json["id"] as? String)
@@ -157,6 +168,7 @@ import Testing
             #expect(unchanged.json["bundleIds"] as? [String] == [])
             #expect(unchanged.json["pushEnabled"] as? Bool == false)
 
+            let opened = try await Self.connectionsOpened(simulator)
             let own = try await admin.call(
                 "PATCH", "/apps/\(app)/push",
                 [
@@ -165,6 +177,8 @@ import Testing
                 ])
             #expect(own.status == 200)
             #expect(own.json["bundleIds"] as? [String] == teamA.bundleIDs.sorted())
+            // Both bundle ids probed over one connection (with one provider token).
+            #expect(try await Self.connectionsOpened(simulator) == opened + 1)
             #expect(own.json["credentialId"] as? String == credential)
 
             // Site-wide unique: another app (even of the same account) gets 409 naming the owner.

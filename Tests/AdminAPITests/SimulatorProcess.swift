@@ -19,12 +19,15 @@ final class SimulatorProcess: Sendable {
 
     let pid: Int32
     let listenPort: Int
+    /// The control API's port (`/stats`, …).
+    let controlPort: Int
     let caFile: String
     let directory: URL
 
-    private init(pid: Int32, listenPort: Int, caFile: String, directory: URL) {
+    private init(pid: Int32, listenPort: Int, controlPort: Int, caFile: String, directory: URL) {
         self.pid = pid
         self.listenPort = listenPort
+        self.controlPort = controlPort
         self.caFile = caFile
         self.directory = directory
     }
@@ -60,13 +63,15 @@ final class SimulatorProcess: Sendable {
             }
         }
         guard let ready = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String],
-            let listen = ready["listen"].flatMap(ListenAddress.init), let caFile = ready["caFile"]
+            let listen = ready["listen"].flatMap(ListenAddress.init),
+            let control = ready["control"].flatMap(ListenAddress.init), let caFile = ready["caFile"]
         else {
             kill(process.processIdentifier, SIGKILL)
             throw Failure(description: "apns-simulator gave no ready line, got \(line.debugDescription)")
         }
         return SimulatorProcess(
-            pid: process.processIdentifier, listenPort: listen.port, caFile: caFile, directory: directory)
+            pid: process.processIdentifier, listenPort: listen.port, controlPort: control.port, caFile: caFile,
+            directory: directory)
     }
 
     /// SIGKILL: the test runner's blocked signal mask is inherited, so SIGTERM might be ignored.

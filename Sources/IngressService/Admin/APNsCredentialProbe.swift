@@ -31,8 +31,8 @@ struct APNsCredentialProbe: CredentialProbe {
         self.init(environment: configuration.apnsProduction, caFile: configuration.apnsCAFile, logger: logger)
     }
 
-    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topic: String)
-        async throws(CredentialProbeError) -> CredentialProbeResult
+    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topics: [String])
+        async throws(CredentialProbeError) -> [CredentialProbeResult]
     {
         let client: APNsClient
         do {
@@ -43,28 +43,36 @@ struct APNsCredentialProbe: CredentialProbe {
         let credential = APNsCredential(
             id: "probe-" + Base64URL.encode(SecureRandom.bytes(9)), teamID: teamID, keyID: keyID, privateKey: privateKey
         )
-        let notification = APNsNotification(
-            deviceToken: Self.dummyDeviceToken, topic: topic, pushType: .background, priority: .considerPower,
-            payload: Self.payload)
-        let outcome: Result<APNsResponse, APNsClientError>
-        do {
-            outcome = .success(try await client.send(notification, credential: credential, environment: environment))
-        } catch let error as APNsClientError {
-            outcome = .failure(error)
-        } catch {
-            outcome = .failure(APNsClientError(.protocolError, "\(error)"))
+        // One after the other on the client's one connection, with its one token.
+        var outcome: Result<[CredentialProbeResult], CredentialProbeError> = .success([])
+        var results: [CredentialProbeResult] = []
+        for topic in topics {
+            let notification = APNsNotification(
+                deviceToken: Self.dummyDeviceToken, topic: topic, pushType: .background, priority: .considerPower,
+                payload: Self.payload)
+            do {
+                let response = try await client.send(notification, credential: credential, environment: environment)
+                guard let result = CredentialProbeResult.judge(status: response.status, reason: response.reason?.name)
+                else {
+                    outcome = .failure(
+                        CredentialProbeError(
+                            message: "\(environment.description) answered \(response.status) \(response.reason?.name ?? "")"
+                        ))
+                    break
+                }
+                results.append(result)
+                // A refused credential fails every topic alike: no need to ask again.
+                if case .credentialRejected = result { break }
+            } catch {
+                let description = (error as? APNsClientError)?.description ?? "\(error)"
+                outcome = .failure(CredentialProbeError(message: "\(environment.description): \(description)"))
+                break
+            }
         }
         await client.shutdown(deadline: .seconds(1))
-        switch outcome {
-        case .failure(let error):
-            throw CredentialProbeError(message: "\(environment.description): \(error.description)")
-        case .success(let response):
-            guard let result = CredentialProbeResult.judge(status: response.status, reason: response.reason?.name)
-            else {
-                throw CredentialProbeError(
-                    message: "\(environment.description) answered \(response.status) \(response.reason?.name ?? "")")
-            }
-            return result
-        }
+        if case .failure(let error) = outcome { throw error }
+        // Topics not asked after a refused credential share its answer.
+        while results.count < topics.count, let last = results.last { results.append(last) }
+        return results
     }
 }

@@ -5,9 +5,21 @@ import Shared
 /// provider token. Apple judges the token first, then the topic, then the device
 /// token, so its answer says which of them is wrong.
 protocol CredentialProbe: Sendable {
+    /// One result per topic, in order, from one connection and one provider token
+    /// (probing many bundle ids is not a burst of connections and tokens at Apple).
     /// Throws `CredentialProbeError` when APNs could not be asked (network, 5xx, 429).
+    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topics: [String])
+        async throws(CredentialProbeError) -> [CredentialProbeResult]
+}
+
+extension CredentialProbe {
     func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topic: String)
         async throws(CredentialProbeError) -> CredentialProbeResult
+    {
+        let results = try await probe(teamID: teamID, keyID: keyID, privateKey: privateKey, topics: [topic])
+        guard let result = results.first else { throw CredentialProbeError(message: "the probe gave no answer") }
+        return result
+    }
 }
 
 /// What a probe learned.

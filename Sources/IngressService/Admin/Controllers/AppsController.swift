@@ -231,7 +231,7 @@ struct AppsController: Sendable {
             removed: removed, toVerify: toVerify)
     }
 
-    /// Probes APNs once per bundle id with the credential's key.
+    /// Probes APNs once per bundle id with the credential's key, over one connection.
     private func verify(_ bundleIDs: [String], with credential: Credential) async throws {
         let stored: StoredPushCredential
         do {
@@ -239,11 +239,10 @@ struct AppsController: Sendable {
         } catch let error as PushCredentialReader.Failure {
             throw AdminError.unprocessable("credential_unusable", error.description)
         }
-        let prober = CredentialsController(dependencies: dependencies)
-        for bundleID in bundleIDs {
-            switch try await prober.probe(
-                teamID: stored.teamID, keyID: stored.keyID, privateKey: stored.privateKey, topic: bundleID)
-            {
+        let results = try await CredentialsController(dependencies: dependencies).probe(
+            teamID: stored.teamID, keyID: stored.keyID, privateKey: stored.privateKey, topics: bundleIDs)
+        for (bundleID, result) in zip(bundleIDs, results) {
+            switch result {
             case .accepted:
                 continue
             case .topicRefused(let reason):

@@ -182,9 +182,18 @@ struct CredentialsController: Sendable {
     func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topic: String) async throws(AdminError)
         -> CredentialProbeResult
     {
+        let results = try await probe(teamID: teamID, keyID: keyID, privateKey: privateKey, topics: [topic])
+        guard let result = results.first else { throw AdminError.apnsUnavailable("APNs gave no answer") }
+        return result
+    }
+
+    /// One result per topic, in order (`CredentialProbe`).
+    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topics: [String]) async throws(AdminError)
+        -> [CredentialProbeResult]
+    {
         do {
             return try await dependencies.probe.probe(
-                teamID: teamID, keyID: keyID, privateKey: privateKey, topic: topic)
+                teamID: teamID, keyID: keyID, privateKey: privateKey, topics: topics)
         } catch {
             dependencies.logger.warning("APNs probe failed", metadata: ["key_id": keyID, "error": error.message])
             throw AdminError.apnsUnavailable("APNs could not be asked to check the credential: \(error.message)")
