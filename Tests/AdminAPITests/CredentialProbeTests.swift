@@ -25,10 +25,10 @@ import Testing
 
     /// The admin API probing the simulator as APNs production.
     func withAdmin(_ body: (AdminHarness) async throws -> Void) async throws {
-        try await withAdmin { admin, _ in try await body(admin) }
+        try await withAdminAndSimulator { admin, _ in try await body(admin) }
     }
 
-    func withAdmin(_ body: (AdminHarness, SimulatorProcess) async throws -> Void) async throws {
+    func withAdminAndSimulator(_ body: (AdminHarness, SimulatorProcess) async throws -> Void) async throws {
         try await SimulatorProcess.with(teams: [teamA, teamB]) { simulator in
             let (probeLogger, _) = TestEnvironment.capturingLogger("probe")
             let probe = APNsCredentialProbe(
@@ -149,7 +149,7 @@ import Testing
     }
 
     @Test func bundleIDsAreVerifiedAgainstTheCredentialsTeam() async throws {
-        try await withAdmin { admin, simulator in
+        try await withAdminAndSimulator { admin, simulator in
             let account = try await admin.account()
             let saved = try await add(admin, account: account, keyID: teamA.keyID, teamID: teamA.teamID, key: teamA.key)
             let credential = try #require(saved.json["id"] as? String)

@@ -52,12 +52,10 @@ struct APNsCredentialProbe: CredentialProbe {
                 payload: Self.payload)
             do {
                 let response = try await client.send(notification, credential: credential, environment: environment)
-                guard let result = CredentialProbeResult.judge(status: response.status, reason: response.reason?.name)
-                else {
-                    outcome = .failure(
-                        CredentialProbeError(
-                            message: "\(environment.description) answered \(response.status) \(response.reason?.name ?? "")"
-                        ))
+                let reason = response.reason?.name
+                guard let result = CredentialProbeResult.judge(status: response.status, reason: reason) else {
+                    let answer = "\(environment.description) answered \(response.status) \(reason ?? "")"
+                    outcome = .failure(CredentialProbeError(message: answer))
                     break
                 }
                 results.append(result)
