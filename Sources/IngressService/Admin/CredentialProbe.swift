@@ -1,9 +1,9 @@
 import Shared
 
 /// Tries a credential (and optionally a topic) against APNs production before it is
-/// saved: one request to a dummy device token, signed with the credential's
-/// provider token. Apple judges the token first, then the topic, then the device
-/// token, so its answer says which of them is wrong.
+/// saved: one request to a (well-formed) dummy device token, signed with the
+/// credential's provider token; Apple's answer says whether the token or the topic
+/// is wrong (the device token is never right, so a good pair gets BadDeviceToken).
 protocol CredentialProbe: Sendable {
     /// One result per topic, in order, from one connection and one provider token
     /// (probing many bundle ids is not a burst of connections and tokens at Apple).
