@@ -84,20 +84,19 @@ func buildApplication(
     configuration: IngressConfiguration, logger: Logger, keys: RedisKeys? = nil
 ) throws -> IngressApplication {
     let keys = keys ?? RedisKeys(stream: configuration.queueStream)
-    let redis = try RedisClient(
-        url: configuration.common.redisURL,
-        options: .init(
-            maximumConnections: configuration.redisConnections, acquireTimeout: .seconds(2),
-            connection: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2))),
-        logger: logger)
+    func redisPool(connections: Int, acquireTimeout: Duration) throws -> RedisClient {
+        try RedisClient(
+            url: configuration.common.redisURL,
+            options: .init(
+                maximumConnections: connections, acquireTimeout: acquireTimeout,
+                connection: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2))),
+            logger: logger)
+    }
+    let redis = try redisPool(connections: configuration.redisConnections, acquireTimeout: .seconds(2))
     // App API sends block on their reply lists (BLPOP, a second at a time) on
     // connections of their own; one that cannot get one soon stops waiting.
-    let replyRedis = try RedisClient(
-        url: configuration.common.redisURL,
-        options: .init(
-            maximumConnections: configuration.appAPIReplyConnections, acquireTimeout: .milliseconds(500),
-            connection: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2))),
-        logger: logger)
+    let replyRedis = try redisPool(
+        connections: configuration.appAPIReplyConnections, acquireTimeout: .milliseconds(500))
     // One thread: libmicrohttpd runs on the loop that reads the hot path's Redis
     // replies, so a push is parsed, sent, answered and written without a thread
     // hand-off. With more threads, libmicrohttpd's own pool hands each push to the

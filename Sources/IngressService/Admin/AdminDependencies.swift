@@ -24,14 +24,11 @@ struct AdminDependencies: Sendable {
     /// leave the old values cached for the entries' whole freshness.
     func invalidate(_ what: String, _ body: @escaping @Sendable () async throws -> Void) async {
         do {
-            try await body()
+            try await CacheInvalidation.afterCommit(what, retryingFor: invalidationRetryWindow, logger: logger, body)
         } catch {
             logger.warning(
                 "cache invalidation failed; it is tried again in the background",
                 metadata: ["change": what, "error": "\(error)"])
-            Task { [logger, invalidationRetryWindow] in
-                await CacheInvalidation.retry(what, body, within: invalidationRetryWindow, logger: logger)
-            }
         }
     }
 }

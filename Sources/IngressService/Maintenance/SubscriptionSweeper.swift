@@ -31,19 +31,12 @@ struct SubscriptionSweeper: Sendable {
                 let ids = try await subscriptions.deleteStale(
                     maximumAgeSeconds: maximumAgeSeconds, limit: Self.batchSize)
                 deleted += ids.count
-                do {
-                    try await invalidation.subscriptionsDeleted(ids)
-                } catch {
-                    // The rows are gone and no later sweep finds their ids again: their
-                    // cache entries (which take pushes), stashes and windows are
-                    // dropped in the background once Redis answers.
-                    Task { [invalidation, invalidationRetryWindow, logger] in
-                        await CacheInvalidation.retry(
-                            "swept subscriptions", { try await invalidation.subscriptionsDeleted(ids) },
-                            within: invalidationRetryWindow, logger: logger)
-                    }
-                    throw error
-                }
+                // The rows are gone and no later sweep finds their ids again: if Redis
+                // fails now, their cache entries (which take pushes), stashes and windows
+                // are dropped in the background once it answers.
+                try await CacheInvalidation.afterCommit(
+                    "swept subscriptions", retryingFor: invalidationRetryWindow, logger: logger
+                ) { [invalidation] in try await invalidation.subscriptionsDeleted(ids) }
                 if ids.count < Self.batchSize { break }
             }
         } catch {

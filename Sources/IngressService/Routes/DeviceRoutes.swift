@@ -91,22 +91,13 @@ struct DeviceRoutes: Sendable {
         return HTTPResponse(status: 204)
     }
 
-    /// The cache invalidation after a committed change. If it fails the change is
-    /// saved all the same, so it is tried again in the background (a client told
-    /// 5xx may never come back, and the cached entry would keep the old token, or
-    /// keep stashing an active device's pushes, for its freshness); the failure is
-    /// still answered.
+    /// The cache invalidation after a committed change (`CacheInvalidation.afterCommit`):
+    /// a client told 5xx may never come back, and the cached entry would keep the old
+    /// token, or keep stashing an active device's pushes, for its freshness.
     private func invalidateAfterCommit(_ what: String, _ body: @escaping @Sendable () async throws -> Void)
         async throws
     {
-        do {
-            try await body()
-        } catch {
-            Task { [invalidationRetryWindow, logger] in
-                await CacheInvalidation.retry(what, body, within: invalidationRetryWindow, logger: logger)
-            }
-            throw error
-        }
+        try await CacheInvalidation.afterCommit(what, retryingFor: invalidationRetryWindow, logger: logger, body)
     }
 
     /// `DELETE /v1/subscriptions/{id}` → 204; the row, its cache and its stash are gone.

@@ -72,6 +72,21 @@ public struct CacheInvalidation: Sendable {
         try await invalidate([keys.account(id)])
     }
 
+    /// Runs `body`, an invalidation after a committed change. If it fails, it is tried
+    /// again in the background (`retry`, for `window`) and the error is rethrown, for
+    /// the caller to answer or log: the change is saved whatever happens here.
+    public static func afterCommit(
+        _ what: String, retryingFor window: Duration, logger: Logger,
+        _ body: @escaping @Sendable () async throws -> Void
+    ) async throws {
+        do {
+            try await body()
+        } catch {
+            Task { await retry(what, body, within: window, logger: logger) }
+            throw error
+        }
+    }
+
     /// Tries `body` again after 0.25 s, then at doubling intervals up to 8 s, until it
     /// succeeds or `window` has passed. Invalidations are idempotent, so one that runs
     /// after a later change's own does no harm (one more cache miss at most).
