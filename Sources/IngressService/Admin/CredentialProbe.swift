@@ -12,16 +12,6 @@ protocol CredentialProbe: Sendable {
         async throws(CredentialProbeError) -> [CredentialProbeResult]
 }
 
-extension CredentialProbe {
-    func probe(teamID: String, keyID: String, privateKey: P256PrivateKey, topic: String)
-        async throws(CredentialProbeError) -> CredentialProbeResult
-    {
-        let results = try await probe(teamID: teamID, keyID: keyID, privateKey: privateKey, topics: [topic])
-        guard let result = results.first else { throw CredentialProbeError(message: "the probe gave no answer") }
-        return result
-    }
-}
-
 /// What a probe learned.
 enum CredentialProbeResult: Sendable, Equatable {
     /// The provider token was accepted and the topic belongs to the key's team.
