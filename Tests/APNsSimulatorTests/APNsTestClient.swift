@@ -100,7 +100,9 @@ final class APNsTestClient: HTTP2ConnectionDelegate, @unchecked Sendable {
     func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int) {
         maxStreamsSeen.append(limit)
     }
-    func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32) {
+    func connection(
+        _ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8]
+    ) {
         goAway = (lastStreamID, errorCode)
     }
     func connection(_ connection: HTTP2Connection, didCloseWith error: (any Error)?) { isClosed = true }

@@ -63,7 +63,9 @@ import Testing
         func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int) {
             maxStreams.append(limit)
         }
-        func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32) {
+        func connection(
+            _ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8]
+        ) {
             goAway = lastStreamID
         }
         func connection(_ connection: HTTP2Connection, didCloseWith error: (any Error)?) {

@@ -201,10 +201,6 @@ final class APNsConnection: HTTP2ConnectionDelegate {
         closeIfDrained()
     }
 
-    func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32) {
-        self.connection(connection, didReceiveGoAway: lastStreamID, errorCode: errorCode, debugData: [])
-    }
-
     /// Apple may say why in the frame's debug data (`{"reason": …}`): the pool logs it.
     func connection(
         _ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8]

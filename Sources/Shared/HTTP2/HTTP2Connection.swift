@@ -36,10 +36,8 @@ public protocol HTTP2ConnectionDelegate: AnyObject {
     /// A stream closed before the peer finished it (RST_STREAM, e.g. REFUSED_STREAM,
     /// or the connection went away). Not called for streams that finished.
     func connection(_ connection: HTTP2Connection, streamWasReset streamID: Int32, errorCode: UInt32)
-    /// The peer sent GOAWAY: streams above `lastStreamID` were not processed.
-    func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32)
-    /// The same, with the frame's debug data (APNs may put its `{"reason": …}` there).
-    /// By default passes the rest on to the variant above.
+    /// The peer sent GOAWAY: streams above `lastStreamID` were not processed. The
+    /// frame's debug data may say why (APNs puts its `{"reason": …}` there).
     func connection(
         _ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8])
     /// The peer changed SETTINGS_MAX_CONCURRENT_STREAMS.
@@ -51,12 +49,6 @@ public protocol HTTP2ConnectionDelegate: AnyObject {
 
 extension HTTP2ConnectionDelegate {
     public func connection(
-        _ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8]
-    ) {
-        self.connection(connection, didReceiveGoAway: lastStreamID, errorCode: errorCode)
-    }
-
-    public func connection(
         _ connection: HTTP2Connection, streamDidFinish streamID: Int32, headers: [HTTP2Header], body: [UInt8]
     ) {}
     public func connection(
@@ -66,7 +58,9 @@ extension HTTP2ConnectionDelegate {
     }
     public func connection(_ connection: HTTP2Connection, didChangeMaxConcurrentStreams limit: Int) {}
     public func connection(_ connection: HTTP2Connection, didReceivePingAck: Void) {}
-    public func connection(_ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32) {}
+    public func connection(
+        _ connection: HTTP2Connection, didReceiveGoAway lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8]
+    ) {}
 }
 
 /// An HTTP/2 connection (client or server side) on nghttp2 over a `TLSStream`.
