@@ -131,7 +131,7 @@ func buildWorker(
     let recorder = OutcomeRecorder(
         redis: redis, acknowledger: acknowledger, limiter: limiter, counts: counts, circuit: circuit,
         credentials: credentials, remover: SubscriptionRemover(postgres: postgres),
-        rejecter: CredentialRejecter(postgres: postgres),
+        rejecter: CredentialRejecter(postgres: postgres, logger: logger.child("rejecter")),
         retryPolicy: RetryPolicy(
             maxAttempts: configuration.maxAttempts, baseMilliseconds: configuration.retryBaseMilliseconds,
             capMilliseconds: configuration.retryCapMilliseconds),

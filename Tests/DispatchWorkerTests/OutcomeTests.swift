@@ -111,12 +111,19 @@ import Testing
             try await stack.postgres.execute(
                 "UPDATE push_credentials SET status = 'rejected', rejected_at = now() WHERE id = \(stack.credentialID)")
             let invalidation = CacheInvalidation(redis: stack.redis, keys: stack.keys)
-            let flagged = try await CredentialRejecter(postgres: stack.postgres).reject(
+            let rejecter = CredentialRejecter(postgres: stack.postgres)
+            let flagged = try await rejecter.reject(
                 credentialID: stack.credentialID, reason: "APNs answered InvalidProviderToken",
                 invalidation: invalidation)
             #expect(flagged.isEmpty, "flagged before this call")
             #expect(try await stack.redis.send("EXISTS", stack.keys.app(stack.fixture.appID)).int == 0)
             #expect(try await stack.push(id).status == 502)
+            // The other messages that were in flight with it: no second round of work.
+            #expect(try await stack.redis.send("EXISTS", stack.keys.app(stack.fixture.appID)).int == 1)
+            try await rejecter.reject(
+                credentialID: stack.credentialID, reason: "APNs answered InvalidProviderToken",
+                invalidation: invalidation)
+            #expect(try await stack.redis.send("EXISTS", stack.keys.app(stack.fixture.appID)).int == 1)
         }
     }
 

@@ -1,32 +1,58 @@
 import Shared
+import Synchronization
 
 /// Flags a credential APNs refused (403 InvalidProviderToken after a fresh token):
 /// `status = 'rejected'` with the time and reason, so the admin API shows the
 /// warning, and drops the cached copies of its apps, so the ingress answers 502
 /// (1007) for their pushes. Only the first worker to flag it records the time and
-/// reason; every call drops the apps' copies while it is flagged.
-struct CredentialRejecter: Sendable {
+/// reason; each worker drops the apps' copies once (also when another worker, or a
+/// try of its own whose invalidation failed, flagged it), and a failed invalidation
+/// is tried again in the background (`CacheInvalidation.afterCommit`).
+final class CredentialRejecter: Sendable {
     let postgres: PostgresClient
+    private let logger: Logger
+    /// The ingress's cache freshness by default (`CACHE_TTL_SECONDS`, an ingress
+    /// setting): after it the apps' entries are read again from Postgres anyway.
+    private let invalidationRetryWindow: Duration
+    /// When this process last flagged each credential and dropped its apps' copies:
+    /// the other messages in flight with it when APNs refused it (up to the in-flight
+    /// limit) need not each query Postgres and Redis again. After `recentlyHandled`
+    /// it is done again, so a credential reactivated and then revoked again is flagged.
+    private let handled = Mutex<[String: ContinuousClock.Instant]>([:])
+    private static let recentlyHandled = Duration.seconds(60)
+
+    init(
+        postgres: PostgresClient, logger: Logger = Logger(component: "worker.rejecter"),
+        invalidationRetryWindow: Duration = .seconds(300)
+    ) {
+        self.postgres = postgres
+        self.logger = logger
+        self.invalidationRetryWindow = invalidationRetryWindow
+    }
 
     /// Returns the apps this call flagged the credential for (empty when it was
     /// flagged already).
     @discardableResult
     func reject(credentialID: String, reason: String, invalidation: CacheInvalidation) async throws -> [String] {
+        let now = ContinuousClock.now
+        if let last = handled.withLock({ $0[credentialID] }), now - last < Self.recentlyHandled { return [] }
         let changed = try await postgres.execute(
             """
             UPDATE push_credentials SET status = 'rejected', rejected_at = now(), rejected_reason = \(reason)
             WHERE id = \(credentialID) AND status = 'active'
             """)
-        // Also when another worker, or an earlier try of this message whose
-        // invalidation failed, flagged it: left cached, its apps would take pushes
-        // (201) until their entries age. Invalidations are idempotent.
         let apps = try await postgres.query(
             """
             SELECT a.id FROM apps a JOIN push_credentials c ON c.id = a.credential_id
             WHERE c.id = \(credentialID) AND c.status = 'rejected' ORDER BY a.id
             """
         ).map { try $0.decode("id", as: String.self) }
-        for app in apps { try await invalidation.appChanged(app) }
+        try await CacheInvalidation.afterCommit(
+            "rejected credential", retryingFor: invalidationRetryWindow, logger: logger
+        ) {
+            for app in apps { try await invalidation.appChanged(app) }
+        }
+        handled.withLock { $0[credentialID] = now }
         return changed > 0 ? apps : []
     }
 }
