@@ -149,4 +149,168 @@ import Testing
             #expect((closedWith ?? nil)?.code == code)
         }
     }
+
+    // MARK: Several addresses
+
+    /// `sockaddr_in` bytes for 127.0.0.1:`port`, as the resolver hands them over.
+    static func loopbackAddress(port: Int) -> [UInt8] {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafeBytes(of: &address) { Array($0) }
+    }
+
+    /// A port nobody listens on.
+    func unusedPort(loop: EventLoop) async throws -> Int {
+        try await loop.submit {
+            let listener = try TCPListener(address: ListenAddress(host: "127.0.0.1", port: 0), loop: loop) {
+                Foundation.close($0)
+            }
+            defer { listener.close() }
+            return listener.port
+        }
+    }
+
+    /// A listener whose accept queue is full and never served: the kernel drops
+    /// further SYNs, so a connect to it neither succeeds nor fails (like a
+    /// blackholed route). Returns its port and the sockets to close afterwards.
+    func silentListener() throws -> (port: Int, sockets: [Int32]) {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &address) { pointer in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                try #require(bind(listener, $0, length) == 0)
+                try #require(getsockname(listener, $0, &length) == 0)
+            }
+        }
+        try #require(listen(listener, 0) == 0)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        // Fill the queue: connections that complete but are never accepted.
+        var sockets = [listener]
+        for _ in 0..<2 {
+            let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            var target = Self.loopbackAddress(port: port)
+            _ = target.withUnsafeMutableBytes {
+                Foundation.connect(filler, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count))
+            }
+            sockets.append(filler)
+        }
+        usleep(200_000)
+        return (port, sockets)
+    }
+
+    func connect(
+        loop: EventLoop, addresses: [[UInt8]], caFile: String, events: ClientEvents, timeout: Duration
+    ) async throws -> UncheckedBox<TLSStream> {
+        let context = try TLSContext.client(extraCAFile: caFile, alpn: ["h2"])
+        return try await loop.submit {
+            UncheckedBox(
+                try TLSStream(
+                    connectingTo: "localhost", port: 0, context: context, requireALPN: "h2", timeout: timeout,
+                    loop: loop, delegate: events, resolver: { _, _ in .success(addresses) }))
+        }
+    }
+
+    /// Waits for the client to connect or close; true if it connected.
+    func connectedOrClosed(_ events: ClientEvents) async -> (connected: Bool, error: TLSError?) {
+        await withTaskGroup(of: (Bool, TLSError?).self) { group in
+            group.addTask {
+                for await _ in events.connected.stream { return (true, nil) }
+                return (false, nil)
+            }
+            group.addTask {
+                for await error in events.closed.stream { return (false, error) }
+                return (false, nil)
+            }
+            let first = await group.next() ?? (false, nil)
+            events.connected.continuation.finish()
+            events.closed.continuation.finish()
+            group.cancelAll()
+            return first
+        }
+    }
+
+    @Test func anAddressThatRefusesGivesWayToTheNext() async throws {
+        let loop = EventLoop(name: "tls-test")
+        defer { loop.shutdown() }
+        let certificates = try await TestCertificates.make()
+        let (port, listener) = try await startEchoServer(loop: loop, certificates: certificates)
+        let refusing = try await unusedPort(loop: loop)
+        let events = ClientEvents()
+        let client = try await connect(
+            loop: loop, addresses: [Self.loopbackAddress(port: refusing), Self.loopbackAddress(port: port)],
+            caFile: certificates.caFile, events: events, timeout: .seconds(5))
+        let outcome = await connectedOrClosed(events)
+        #expect(outcome.connected, "closed with \(String(describing: outcome.error))")
+        try await loop.submit {
+            client.value.close()
+            listener.value.close()
+        }
+    }
+
+    @Test func anAddressThatDoesNotAnswerGivesWayToTheNextWithinTheTimeout() async throws {
+        let loop = EventLoop(name: "tls-test")
+        defer { loop.shutdown() }
+        let certificates = try await TestCertificates.make()
+        let (port, listener) = try await startEchoServer(loop: loop, certificates: certificates)
+        let silent = try silentListener()
+        defer { for socket in silent.sockets { Foundation.close(socket) } }
+        let events = ClientEvents()
+        let started = ContinuousClock.now
+        let client = try await connect(
+            loop: loop, addresses: [Self.loopbackAddress(port: silent.port), Self.loopbackAddress(port: port)],
+            caFile: certificates.caFile, events: events, timeout: .seconds(4))
+        let outcome = await connectedOrClosed(events)
+        #expect(outcome.connected, "closed with \(String(describing: outcome.error))")
+        // It waited on the silent address for its share of the timeout, no longer.
+        let waited = ContinuousClock.now - started
+        #expect(waited >= TLSStream.addressAttemptLimit(for: .seconds(4)))
+        #expect(waited < .seconds(4))
+        try await loop.submit {
+            client.value.close()
+            listener.value.close()
+        }
+    }
+
+    @Test func whenEveryAddressFailsTheLastReasonIsReported() async throws {
+        let loop = EventLoop(name: "tls-test")
+        defer { loop.shutdown() }
+        let certificates = try await TestCertificates.make()
+        let silent = try silentListener()
+        defer { for socket in silent.sockets { Foundation.close(socket) } }
+        let refusing = try await unusedPort(loop: loop)
+        // Refused, then silent: the silent one has the rest of the timeout.
+        let events = ClientEvents()
+        _ = try await connect(
+            loop: loop, addresses: [Self.loopbackAddress(port: refusing), Self.loopbackAddress(port: silent.port)],
+            caFile: certificates.caFile, events: events, timeout: .seconds(1))
+        let outcome = await connectedOrClosed(events)
+        #expect(!outcome.connected)
+        #expect(outcome.error?.code == .timeout)
+        // Silent, then refused: the refusal is what is reported.
+        let second = ClientEvents()
+        _ = try await connect(
+            loop: loop, addresses: [Self.loopbackAddress(port: silent.port), Self.loopbackAddress(port: refusing)],
+            caFile: certificates.caFile, events: second, timeout: .seconds(1))
+        let secondOutcome = await connectedOrClosed(second)
+        #expect(secondOutcome.error?.code == .connect)
+        #expect(secondOutcome.error?.reason.contains("refused") == true)
+    }
+
+    @Test func addressFamiliesAlternateFromTheResolversFirstChoice() {
+        let v6a = [UInt8](repeating: 6, count: MemoryLayout<sockaddr_in6>.size)
+        var v6b = v6a
+        v6b[20] = 1
+        let v4a = [UInt8](repeating: 4, count: MemoryLayout<sockaddr_in>.size)
+        var v4b = v4a
+        v4b[5] = 1
+        #expect(TLSStream.alternatingFamilies([v6a, v6b, v4a, v4b]) == [v6a, v4a, v6b, v4b])
+        #expect(TLSStream.alternatingFamilies([v4a, v4b, v6a]) == [v4a, v6a, v4b])
+        #expect(TLSStream.alternatingFamilies([v4a, v4b]) == [v4a, v4b])
+        #expect(TLSStream.alternatingFamilies([]) == [])
+    }
 }

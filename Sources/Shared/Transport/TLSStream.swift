@@ -40,15 +40,39 @@ public final class TLSStream: EventLoopSelectable {
     /// the socket has nothing to read, so the read resumes when the socket is writable.
     private var readWantsWrite = false
     private var connectTimer: EventLoop.TimerID?
+    /// Connecting: the resolved addresses not tried yet, the timer that gives up on
+    /// the current one, and why the last one failed.
+    private var untriedAddresses: ArraySlice<[UInt8]> = []
+    private var addressTimer: EventLoop.TimerID?
+    private var lastConnectFailure = "no address"
+    private let addressAttemptLimit: Duration
     private var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
 
     /// Opens a client connection; call on `loop`. Resolves `host` afresh (off the
     /// loop), connects, and verifies the server's certificate for `host`. The
     /// delegate then hears `streamDidConnect` or `didCloseWith` (`.resolve`,
     /// `.connect`, `.certificateVerification`, `.alpn`, `.timeout`…).
-    public init(
+    ///
+    /// A host name with several addresses (Apple's have many, of both families) is
+    /// tried address by address, the families alternating (RFC 8305): one that
+    /// refuses, or has not answered within `addressAttemptLimit(for:)`, gives way to
+    /// the next, so one unreachable address (a broken IPv6 route, say) does not
+    /// fail the connection. `timeout` bounds the whole, TLS handshake included.
+    public convenience init(
         connectingTo host: String, port: Int, context: TLSContext, requireALPN: String?, timeout: Duration,
         loop: EventLoop, delegate: any TLSStreamDelegate
+    ) throws(TLSError) {
+        try self.init(
+            connectingTo: host, port: port, context: context, requireALPN: requireALPN, timeout: timeout, loop: loop,
+            delegate: delegate, resolver: { host, port in TLSStream.resolve(host: host, port: port) })
+    }
+
+    /// `resolver` stands in for the system's (blocking, called off the loop): tests
+    /// give it addresses that fail in chosen ways.
+    init(
+        connectingTo host: String, port: Int, context: TLSContext, requireALPN: String?, timeout: Duration,
+        loop: EventLoop, delegate: any TLSStreamDelegate,
+        resolver: @escaping @Sendable (String, Int) -> Result<[[UInt8]], TLSError>
     ) throws(TLSError) {
         guard let ssl = SSL_new(context.context) else { throw TLSError(.configuration, TLSError.openSSLReason()) }
         self.loop = loop
@@ -57,6 +81,7 @@ public final class TLSStream: EventLoopSelectable {
         self.requiredALPN = requireALPN
         self.delegate = delegate
         self.state = .resolving
+        self.addressAttemptLimit = Self.addressAttemptLimit(for: timeout)
         pg_shim_ssl_set_nonblocking_modes(ssl)
         SSL_set_read_ahead(ssl, 1)  // whole socket reads, not a header then a body per record
         // SNI, and the certificate must name this host.
@@ -68,7 +93,7 @@ public final class TLSStream: EventLoopSelectable {
         }
         let stream = UncheckedTransfer(self)
         DispatchQueue.global().async {
-            let resolved = Self.resolve(host: host, port: port)
+            let resolved = resolver(host, port)
             loop.execute { stream.value.connect(resolved) }
         }
     }
@@ -86,6 +111,7 @@ public final class TLSStream: EventLoopSelectable {
         self.requiredALPN = nil
         self.delegate = delegate
         self.state = .handshaking
+        self.addressAttemptLimit = .zero
         Self.configureSocket(fd)
         SSL_set_fd(ssl, fd)
         pg_shim_ssl_set_nonblocking_modes(ssl)
@@ -101,38 +127,91 @@ public final class TLSStream: EventLoopSelectable {
     /// Continues on the loop once the host name is resolved.
     private func connect(_ resolved: Result<[[UInt8]], TLSError>) {
         guard state == .resolving else { return }  // closed or timed out meanwhile
-        let addresses: [[UInt8]]
         switch resolved {
-        case .failure(let error):
-            finish(error)
-            return
-        case .success(let list): addresses = list
+        case .failure(let error): finish(error)
+        case .success(let addresses):
+            untriedAddresses = Self.alternatingFamilies(addresses)[...]
+            state = .connecting
+            connectToNextAddress()
         }
-        var lastError = "no address"
-        for address in addresses {
+    }
+
+    /// Starts a TCP connect to the next untried address; fails the stream when none
+    /// is left. An address refused at once is skipped here.
+    private func connectToNextAddress() {
+        while let address = untriedAddresses.popFirst() {
             let family = address.count == MemoryLayout<sockaddr_in>.size ? AF_INET : AF_INET6
             let candidate = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard candidate >= 0 else { continue }
+            guard candidate >= 0 else {
+                lastConnectFailure = String(cString: strerror(errno))
+                continue
+            }
             Self.configureSocket(candidate)
             let status = address.withUnsafeBytes {
                 Foundation.connect(
                     candidate, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count))
             }
-            if status == 0 || errno == EINPROGRESS {
-                fd = candidate
-                break
+            guard status == 0 || errno == EINPROGRESS else {
+                lastConnectFailure = String(cString: strerror(errno))
+                Foundation.close(candidate)
+                continue
             }
-            lastError = String(cString: strerror(errno))
-            Foundation.close(candidate)
-        }
-        guard fd >= 0 else {
-            finish(TLSError(.connect, lastError))
+            fd = candidate
+            SSL_set_fd(ssl, fd)
+            loop.register(fd, interest: [.read, .write], handler: self)
+            watchingWrite = true
+            // The last address has what is left of the whole connect timeout.
+            if !untriedAddresses.isEmpty {
+                addressTimer = loop.schedule(after: addressAttemptLimit) { [weak self] in
+                    guard let self else { return }
+                    addressTimer = nil
+                    addressFailed("no answer within \(addressAttemptLimit)")
+                }
+            }
             return
         }
-        SSL_set_fd(ssl, fd)
-        state = .connecting
-        loop.register(fd, interest: [.read, .write], handler: self)
-        watchingWrite = true
+        finish(TLSError(.connect, lastConnectFailure))
+    }
+
+    /// The current address's TCP connect failed: the next one is tried, if any.
+    private func addressFailed(_ reason: String) {
+        guard state == .connecting else { return }
+        lastConnectFailure = reason
+        if let timer = addressTimer {
+            loop.cancel(timer)
+            addressTimer = nil
+        }
+        if fd >= 0 {
+            loop.unregister(fd)
+            Foundation.close(fd)
+            fd = -1
+        }
+        watchingWrite = false
+        connectToNextAddress()
+    }
+
+    /// How long one address may take to accept the TCP connection before the next is
+    /// tried: 2 s (a connection across the world answers well within it), but at most
+    /// half of `timeout`, so that a second address is still tried.
+    static func addressAttemptLimit(for timeout: Duration) -> Duration {
+        min(.seconds(2), timeout / 2)
+    }
+
+    /// `addresses` reordered so that the address families alternate, starting with
+    /// the resolver's first choice (RFC 8305, section 4); otherwise in its order.
+    static func alternatingFamilies(_ addresses: [[UInt8]]) -> [[UInt8]] {
+        guard let first = addresses.first else { return [] }
+        var same = addresses.filter { $0.count == first.count }
+        var other = addresses.filter { $0.count != first.count }
+        var ordered: [[UInt8]] = []
+        ordered.reserveCapacity(addresses.count)
+        same.reverse()
+        other.reverse()
+        while !same.isEmpty || !other.isEmpty {
+            if let next = same.popLast() { ordered.append(next) }
+            if let next = other.popLast() { ordered.append(next) }
+        }
+        return ordered
     }
 
     deinit {
@@ -211,11 +290,15 @@ public final class TLSStream: EventLoopSelectable {
 
     public func hangUp() {
         if lingering { return releaseSocket() }
+        if state == .connecting {
+            let error = socketError()
+            return addressFailed(error == 0 ? "connection closed by peer" : String(cString: strerror(error)))
+        }
         if state == .open {
             readAvailable()  // deliver what arrived before the hang-up
         }
         if state != .closed {
-            finish(TLSError(state == .connecting ? .connect : .closed, "connection closed by peer"))
+            finish(TLSError(.closed, "connection closed by peer"))
         }
     }
 
@@ -229,13 +312,23 @@ public final class TLSStream: EventLoopSelectable {
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
     }
 
-    private func finishTCPConnect() {
+    /// The pending error of the connecting socket (`SO_ERROR`), 0 if none.
+    private func socketError() -> Int32 {
         var error: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+        return error
+    }
+
+    private func finishTCPConnect() {
+        let error = socketError()
         guard error == 0 else {
-            finish(TLSError(.connect, String(cString: strerror(error))))
+            addressFailed(String(cString: strerror(error)))
             return
+        }
+        if let timer = addressTimer {
+            loop.cancel(timer)
+            addressTimer = nil
         }
         state = .handshaking
         continueHandshake()
@@ -345,6 +438,7 @@ public final class TLSStream: EventLoopSelectable {
         guard state != .closed else { return }
         state = .closed
         if let timer = connectTimer { loop.cancel(timer) }
+        if let timer = addressTimer { loop.cancel(timer) }
         if graceful && fd >= 0 {
             startLingering()
         } else {
