@@ -4,8 +4,9 @@ import Foundation
 ///
 /// Every key a push touches carries the queue stream's hash tag (`{0}` for
 /// `pushgate:queue:{0}`), so the hot-path script's keys all live in one Redis
-/// Cluster slot and the script is legal on Cluster as well as on a single primary
-/// (Sentinel). The price: one stream's pushes are served by one shard.
+/// Cluster slot and the script would be legal on Cluster as well as on a single
+/// primary (Sentinel). The price: one stream's pushes are served by one shard.
+/// (Cluster itself is not supported yet: the clients follow no `MOVED` redirects.)
 ///
 /// | key | type | written by | meaning |
 /// |---|---|---|---|
