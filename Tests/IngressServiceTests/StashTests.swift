@@ -33,6 +33,34 @@ import Testing
         }
     }
 
+    /// RFC 8030, section 5.4: a push with a Topic replaces the stashed message of its
+    /// topic; pushes without one, or with another, are kept.
+    @Test func aPushWithATopicReplacesTheStashedMessageOfThatTopic() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
+            func push(topic: String?) async throws -> [UInt8] {
+                let message = Fixture.message()
+                let headers = Fixture.pushHeaders + (topic.map { [("Topic", $0)] } ?? [])
+                let response = try await app.push(id, body: message, headers: headers)
+                #expect(response.status == 201)
+                return message
+            }
+            let firstInbox = try await push(topic: "inbox")
+            let untagged = try await push(topic: nil)
+            let calendar = try await push(topic: "calendar")
+            let secondInbox = try await push(topic: "inbox")
+            #expect(
+                try await pending(app, id, secret)
+                    == [untagged, calendar, secondInbox].map(Base64URL.encode))
+            #expect(firstInbox != secondInbox)
+            let thirdInbox = try await push(topic: "inbox")
+            #expect(
+                try await pending(app, id, secret)
+                    == [untagged, calendar, thirdInbox].map(Base64URL.encode))
+        }
+    }
+
     @Test func stashedMessagesExpireAfterTheConfiguredLifetime() async throws {
         try await IngressTestApp.with(["STASH_TTL_SECONDS": "3"]) { app in
             let fixture = try await Fixture.create(app.postgres)

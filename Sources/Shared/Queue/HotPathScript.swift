@@ -353,17 +353,29 @@ public enum HotPathScript {
         -- The run's queue entry (format 4): its version, then three values per queued push.
         local entryFields = {'v', '4'}
 
-        -- The message part's first item: the ciphertext, after its LEB128 length.
-        local function ciphertext(message)
-          local length, scale, i = 0, 1, 1
-          while true do
-            local byte = string.byte(message, i)
-            i = i + 1
-            length = length + (byte % 128) * scale
-            if byte < 128 then break end
-            scale = scale * 128
+        -- What the stash keeps of a message part (`QueueMessage.messagePart`): its
+        -- first item, the ciphertext, and its seventh, the Web Push Topic (an optional
+        -- item: its length plus one, 0 for none), or nil. Each item follows its LEB128
+        -- length.
+        local function stashedParts(message)
+          local i, start, length = 1, 1, 0
+          local ciphertextStart, ciphertextLength
+          for item = 1, 7 do
+            local scale = 1
+            length = 0
+            while true do
+              local byte = string.byte(message, i)
+              i = i + 1
+              length = length + (byte % 128) * scale
+              if byte < 128 then break end
+              scale = scale * 128
+            end
+            start = i
+            if item == 1 then ciphertextStart, ciphertextLength = start, length end
+            i = i + length
           end
-          return string.sub(message, i, i + length - 1)
+          local topic = length > 0 and string.sub(message, start, start + length - 2) or nil
+          return string.sub(message, ciphertextStart, ciphertextStart + ciphertextLength - 1), topic
         end
 
         -- An account: its key, limit and quota key, the count before the run (`used`,
@@ -501,7 +513,16 @@ public enum HotPathScript {
               if not acceptedAt or acceptedAt > stashOldest then break end
               redis.call('LPOP', stash)
             end
-            redis.call('RPUSH', stash, nowText .. ':' .. ciphertext(message))
+            local body, topic = stashedParts(message)
+            local entryHead = nowText
+            if topic then
+              -- RFC 8030, section 5.4: it replaces the outstanding message of its topic.
+              entryHead = nowText .. ';' .. topic
+              for _, entry in ipairs(redis.call('LRANGE', stash, 0, -1)) do
+                if string.match(entry, '^%d+;([^:]*):') == topic then redis.call('LREM', stash, 1, entry) end
+              end
+            end
+            redis.call('RPUSH', stash, entryHead .. ':' .. body)
             redis.call('LTRIM', stash, -stashLimit, -1)
             redis.call('PEXPIRE', stash, stashLifetime)
             return 8

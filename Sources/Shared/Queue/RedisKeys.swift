@@ -15,7 +15,7 @@ import Foundation
 /// | `<ns>:{t}:acct:<id>` | hash | ingress (cache fill) | account cache (`AccountCacheField`) |
 /// | `<ns>:{t}:gen:<entry>` | string | whoever invalidates a cache entry | its generation: a fill only writes the generation it read before Postgres (`CacheInvalidation`) |
 /// | `<ns>:{t}:gone:<id>` | string | worker | tombstone: the token died, answer 410 |
-/// | `<ns>:{t}:stash:<id>` | list | ingress | pending stash: `<accepted ms>:` + ciphertext, oldest first |
+/// | `<ns>:{t}:stash:<id>` | list | ingress | pending stash: `<accepted ms>:` (`<accepted ms>;<Topic>:` with a Topic) + ciphertext, oldest first |
 /// | `<ns>:{t}:rate:pushes:<id>` | list | ingress | per-subscription sliding window: accepted times (ms), newest first (`HotPathScript`) |
 /// | `<ns>:{t}:rate:<scope>:<ip>` | zset | ingress | per-IP sliding windows (`reg`, `dev`) |
 /// | `<ns>:{t}:quota:<account>:<yyyymm>` | string | ingress (+1), worker (−1 on failure) | monthly reservations |
