@@ -109,6 +109,27 @@ import Testing
         }
     }
 
+    /// Apache James sends the message itself as `application/json; charset=utf-8`
+    /// without `Content-Encoding` (its JMAP PushVerification and StateChange pushes),
+    /// and its Topic is a padded base64url text (24 characters ending in `==`).
+    @Test func apacheJamesBinaryBodyUnderAJSONTypeAndPaddedTopicAreAccepted() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let message = Fixture.message()
+            let topic = Data((0..<16).map { UInt8($0 * 7) }).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            #expect(topic.count == 24 && topic.hasSuffix("=="))
+            let response = try await app.push(
+                id, body: message,
+                headers: [("TTL", "2419200"), ("Content-Type", "application/json charset=utf-8"), ("Topic", topic)])
+            #expect(response.status == 201, "\(response.text)")
+            let entry = try #require(try await app.queueEntries().first)
+            #expect(entry.ciphertext == message)
+            #expect(entry.collapseID == topic)
+        }
+    }
+
     @Test func realRFC8291BodyFromPywebpushIsAccepted() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)
@@ -135,6 +156,23 @@ import Testing
         ),
         (
             [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", "a b")],
+            "Topic must be 1 to 32 base64url characters"
+        ),
+        // Padding only at the end, at most two, and within the 32 characters.
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", "a===")],
+            "Topic must be 1 to 32 base64url characters"
+        ),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", "a=b")],
+            "Topic must be 1 to 32 base64url characters"
+        ),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", "==")],
+            "Topic must be 1 to 32 base64url characters"
+        ),
+        (
+            [("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Topic", String(repeating: "a", count: 31) + "==")],
             "Topic must be 1 to 32 base64url characters"
         ),
         ([("TTL", "60"), ("Content-Encoding", "aesgcm")], "Content-Encoding must be aes128gcm"),

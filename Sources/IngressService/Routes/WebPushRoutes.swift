@@ -124,7 +124,6 @@ final class WebPushRoutes: Sendable {
         var message = request.body
         switch headers.bodyFormat {
         case .aes128gcm: break
-        case .base64URLText: message = try AES128GCMMessage.decodeText(message)
         case .aes128gcmOrText:
             if !AES128GCMMessage.isBinary(message) { message = try AES128GCMMessage.decodeText(message) }
         }

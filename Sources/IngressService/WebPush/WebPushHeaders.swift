@@ -7,12 +7,10 @@ struct WebPushHeaders: Sendable, Equatable {
     enum BodyFormat: Sendable, Equatable {
         /// `Content-Encoding: aes128gcm`: the body is the message (RFC 8291).
         case aes128gcm
-        /// No `Content-Encoding`, `Content-Type: application/json`: the body is the
-        /// message's base64url text (bare or as a JSON string).
-        case base64URLText
-        /// `Content-Encoding: aes128gcm` with `Content-Type: application/json`: older
-        /// Stalwart releases send the message's (padded) base64url text this way, other
-        /// senders the message itself; the body tells them apart
+        /// `Content-Type: application/json`, with or without `Content-Encoding:
+        /// aes128gcm`: older Stalwart releases send the message's base64url text (bare,
+        /// padded or as a JSON string) this way, other senders the message itself
+        /// (Apache James, without `Content-Encoding`); the body tells them apart
         /// (`AES128GCMMessage.isBinary`).
         case aes128gcmOrText
     }
@@ -43,9 +41,7 @@ struct WebPushHeaders: Sendable, Equatable {
         }
 
         if let topic = fields.topic?.trimmingWhitespace {
-            guard !topic.isEmpty, topic.utf8.count <= 32, topic.utf8.allSatisfy(Self.isBase64URLCharacter) else {
-                throw .invalid("Topic must be 1 to 32 base64url characters")
-            }
+            guard Self.isValidTopic(topic) else { throw .invalid("Topic must be 1 to 32 base64url characters") }
             self.topic = topic
         } else {
             topic = nil
@@ -58,10 +54,21 @@ struct WebPushHeaders: Sendable, Equatable {
             }
             bodyFormat = json ? .aes128gcmOrText : .aes128gcm
         } else if json {
-            bodyFormat = .base64URLText
+            bodyFormat = .aes128gcmOrText
         } else {
             throw .invalid("Content-Encoding must be aes128gcm")
         }
+    }
+
+    /// RFC 8030's Topic: at most 32 characters of the base64url alphabet. Up to two
+    /// trailing `=` (RFC 4648's optional padding) count among the 32: Apache James
+    /// sends its 16-byte topics padded (24 characters ending in `==`).
+    static func isValidTopic(_ topic: String) -> Bool {
+        let bytes = topic.utf8
+        guard bytes.count <= 32 else { return false }
+        var characters = bytes[...]
+        for _ in 0..<2 where characters.last == UInt8(ascii: "=") { characters = characters.dropLast() }
+        return !characters.isEmpty && characters.allSatisfy(isBase64URLCharacter)
     }
 
     /// The headers read here, from one pass over the request's. `TTL`, `Urgency`,
