@@ -88,8 +88,9 @@ import Testing
 
     @Test func aFourKilobyteBodyIsSentWithoutCSoTheAppShowsThePlaceholder() async throws {
         try await DeliveryStack.with { stack in
-            try await stack.startWorker()
+            let worker = try await stack.startWorker()
             let (id, _, token) = try await stack.subscribe()
+            #expect(worker.metrics.ciphertextOmitted.value() == 0)
             // 4,096 bytes of ciphertext are 5,462 in base64url: past APNs's 4,096.
             let body = Fixture.message(recordLength: 4096 - 86)
             #expect(try await stack.push(id, body: body).status == 201)
@@ -98,6 +99,8 @@ import Testing
             #expect(
                 String(decoding: recorded.payload, as: UTF8.self)
                     == #"{"aps":{"alert":{"title":"","body":"New notification"},"mutable-content":1}}"#)
+            // Counted, so an operator sees a sender whose pushes never reach the app's extension.
+            #expect(worker.metrics.ciphertextOmitted.value() == 1)
         }
     }
 }

@@ -23,6 +23,10 @@ final class WorkerMetrics: Sendable {
     let deadLetters: Counter
     let claimed: Counter
     let circuitRaised: Counter
+    /// APNs requests whose payload left out `c`: the ciphertext would have passed
+    /// APNs's 4 KB, so the app shows the placeholder. A sender padding every message
+    /// to 4 KB (webpush-go's default record size) shows up here.
+    let ciphertextOmitted: Counter
     /// Sent messages not yet added to `sends` (added per acknowledged batch with one
     /// atomic add; `flush()` moves it into the labelled counter before each rendering).
     let sentSinceFlush = SentCounter()
@@ -61,11 +65,15 @@ final class WorkerMetrics: Sendable {
             "pushgate_worker_claimed_total", help: "Entries claimed from other consumers after the visibility timeout.")
         circuitRaised = registry.counter(
             "pushgate_worker_circuit_raised_total", help: "Times a credential/environment circuit flag was raised.")
+        ciphertextOmitted = registry.counter(
+            "pushgate_worker_ciphertext_omitted_total",
+            help: "APNs requests sent without the ciphertext (c), which would have passed 4 KB: placeholder only.")
         // The series alerts watch, at 0 until they happen (`Counter.initialize`).
         for reason in ["deliveries", "unreadable"] { deadLetters.initialize(reason) }
         sends.initialize("failed", "credential_rejected")
         claimed.initialize()
         circuitRaised.initialize()
+        ciphertextOmitted.initialize()
     }
 
     /// Adds the sends counted since the last flush to `sends`.

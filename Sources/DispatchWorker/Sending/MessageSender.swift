@@ -56,7 +56,9 @@ final class MessageSender: Sendable {
         case .rejected: return report(batch, .failed(.credentialRejected, detail: "credential_rejected"), completion)
         case .unavailable: return report(batch, .postponed(cause: "database"), completion)
         }
-        let notifications = NotificationBuilder.notifications(for: batch)
+        var omittedCiphertexts = 0
+        let notifications = NotificationBuilder.notifications(for: batch, omittedCiphertexts: &omittedCiphertexts)
+        if omittedCiphertexts > 0 { metrics.ciphertextOmitted.increment(by: Double(omittedCiphertexts)) }
         let environment = message.sandbox ? sandbox : production
         let latency = metrics.apnsLatencySeries
         let start = ContinuousClock.now

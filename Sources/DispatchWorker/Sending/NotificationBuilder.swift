@@ -13,6 +13,13 @@ enum NotificationBuilder {
     /// The notifications of a batch, in order, written into one buffer straight from
     /// the messages' bytes: no strings, and no payload array per message.
     static func notifications(for batch: [Delivery]) -> APNsNotificationBatch {
+        var omitted = 0
+        return notifications(for: batch, omittedCiphertexts: &omitted)
+    }
+
+    /// `notifications(for:)`, adding to `omittedCiphertexts` how many payloads left
+    /// out `c`.
+    static func notifications(for batch: [Delivery], omittedCiphertexts: inout Int) -> APNsNotificationBatch {
         var bytes = 0
         for delivery in batch {
             let message = delivery.message
@@ -27,7 +34,9 @@ enum NotificationBuilder {
                 deviceToken: message.deviceTokenBytes, topic: message.topicBytes, pushType: .alert,
                 priority: APNsPriority(rawValue: message.priority), expiration: expiration(of: message),
                 collapseID: message.collapseIDBytes
-            ) { appendPayload(for: message, to: &$0) }
+            ) {
+                if !appendPayload(for: message, to: &$0) { omittedCiphertexts += 1 }
+            }
         }
         return notifications
     }
@@ -45,8 +54,9 @@ enum NotificationBuilder {
             + (message.ciphertextBytes.count * 4 + 2) / 3
     }
 
-    /// Appends the payload to `bytes` (which may hold other things before it).
-    private static func appendPayload(for message: QueueMessage, to bytes: inout [UInt8]) {
+    /// Appends the payload to `bytes` (which may hold other things before it); false
+    /// when it left out `c`.
+    private static func appendPayload(for message: QueueMessage, to bytes: inout [UInt8]) -> Bool {
         let start = bytes.count
         // Read in place from the message's buffer: no copy of the ciphertext, no strings.
         let (title, body, ciphertext) = (message.alertTitleBytes, message.alertBodyBytes, message.ciphertextBytes)
@@ -57,11 +67,13 @@ enum NotificationBuilder {
         JSONString.append(utf8: body, to: &bytes)
         bytes.append(contentsOf: #"},"mutable-content":1}"#.utf8)
         // `,"c":"` + text + `"` + the closing `}`.
-        if bytes.count - start + 7 + encodedLength + 1 <= maximumPayloadBytes {
+        let fits = bytes.count - start + 7 + encodedLength + 1 <= maximumPayloadBytes
+        if fits {
             bytes.append(contentsOf: #","c":""#.utf8)
             Base64URL.append(ciphertext, to: &bytes)
             bytes.append(UInt8(ascii: "\""))
         }
         bytes.append(UInt8(ascii: "}"))
+        return fits
     }
 }
