@@ -106,6 +106,18 @@ import Testing
             #expect(binaryTooLarge.status == 413)
             let garbage = try await app.push(id, body: Array("not*base64".utf8), headers: headers)
             #expect(garbage.text == errorBody(1001, "Invalid parameters: body is not base64url"))
+            // A JMAP StateChange in clear (a subscription made without keys), with or
+            // without Content-Encoding.
+            let clear = Array(#"{"@type":"StateChange","changed":{}}"#.utf8)
+            for headers in [headers, [("TTL", "60"), ("Content-Type", "application/json")]] {
+                let unencrypted = try await app.push(id, body: clear, headers: headers)
+                #expect(
+                    unencrypted.text
+                        == errorBody(
+                            1001,
+                            "Invalid parameters: body is not encrypted: the push subscription needs the device's keys (RFC 8291)"
+                        ))
+            }
         }
     }
 

@@ -41,6 +41,11 @@ enum AES128GCMMessage {
         while let last = text.last, last == 0x20 || last == 0x0a || last == 0x0d || last == 0x09 {
             text = text.dropLast()
         }
+        // A JMAP server pushes its StateChange in clear, as a JSON object, to a
+        // subscription created without keys: say so, rather than "not base64url".
+        if text.first == UInt8(ascii: "{") {
+            throw .invalid("body is not encrypted: the push subscription needs the device's keys (RFC 8291)")
+        }
         if text.count >= 2, text.first == UInt8(ascii: "\""), text.last == UInt8(ascii: "\"") {
             text = text.dropFirst().dropLast()
         }
