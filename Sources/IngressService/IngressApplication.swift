@@ -17,6 +17,8 @@ final class IngressApplication: Sendable {
     /// `INGRESS_THREADS` is 1; stopped last.
     let frontLoop: EventLoop?
     let postgres: PostgresClient
+    /// The cache fills' connections (`DATABASE_FILL_CONNECTIONS`), apart from `postgres`.
+    let fillPostgres: PostgresClient
     let keys: RedisKeys
     let metrics: IngressMetrics
     let sweeper: SubscriptionSweeper
@@ -28,7 +30,7 @@ final class IngressApplication: Sendable {
 
     init(
         configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, replyRedis: RedisClient,
-        hotPath: RedisMultiplexer, postgres: PostgresClient,
+        hotPath: RedisMultiplexer, postgres: PostgresClient, fillPostgres: PostgresClient,
         keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, invalidation: CacheInvalidation,
         adminServer: HTTPServer? = nil, frontLoop: EventLoop? = nil, logger: Logger
     ) {
@@ -39,6 +41,7 @@ final class IngressApplication: Sendable {
         self.replyRedis = replyRedis
         self.hotPath = hotPath
         self.postgres = postgres
+        self.fillPostgres = fillPostgres
         self.keys = keys
         self.metrics = metrics
         self.sweeper = sweeper
@@ -74,6 +77,7 @@ final class IngressApplication: Sendable {
         replyRedis.close()
         hotPath.close()
         postgres.close()
+        fillPostgres.close()
         frontLoop?.shutdown()
     }
 }
@@ -109,6 +113,15 @@ func buildApplication(
         configuration: .init(
             url: configuration.common.databaseURL, applicationName: "pushgate-ingress",
             maximumConnections: configuration.databaseConnections, acquireTimeout: .seconds(5), connectTimeout: 5))
+    // The hot path's cache fills read Postgres over connections of their own: a flood
+    // of pushes to unknown push URLs (each read once, then answered from a minute's
+    // negative entry) then waits on these, not on the connections that registrations,
+    // /readyz and the admin API need.
+    let fillPostgres = PostgresClient(
+        configuration: .init(
+            url: configuration.common.databaseURL, applicationName: "pushgate-ingress-fill",
+            maximumConnections: configuration.databaseFillConnections, acquireTimeout: .seconds(5),
+            connectTimeout: 5))
     let metrics = IngressMetrics()
     let subscriptions = SubscriptionRepository(postgres: postgres)
     let directory = AppDirectory(postgres: postgres)
@@ -124,7 +137,8 @@ func buildApplication(
         device: configuration.deviceRateLimit)
     limiter.appAPI = configuration.appAPIRateLimit
     let cache = HotPathCache(
-        redis: redis, keys: keys, subscriptions: subscriptions, directory: directory,
+        redis: redis, keys: keys, subscriptions: SubscriptionRepository(postgres: fillPostgres),
+        directory: AppDirectory(postgres: fillPostgres),
         lifetimeMilliseconds: Int64(configuration.cacheLifetimeSeconds) * 1000,
         staleLifetimeMilliseconds: Int64(configuration.cacheStaleLifetimeSeconds) * 1000,
         staleLog: ThrottledLog(logger: logger, interval: .seconds(60)),
@@ -182,7 +196,7 @@ func buildApplication(
     }
     return IngressApplication(
         configuration: configuration, server: server, redis: redis, replyRedis: replyRedis, hotPath: hotPath,
-        postgres: postgres, keys: keys,
+        postgres: postgres, fillPostgres: fillPostgres, keys: keys,
         metrics: metrics, sweeper: sweeper, invalidation: invalidation, adminServer: adminServer, frontLoop: frontLoop,
         logger: logger)
 }

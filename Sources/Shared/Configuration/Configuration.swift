@@ -129,6 +129,9 @@ public struct IngressConfiguration: Sendable {
     public var redisConnections: Int
     public var appAPIReplyConnections: Int
     public var databaseConnections: Int
+    /// Postgres connections of the hot path's cache fills (`DATABASE_FILL_CONNECTIONS`),
+    /// apart from `databaseConnections`.
+    public var databaseFillConnections: Int
 
     public init(environment: Environment = Environment()) throws(ConfigurationError) {
         common = try CommonConfiguration(environment: environment)
@@ -159,6 +162,7 @@ public struct IngressConfiguration: Sendable {
         redisConnections = try environment.integer("REDIS_CONNECTIONS", default: 16, range: 1...1024)
         appAPIReplyConnections = try environment.integer("APP_API_REPLY_CONNECTIONS", default: 8, range: 1...1024)
         databaseConnections = try environment.integer("DATABASE_CONNECTIONS", default: 10, range: 1...1024)
+        databaseFillConnections = try environment.integer("DATABASE_FILL_CONNECTIONS", default: 4, range: 1...1024)
         listen = try environment.listenAddress("INGRESS_LISTEN") ?? ListenAddress(host: "127.0.0.1", port: 8080)
         adminListen = try environment.listenAddress("ADMIN_LISTEN")
         adminToken = environment.optional("ADMIN_TOKEN")
