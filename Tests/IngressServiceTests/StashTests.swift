@@ -58,6 +58,14 @@ import Testing
             #expect(
                 try await pending(app, id, secret)
                     == [untagged, calendar, thirdInbox].map(Base64URL.encode))
+            // Entries keep the one format every version reads: `<ms>:<ciphertext>`.
+            let entries = try await app.redis.send("LRANGE", app.keys.stash(id), 0, -1).array ?? []
+            #expect(entries.compactMap(\.bytes).allSatisfy { $0.prefix(13).allSatisfy { (48...57).contains($0) } })
+            // Activation drops the stash and what it knew of topics.
+            let activated = try await app.request(
+                "POST", "/api/push/v1/subscriptions/\(id)/activate", headers: [("Authorization", "Bearer \(secret)")])
+            #expect(activated.status == 204)
+            #expect(try await app.redis.send("EXISTS", app.keys.stash(id), app.keys.stashTopics(id)).int == 0)
         }
     }
 

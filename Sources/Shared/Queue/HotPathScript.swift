@@ -514,15 +514,26 @@ public enum HotPathScript {
               redis.call('LPOP', stash)
             end
             local body, topic = stashedParts(message)
-            local entryHead = nowText
+            local entry = nowText .. ':' .. body
             if topic then
               -- RFC 8030, section 5.4: it replaces the outstanding message of its topic.
-              entryHead = nowText .. ';' .. topic
-              for _, entry in ipairs(redis.call('LRANGE', stash, 0, -1)) do
-                if string.match(entry, '^%d+;([^:]*):') == topic then redis.call('LREM', stash, 1, entry) end
+              -- Entries keep their format (readers of every version); a hash names
+              -- each topic's entry by its start: the time and the message's salt (its
+              -- first 16 bytes, random per message).
+              local topics = stash .. ':topics'
+              local previous = redis.call('HGET', topics, topic)
+              if previous then
+                for _, stashed in ipairs(redis.call('LRANGE', stash, 0, -1)) do
+                  if string.sub(stashed, 1, #previous) == previous then
+                    redis.call('LREM', stash, 1, stashed)
+                    break
+                  end
+                end
               end
+              redis.call('HSET', topics, topic, string.sub(entry, 1, #nowText + 17))
+              redis.call('PEXPIRE', topics, stashLifetime)
             end
-            redis.call('RPUSH', stash, entryHead .. ':' .. body)
+            redis.call('RPUSH', stash, entry)
             redis.call('LTRIM', stash, -stashLimit, -1)
             redis.call('PEXPIRE', stash, stashLifetime)
             return 8

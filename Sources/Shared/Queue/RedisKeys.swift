@@ -15,7 +15,8 @@ import Foundation
 /// | `<ns>:{t}:acct:<id>` | hash | ingress (cache fill) | account cache (`AccountCacheField`) |
 /// | `<ns>:{t}:gen:<entry>` | string | whoever invalidates a cache entry | its generation: a fill only writes the generation it read before Postgres (`CacheInvalidation`) |
 /// | `<ns>:{t}:gone:<id>` | string | worker | tombstone: the token died, answer 410 |
-/// | `<ns>:{t}:stash:<id>` | list | ingress | pending stash: `<accepted ms>:` (`<accepted ms>;<Topic>:` with a Topic) + ciphertext, oldest first |
+/// | `<ns>:{t}:stash:<id>` | list | ingress | pending stash: `<accepted ms>:` + ciphertext, oldest first |
+/// | `<ns>:{t}:stash:<id>:topics` | hash | ingress | the stashed message of each Web Push Topic, by its entry's start (`HotPathScript`) |
 /// | `<ns>:{t}:rate:pushes:<id>` | list | ingress | per-subscription sliding window: accepted times (ms), newest first (`HotPathScript`) |
 /// | `<ns>:{t}:rate:<scope>:<ip>` | zset | ingress | per-IP sliding windows (`reg`, `dev`) |
 /// | `<ns>:{t}:quota:<account>:<yyyymm>` | string | ingress (+1), worker (−1 on failure) | monthly reservations |
@@ -55,6 +56,8 @@ public struct RedisKeys: Sendable, Equatable {
     public func cacheGeneration(of entryKey: String) -> String { prefix + "gen:" + entryKey.dropFirst(prefix.count) }
     public func tombstone(_ subscriptionID: String) -> String { prefix + "gone:" + subscriptionID }
     public func stash(_ subscriptionID: String) -> String { prefix + "stash:" + subscriptionID }
+    /// Which stashed message holds each Topic (RFC 8030 replacement).
+    public func stashTopics(_ subscriptionID: String) -> String { stash(subscriptionID) + ":topics" }
     /// Until the list window, `rate:push:<id>` held the window as a sorted set; those
     /// keys expire on their own (ingresses of both kinds keep separate windows while
     /// a rolling upgrade lasts).

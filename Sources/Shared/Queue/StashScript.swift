@@ -1,7 +1,6 @@
 /// Reads a subscription's pending stash: the ciphertexts younger than the stash
-/// lifetime, oldest first (entries are `<accepted ms>:<ciphertext>`, or
-/// `<accepted ms>;<Topic>:<ciphertext>` for a push with a Topic, which replaces the
-/// stashed one of its topic; written by `HotPathScript` with the Redis server's clock).
+/// lifetime, oldest first (entries are `<accepted ms>:<ciphertext>`, written by
+/// `HotPathScript` with the Redis server's clock).
 public enum StashScript {
     public static let script = RedisScript(
         source: """
@@ -10,8 +9,7 @@ public enum StashScript {
             local out = {}
             for _, item in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
               local colon = string.find(item, ':', 1, true)
-              local acceptedAt = colon and tonumber(string.match(item, '^%d+'))
-              if acceptedAt and acceptedAt > oldest then
+              if colon and tonumber(string.sub(item, 1, colon - 1)) > oldest then
                 out[#out + 1] = string.sub(item, colon + 1)
               end
             end
