@@ -157,6 +157,31 @@ import Testing
         }
     }
 
+    /// `POST /credentials/{id}/verify` restores a flagged credential and the ingress
+    /// takes its pushes again: a worker that had read it rejected must send the
+    /// messages accepted since, not fail them for the rest of its cache's minute.
+    @Test func aRestoredCredentialSendsTheMessagesAcceptedAfterItsRejectionWasCached() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (id, _, token) = try await stack.subscribe()
+            try await stack.postgres.execute(
+                "UPDATE push_credentials SET status = 'rejected', rejected_at = now() WHERE id = \(stack.credentialID)")
+            try await stack.enqueue(try await stack.message(subscription: id, token: token, reply: "before"))
+            #expect(try await stack.awaitReply("before")["reason"] == "credential_rejected")
+            // What verify writes; then a message accepted after it, once the worker's
+            // once-a-second recheck allows.
+            try await stack.postgres.execute(
+                """
+                UPDATE push_credentials SET status = 'active', rejected_at = NULL, rejected_reason = NULL
+                WHERE id = \(stack.credentialID)
+                """)
+            try await Task.sleep(for: .milliseconds(1100))
+            try await stack.enqueue(try await stack.message(subscription: id, token: token, reply: "after"))
+            #expect(try await stack.awaitReply("after")["status"] == "sent")
+            #expect(stack.recordings(token: token).count == 1)
+        }
+    }
+
     @Test func repliesCarryTheOutcomeAndSentKeepsTheQuota() async throws {
         try await DeliveryStack.with { stack in
             try await stack.startWorker()

@@ -1,3 +1,4 @@
+import Foundation
 import Shared
 import Synchronization
 
@@ -5,7 +6,11 @@ import Synchronization
 /// the sealed `.p8` opened with `CREDENTIAL_KEY`) and kept for a while, so a burst
 /// of messages costs one query per credential. Concurrent misses share one read.
 /// A credential found rejected, or marked so after APNs refused its token, fails
-/// fast until the entry expires and Postgres says it was restored or replaced.
+/// fast until the entry expires and Postgres says it was restored or replaced, but
+/// only for messages accepted before that answer: the ingress queues a push only while
+/// the app's credential is active, so a message accepted later says it may have been
+/// restored meanwhile (`POST /credentials/{id}/verify`), and Postgres is asked again
+/// (at most once a second) instead of failing it for good.
 /// When Postgres cannot be read, the answer read before stays in use (checked again
 /// every `failureLifetime`): sends do not depend on Postgres, and a credential
 /// revoked meanwhile is still caught by APNs's refusal.
@@ -26,12 +31,15 @@ final class CredentialCache: Sendable {
 
     private enum Entry {
         case loading(Task<Lookup, Never>)
-        case ready(Lookup, expires: ContinuousClock.Instant)
+        /// `decidedAt`: when the answer was read or marked, UNIX ms (this host's clock,
+        /// compared with the ingress's `acceptedAt`).
+        case ready(Lookup, expires: ContinuousClock.Instant, decidedAt: Int64)
     }
 
     private let reader: PushCredentialReader
     private let lifetime: Duration
     private let failureLifetime: Duration
+    private let recheckIntervalMilliseconds: Int64 = 1000
     private let logger: Logger
     /// While Postgres is away every send asks again: one line now and then, not one per batch.
     private let readFailureLog: ThrottledLog
@@ -48,16 +56,23 @@ final class CredentialCache: Sendable {
         readFailureLog = ThrottledLog(logger: logger, interval: .seconds(10))
     }
 
-    func lookup(_ id: String) async -> Lookup {
+    /// The credential for messages accepted at `acceptedAt` (UNIX ms) or before.
+    func lookup(_ id: String, acceptedAt: Int64 = 0) async -> Lookup {
         guard !id.isEmpty else { return .missing }
         let now = ContinuousClock.now
         let found: Entry = entries.withLock { entries in
             switch entries[id] {
-            case .ready(let lookup, let expires) where expires > now:
-                return .ready(lookup, expires: expires)
+            case .ready(.rejected, _, let decidedAt)
+            where acceptedAt > decidedAt && Self.unixMilliseconds() - decidedAt >= recheckIntervalMilliseconds:
+                // Accepted after the rejection was seen: read it again.
+                let task = Task { await self.load(id, earlier: .rejected) }
+                entries[id] = .loading(task)
+                return .loading(task)
+            case .ready(let lookup, let expires, let decidedAt) where expires > now:
+                return .ready(lookup, expires: expires, decidedAt: decidedAt)
             case .loading(let task):
                 return .loading(task)
-            case .ready(let earlier, _):
+            case .ready(let earlier, _, _):
                 let task = Task { await self.load(id, earlier: earlier) }
                 entries[id] = .loading(task)
                 return .loading(task)
@@ -68,7 +83,7 @@ final class CredentialCache: Sendable {
             }
         }
         switch found {
-        case .ready(let lookup, _): return lookup
+        case .ready(let lookup, _, _): return lookup
         case .loading(let task): return await task.value
         }
     }
@@ -76,8 +91,11 @@ final class CredentialCache: Sendable {
     /// APNs refused the credential: fail its messages fast from now on.
     func markRejected(_ id: String) {
         let expires = ContinuousClock.now + lifetime
-        entries.withLock { $0[id] = .ready(.rejected, expires: expires) }
+        let decidedAt = Self.unixMilliseconds()
+        entries.withLock { $0[id] = .ready(.rejected, expires: expires, decidedAt: decidedAt) }
     }
+
+    private static func unixMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     /// Reads the credential; `earlier` is the expired answer, kept if Postgres fails.
     private func load(_ id: String, earlier: Lookup?) async -> Lookup {
@@ -96,7 +114,8 @@ final class CredentialCache: Sendable {
             lookup = .unavailable
             if let earlier, !earlier.isUnavailable {
                 readFailureLog.warning("cannot read credentials; using what was read before", error: error)
-                entries.withLock { $0[id] = .ready(earlier, expires: .now + failureLifetime) }
+                let decidedAt = Self.unixMilliseconds()
+                entries.withLock { $0[id] = .ready(earlier, expires: .now + failureLifetime, decidedAt: decidedAt) }
                 return earlier
             }
             readFailureLog.warning("cannot read credentials; their messages wait", error: error)
@@ -107,7 +126,8 @@ final class CredentialCache: Sendable {
         case .missing: expires = .now + failureLifetime
         case .unavailable: expires = .now  // the next message asks again
         }
-        entries.withLock { $0[id] = .ready(lookup, expires: expires) }
+        let decidedAt = Self.unixMilliseconds()
+        entries.withLock { $0[id] = .ready(lookup, expires: expires, decidedAt: decidedAt) }
         return lookup
     }
 }

@@ -50,7 +50,8 @@ final class MessageSender: Sendable {
     private func send(batch: [Delivery], completion: @escaping Completion) async {
         let message = batch[0].message
         let credential: APNsCredential
-        switch await credentials.lookup(message.credentialID) {
+        let newest = batch.reduce(Int64.min) { max($0, $1.message.acceptedAt) }
+        switch await credentials.lookup(message.credentialID, acceptedAt: newest) {
         case .usable(let usable): credential = usable
         case .missing: return report(batch, .failed(.credentialMissing, detail: "credential_missing"), completion)
         case .rejected: return report(batch, .failed(.credentialRejected, detail: "credential_rejected"), completion)
