@@ -4,6 +4,9 @@ import Shared
 if MigrationCommand.isRequested() {
     exit(await MigrationCommand.run(logger: Logger(component: "worker")))
 }
+if DeadLetterReplay.isRequested() {
+    exit(await DeadLetterReplay.run(logger: Logger(component: "worker")))
+}
 
 let configuration = ServiceMain.load { () throws(ConfigurationError) in try WorkerConfiguration() }
 let logger = Logger(component: "worker", minimumLevel: configuration.common.logLevel)

@@ -263,6 +263,56 @@ import Testing
         }
     }
 
+    /// `dispatch-worker replay-dead-letters`: what no worker could read goes back on the
+    /// stream for the workers running now (its messages were never sent nor settled);
+    /// letters dead for other reasons stay, and one still unreadable is taken once.
+    @Test func unreadableDeadLettersAreReplayedAndTheOthersKept() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (id, _, token) = try await stack.subscribe()
+            let message = try await stack.message(subscription: id, token: token, reply: "replayed")
+            let unreadable = "unreadable: queue message field v is not a known format version"
+            func deadLetter(_ fields: [[UInt8]], reason: String) async throws {
+                let extra = [Array("dead_reason".utf8), Array(reason.utf8), Array("dead_at".utf8), Array("1".utf8)]
+                _ = try await stack.redis.send(
+                    argv: [Array("XADD".utf8), Array(stack.keys.deadLetters.utf8), Array("*".utf8)] + fields + extra)
+            }
+            try await deadLetter(message.fields, reason: unreadable)
+            try await deadLetter([Array("v".utf8), Array("4".utf8)], reason: "handed out 6 times without an outcome")
+            try await deadLetter([Array("v".utf8), Array("9".utf8)], reason: unreadable)
+
+            let result = try await DeadLetterReplay.replay(
+                stream: stack.keys.stream, redis: stack.redis, pageSize: 1)
+            #expect(result == DeadLetterReplay.Result(replayed: 2, kept: 1))
+            let reply = try await stack.awaitReply("replayed")
+            #expect(reply == ["mid": message.messageID, "status": "sent", "reason": ""])
+            #expect(stack.recordings(token: token).count == 1)
+            // The kept letter, and the one still unreadable, dead-lettered again.
+            try await eventually("the unreadable one back") {
+                try await stack.streamLength(stack.keys.deadLetters) == 2
+            }
+            let dead = try await stack.redis.send("XRANGE", stack.keys.deadLetters, "-", "+").array ?? []
+            let reasons = dead.map { entry -> String? in
+                let fields = entry.array?.last?.array?.compactMap(\.string) ?? []
+                return fields.firstIndex(of: "dead_reason").map { fields[$0 + 1] }
+            }
+            #expect(reasons == ["handed out 6 times without an outcome", unreadable])
+        }
+    }
+
+    /// The command's own configuration: `REDIS_URL` and `WORKER_STREAMS` only.
+    @Test func theReplayCommandReadsItsStreamsFromTheEnvironment() async throws {
+        try await DeliveryStack.with { stack in
+            let (logger, lines) = TestEnvironment.capturingLogger("worker")
+            let status = await DeadLetterReplay.run(
+                environment: Environment(["REDIS_URL": TestEnvironment.redisURL, "WORKER_STREAMS": stack.keys.stream]),
+                logger: logger)
+            #expect(status == 0)
+            #expect(lines.all.contains { $0.contains("dead letters replayed") && $0.contains(stack.keys.stream) })
+            #expect(await DeadLetterReplay.run(environment: Environment([:]), logger: logger) == 2)
+        }
+    }
+
     /// One entry of several messages (format 4, as the hot path writes them): each
     /// gets its own outcome, and the entry is acknowledged once, with all of them.
     @Test func eachMessageOfAnEntryGetsItsOwnOutcome() async throws {
