@@ -97,6 +97,19 @@ import Testing
     }
 }
 
+@Suite struct QueueGaugesTests {
+    /// The lag is measured against Redis's clock (`TIME`), the one entry ids carry.
+    @Test func aTimeReplyIsReadAsUnixMilliseconds() async throws {
+        let reply = RedisReply.array([.bulk(Array("1700000000".utf8)), .bulk(Array("123456".utf8))])
+        #expect(QueueGauges.milliseconds(fromTime: reply) == 1_700_000_000_123)
+        #expect(QueueGauges.milliseconds(fromTime: .null) == nil)
+        let redis = try RedisClient(url: TestEnvironment.redisURL, options: .init(maximumConnections: 1))
+        defer { redis.close() }
+        let now = try #require(QueueGauges.milliseconds(fromTime: try await redis.send("TIME")))
+        #expect(abs(now - Int64(Date().timeIntervalSince1970 * 1000)) < 5_000)
+    }
+}
+
 @Suite struct RetryPolicyTests {
     let policy = RetryPolicy(maxAttempts: 4, baseMilliseconds: 100, capMilliseconds: 1000)
 

@@ -22,16 +22,27 @@ struct QueueGauges: Sendable {
                 let replies = try? await redis.pipeline([
                     RedisCommand("XLEN", context.stream), RedisCommand("XRANGE", context.stream, "-", "+", "COUNT", 1),
                     RedisCommand("ZCARD", context.keys.retrySchedule), RedisCommand("XLEN", context.keys.deadLetters),
-                ]), replies.count == 4
+                    RedisCommand("TIME"),
+                ]), replies.count == 5
             else { continue }
             let stream = context.stream
             metrics.queueLength.set(Double(replies[0].int ?? 0), stream)
             let oldest = StreamEntry.list(replies[1], deliveryCount: 0).first?.addedAtMilliseconds
-            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            // Entry ids carry Redis's clock: the lag is measured against it, so a host
+            // whose clock is off does not scale the workers (the HPA takes the max).
+            let now = Self.milliseconds(fromTime: replies[4]) ?? Int64(Date().timeIntervalSince1970 * 1000)
             metrics.queueLag.set(oldest.map { Double(max(now - $0, 0)) / 1000 } ?? 0, stream)
             metrics.retryScheduled.set(Double(replies[2].int ?? 0), stream)
             metrics.deadLetterLength.set(Double(replies[3].int ?? 0), stream)
         }
+    }
+
+    /// A `TIME` reply (seconds, microseconds) in UNIX milliseconds.
+    static func milliseconds(fromTime reply: RedisReply) -> Int64? {
+        guard let parts = reply.array, parts.count == 2, let seconds = parts[0].string.flatMap({ Int64($0) }),
+            let microseconds = parts[1].string.flatMap({ Int64($0) })
+        else { return nil }
+        return seconds * 1000 + microseconds / 1000
     }
 
     func run(every interval: Duration, while running: @Sendable () -> Bool) async {
