@@ -59,6 +59,10 @@ import Testing
             let unknown = try await stack.bind("AAAAAAAAAAAAAAAAAAAAAA", secret: device.secret, user: alice, key: key)
             #expect(unknown.status == 404)
             #expect(try await stack.api("POST", "/subscriptions/bind", key: key, json: "{}").status == 400)
+            // A user id no user can have (Postgres text holds no NUL) is no user, not a storage error.
+            let nul = try await stack.bind(device.id, secret: device.secret, user: alice + #"\u0000"#, key: key)
+            #expect(nul.status == 403)
+            #expect(nul.text.contains("authorized"))
 
             // Another app's key cannot bind this app's subscription.
             let other = try await Fixture.create(stack.postgres)

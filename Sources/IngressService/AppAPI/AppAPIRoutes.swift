@@ -47,10 +47,16 @@ struct AppAPIRoutes: Sendable {
             throw AppAPIError.subscriptionNotFound
         }
         guard ConstantTime.equals(presented, owner.secretHash) else { throw AppAPIError.wrongSecret }
-        guard try await repository.hasAuthorized(user: user, app: app) else { throw AppAPIError.userNotAuthorized }
+        guard Self.canBeUserID(user), try await repository.hasAuthorized(user: user, app: app) else {
+            throw AppAPIError.userNotAuthorized
+        }
         guard try await repository.bind(id, app: app, user: user) else { throw AppAPIError.subscriptionNotFound }
         return HTTPResponse(status: 204)
     }
+
+    /// Whether some user could have `id`: Postgres text cannot hold a NUL (its
+    /// driver refuses one, which would otherwise answer as a storage failure).
+    static func canBeUserID(_ id: String) -> Bool { !id.utf8.contains(0) }
 
     /// `DELETE /subscriptions/{id}/bind` → 204; the subscription stays, anonymous.
     func unbind(_ id: String, app: String) async throws -> HTTPResponse {
@@ -63,7 +69,7 @@ struct AppAPIRoutes: Sendable {
     /// `GET /users/{userId}/devices` → `{devices: [...]}`, active devices in this app.
     /// `user` is final: the HTTP server has percent-decoded the path already.
     func devices(_ user: String, app: String) async throws -> HTTPResponse {
-        let devices = try await repository.devicesJSON(user: user, app: app)
+        let devices = Self.canBeUserID(user) ? try await repository.devicesJSON(user: user, app: app) : []
         return .json(200, "{\"devices\":[" + devices.joined(separator: ",") + "]}")
     }
 }
