@@ -355,9 +355,10 @@ import Testing
     }
 
     /// Bodies being received count against the server's `bodyMemoryLimit`, all
-    /// connections together: a slow upload holds its part, a request that would pass
-    /// the limit is answered `unavailable` (503), and the memory comes back once the
-    /// body is handed over (or its connection ends).
+    /// connections together, by the memory they hold (a declared `Content-Length` is
+    /// reserved at its first bytes): a slow upload holds its part, a request that would
+    /// pass the limit is answered `unavailable` (503), and the memory comes back once
+    /// the body is handed over (or its connection ends).
     @Test(arguments: pollings) func bodiesPastTheServersBodyMemoryAreAnswered503(polling: Polling) async throws {
         struct LargeEchoHandler: HTTPHandler {
             func maximumBodySize(for head: HTTPRequestHead) -> Int { 64 * 1024 }
@@ -369,7 +370,7 @@ import Testing
             let slow = try HeldConnection(port: server.port)
             slow.send(Array("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\nConnection: close\r\n\r\n".utf8))
             slow.send(Array(repeating: 1, count: 50_000))
-            #expect(try await Poll.until(timeout: .seconds(10)) { bodyMemory() == 50_000 })
+            #expect(try await Poll.until(timeout: .seconds(10)) { bodyMemory() == 60_000 })
 
             let refused = try await RawHTTPClient(port: server.port).request(
                 "POST", "/", body: Array(repeating: 2, count: 60_000))
@@ -388,9 +389,62 @@ import Testing
             let leaving = try HeldConnection(port: server.port)
             leaving.send(Array("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n".utf8))
             leaving.send(Array(repeating: 1, count: 30_000))
-            #expect(try await Poll.until(timeout: .seconds(10)) { bodyMemory() == 30_000 })
+            #expect(try await Poll.until(timeout: .seconds(10)) { bodyMemory() == 60_000 })
             leaving.close()
             #expect(try await Poll.until(timeout: .seconds(10)) { bodyMemory() == 0 })
+
+            // Without a declared length (chunked), what the growing body holds: at least
+            // what arrived, at most twice that.
+            let chunked = try HeldConnection(port: server.port)
+            chunked.send(Array("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".utf8))
+            chunked.send(Array("2710\r\n".utf8) + Array(repeating: 4, count: 10_000) + Array("\r\n".utf8))
+            #expect(try await Poll.until(timeout: .seconds(10)) { bodyMemory() >= 10_000 })
+            #expect(bodyMemory() <= 20_000)
+            chunked.send(Array("0\r\n\r\n".utf8))
+            #expect(try await Poll.until(timeout: .seconds(10)) { bodyMemory() == 0 })
+            chunked.close()
+        }
+    }
+
+    /// Bodies allowed past 64 KiB (the App API's) share half the body memory, so a
+    /// flood of them leaves room for the small ones (Web Push).
+    @Test func largeBodiesShareHalfTheBodyMemory() async throws {
+        struct SizedHandler: HTTPHandler {
+            func maximumBodySize(for head: HTTPRequestHead) -> Int { head.path == "/large" ? 1 << 20 : 64 * 1024 }
+            func handle(_ request: HTTPRequest) async -> HTTPResponse { .text(201, "bytes=\(request.body.count)") }
+        }
+        let limited: (inout HTTPServer.Configuration) -> Void = { $0.bodyMemoryLimit = 100_000 }
+        try await withServer(SizedHandler(), polling: .eventLoop, limited) { server in
+            let large = try HeldConnection(port: server.port)
+            large.send(Array("POST /large HTTP/1.1\r\nHost: x\r\nContent-Length: 40000\r\n\r\n".utf8))
+            large.send([1])
+            func largeBodyMemory() -> Int { server.largeBodyMemory.load(ordering: .relaxed) }
+            #expect(try await Poll.until(timeout: .seconds(10)) { largeBodyMemory() == 40_000 })
+            let secondLarge = try await RawHTTPClient(port: server.port).request(
+                "POST", "/large", body: Array(repeating: 2, count: 40_000))
+            #expect(secondLarge.status == 503)
+            let small = try await RawHTTPClient(port: server.port).request(
+                "POST", "/", body: Array(repeating: 3, count: 40_000))
+            #expect(small.status == 201)
+            large.close()
+            #expect(try await Poll.until(timeout: .seconds(10)) { server.bodyMemory.load(ordering: .relaxed) == 0 })
+            #expect(largeBodyMemory() == 0)
+        }
+    }
+
+    /// A body that trickles in, never idle for the connection timeout, is cut off once
+    /// it has taken `bodyTimeout`, and its memory given back.
+    @Test(arguments: pollings) func aBodyStillArrivingAfterTheBodyTimeoutIsCutOff(polling: Polling) async throws {
+        let quick: (inout HTTPServer.Configuration) -> Void = { $0.bodyTimeout = .milliseconds(500) }
+        try await withServer(EchoHandler(), polling: polling, quick) { server in
+            let slow = try HeldConnection(port: server.port)
+            slow.send(Array("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n".utf8))
+            slow.send(Array(repeating: 1, count: 10))
+            #expect(try await Poll.until(timeout: .seconds(10)) { server.bodyMemory.load(ordering: .relaxed) == 100 })
+            try await Task.sleep(for: .milliseconds(700))
+            slow.send(Array(repeating: 1, count: 10))
+            #expect(await slow.receiveAll().isEmpty)  // closed, unanswered
+            #expect(try await Poll.until(timeout: .seconds(10)) { server.bodyMemory.load(ordering: .relaxed) == 0 })
         }
     }
 

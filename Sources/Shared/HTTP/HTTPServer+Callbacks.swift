@@ -10,6 +10,12 @@ final class HTTPRequestContext: Sendable {
     let bodyLimit: Int
     /// Touched only by the daemon thread that owns the connection, until dispatch.
     nonisolated(unsafe) var body: [UInt8] = []
+    /// What `body` holds of the server's body memory: its capacity, reserved ahead
+    /// (the declared length at once, else doubling as the array would grow), so the
+    /// budget counts the memory really held, not only the bytes received.
+    nonisolated(unsafe) var reservedBodyBytes = 0
+    /// When the head arrived: a body still arriving `bodyTimeout` later is cut off.
+    let startedAt = ContinuousClock.now
     nonisolated(unsafe) var bodyTooLarge = false
     /// The server's body memory ran out while this body arrived: it is dropped and
     /// the request answered `unavailable`.
@@ -20,9 +26,13 @@ final class HTTPRequestContext: Sendable {
     /// Written by the handler's task, read by the daemon thread after resume.
     let response = Mutex<HTTPResponse?>(nil)
 
+    /// `Content-Length`, when the request declares one.
+    let declaredBodyLength: Int?
+
     init(head: HTTPRequestHead, bodyLimit: Int) {
         self.head = head
         self.bodyLimit = bodyLimit
+        declaredBodyLength = head.headers["Content-Length"].flatMap(Int.init)
     }
 }
 
@@ -43,7 +53,7 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
             peerAddress: peerAddress(connection))
         let limit = server.handler.maximumBodySize(for: head)
         let context = HTTPRequestContext(head: head, bodyLimit: limit)
-        if let declared = head.headers["Content-Length"].flatMap(Int.init), declared > limit {
+        if let declared = context.declaredBodyLength, declared > limit {
             context.bodyTooLarge = true
         }
         server.inFlight.add(1, ordering: .relaxed)
@@ -74,16 +84,22 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
         return queue(response, on: connection, server: server)
     }
     if uploadSize.pointee > 0 {
+        // A body that trickles in (a byte now and then, never idle long enough for the
+        // connection timeout) would hold its memory indefinitely: its connection is
+        // closed, unanswered, once the whole body has taken `bodyTimeout`.
+        if ContinuousClock.now - context.startedAt > server.configuration.bodyTimeout {
+            server.releaseBody(of: context)
+            return .NO
+        }
         let size = uploadSize.pointee
         if !context.bodyTooLarge && !context.bodyOverMemory && context.headRejection == nil {
-            if context.body.count + size > context.bodyLimit {
+            let needed = context.body.count + size
+            if needed > context.bodyLimit {
                 context.bodyTooLarge = true
-                server.releaseBodyMemory(context.body.count)
-                context.body = []
-            } else if !server.reserveBodyMemory(size) {
+                server.releaseBody(of: context)
+            } else if needed > context.reservedBodyBytes && !server.reserveBodyCapacity(needed, for: context) {
                 context.bodyOverMemory = true
-                server.releaseBodyMemory(context.body.count)
-                context.body = []
+                server.releaseBody(of: context)
             } else if let uploadData {
                 uploadData.withMemoryRebound(to: UInt8.self, capacity: size) {
                     context.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size))
@@ -96,8 +112,7 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
     if let rejection = context.headRejection { return queue(rejection, on: connection, server: server) }
     if context.bodyOverMemory { return queue(server.handler.unavailable(context.head), on: connection, server: server) }
     let request = HTTPRequest(head: context.head, body: context.body)
-    server.releaseBodyMemory(context.body.count)
-    context.body = []
+    server.releaseBody(of: context)
     return dispatch(request, of: context, on: connection, server: server)
 }
 
@@ -133,7 +148,7 @@ let httpServerCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
     let context = Unmanaged<HTTPRequestContext>.fromOpaque(pointer)
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
     // A request that ended before its body was dispatched (the client went away).
-    server.releaseBodyMemory(context.takeUnretainedValue().body.count)
+    server.releaseBody(of: context.takeUnretainedValue())
     context.release()
     server.inFlight.subtract(1, ordering: .releasing)
 }

@@ -40,6 +40,10 @@ public final class HTTPServer: Sendable {
         /// dropped. Without it, slow uploads of bodies each under their own limit
         /// (the App API's is about 1.1 MB) on thousands of connections exhaust memory.
         public var bodyMemoryLimit: Int
+        /// The longest a request's body may take to arrive, from its head on: past
+        /// it the connection is closed (a body trickling in a byte at a time is never
+        /// idle long enough for `connectionTimeoutSeconds`).
+        public var bodyTimeout: Duration
         /// The loop that runs the daemon instead of its own `threads` (which are then
         /// not started): handlers answering from this loop's thread (a Redis
         /// multiplexer on it) then cost no thread hand-off at all.
@@ -48,8 +52,9 @@ public final class HTTPServer: Sendable {
         public init(
             address: ListenAddress, threads: Int = 2, connectionLimit: Int = 10_000, connectionTimeoutSeconds: Int = 30,
             headerLimit: Int = 8 * 1024, headerMemoryLimit: Int = 16 * 1024, bodyMemoryLimit: Int = 256 << 20,
-            eventLoop: EventLoop? = nil
+            bodyTimeout: Duration = .seconds(60), eventLoop: EventLoop? = nil
         ) {
+            self.bodyTimeout = bodyTimeout
             self.eventLoop = eventLoop
             self.address = address
             self.threads = threads
@@ -79,17 +84,48 @@ public final class HTTPServer: Sendable {
     /// Bytes of request bodies being received, all connections together (`bodyMemoryLimit`).
     let bodyMemory = Atomic<Int>(0)
 
-    /// Counts `bytes` more of a body being received, unless that passes the limit.
-    func reserveBodyMemory(_ bytes: Int) -> Bool {
-        let total = bodyMemory.add(bytes, ordering: .relaxed).newValue
-        guard total > configuration.bodyMemoryLimit else { return true }
-        bodyMemory.subtract(bytes, ordering: .relaxed)
-        return false
+    /// The part of `bodyMemory` held by bodies allowed past `largeBodySize`.
+    let largeBodyMemory = Atomic<Int>(0)
+
+    /// Bodies allowed more than this (the App API's batches, about 1.1 MB) share half
+    /// the body memory between them, so a flood of them cannot starve the small ones
+    /// (Web Push, 8 KB).
+    static let largeBodySize = 64 * 1024
+
+    /// Grows `context`'s reservation so its body can hold `needed` bytes: to its
+    /// declared `Content-Length` at once when it has one, else to twice `needed` (as
+    /// the array would grow), never past its limit; false, reserving nothing, when that
+    /// passes the server's body memory. The body's capacity follows the reservation.
+    func reserveBodyCapacity(_ needed: Int, for context: HTTPRequestContext) -> Bool {
+        let target = min(max(needed, context.declaredBodyLength ?? 2 * needed), context.bodyLimit)
+        let bytes = target - context.reservedBodyBytes
+        let large = context.bodyLimit > Self.largeBodySize
+        if large {
+            let total = largeBodyMemory.add(bytes, ordering: .relaxed).newValue
+            guard total <= configuration.bodyMemoryLimit / 2 else {
+                largeBodyMemory.subtract(bytes, ordering: .relaxed)
+                return false
+            }
+        }
+        guard bodyMemory.add(bytes, ordering: .relaxed).newValue <= configuration.bodyMemoryLimit else {
+            bodyMemory.subtract(bytes, ordering: .relaxed)
+            if large { largeBodyMemory.subtract(bytes, ordering: .relaxed) }
+            return false
+        }
+        context.body.reserveCapacity(target)
+        context.reservedBodyBytes = target
+        return true
     }
 
-    /// A body no longer being received (handed to the handler, dropped, or its request ended).
-    func releaseBodyMemory(_ bytes: Int) {
-        if bytes > 0 { bodyMemory.subtract(bytes, ordering: .relaxed) }
+    /// Gives back what `context`'s body held (handed to the handler, dropped, or its
+    /// request ended) and drops it.
+    func releaseBody(of context: HTTPRequestContext) {
+        let bytes = context.reservedBodyBytes
+        context.body = []
+        context.reservedBodyBytes = 0
+        guard bytes > 0 else { return }
+        bodyMemory.subtract(bytes, ordering: .relaxed)
+        if context.bodyLimit > Self.largeBodySize { largeBodyMemory.subtract(bytes, ordering: .relaxed) }
     }
 
     /// Raw pointers are not Sendable; these are only read under the lock, and
