@@ -136,6 +136,8 @@ func buildApplication(
         redis: redis, keys: keys, registration: configuration.registrationRateLimit,
         device: configuration.deviceRateLimit)
     limiter.appAPI = configuration.appAPIRateLimit
+    limiter.unknownPush = configuration.unknownPushRateLimit
+    let clientIP = ClientIPResolver(trustedProxies: configuration.trustedProxies)
     let cache = HotPathCache(
         redis: redis, keys: keys, subscriptions: SubscriptionRepository(postgres: fillPostgres),
         directory: AppDirectory(postgres: fillPostgres),
@@ -161,14 +163,14 @@ func buildApplication(
         invalidationRetryWindow: .seconds(configuration.cacheLifetimeSeconds), logger: logger.child("device"))
     let webPush = WebPushRoutes(
         hotPath: hotPath, keys: keys, scriptEncoder: HotPathScript.Encoder(keys: keys),
-        cache: cache,
+        cache: cache, unknownPushes: UnknownPushLimit(limiter: limiter, clientIP: clientIP),
         metrics: metrics, pushRateLimit: configuration.pushRateLimit, stashLimit: configuration.stashLimit,
         stashLifetimeMilliseconds: stashLifetime, maximumTTL: configuration.maximumPushTTLSeconds,
         messageBase: base + "/api/push/m/", failureLog: failureLog)
     let handler = IngressHandler(
         device: device, webPush: webPush, health: HealthRoutes(redis: redis, postgres: postgres, metrics: metrics),
         appAPI: appAPI,
-        clientIP: ClientIPResolver(trustedProxies: configuration.trustedProxies), metrics: metrics,
+        clientIP: clientIP, metrics: metrics,
         failureLog: failureLog)
     let server = HTTPServer(
         configuration: .init(

@@ -202,6 +202,38 @@ import Testing
         #expect(untrusting.clientKey(head(peer: proxy, forwarded: ["198.51.100.7"])) == "10.1.2.3")
     }
 
+    /// Pushes to push URLs neither Redis nor Postgres knows cost a Postgres read each:
+    /// per client IP, past `RATE_LIMIT_UNKNOWN_PUSH` such lookups are refused (429)
+    /// before Postgres is asked. What Redis answers (a known subscription, an id found
+    /// unknown a moment ago) is not held up, nor are other clients.
+    @Test func pushesToUnknownURLsAreLimitedPerClientIP() async throws {
+        try await IngressTestApp.with(["TRUSTED_PROXIES": "127.0.0.0/8", "RATE_LIMIT_UNKNOWN_PUSH": "3/60"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (known, _) = try await app.subscribe(topic: fixture.topic)
+            let prober = [("X-Forwarded-For", "198.51.100.1")]
+            func push(_ id: String, from client: [(String, String)]) async throws -> RawHTTPClient.Response {
+                try await app.push(id, headers: Fixture.pushHeaders + client)
+            }
+            #expect(try await push(known, from: prober).status == 201)  // now in Redis's cache
+            let unknown = (0..<4).map { _ in Base64URL.encode(SecureRandom.bytes(16)) }
+            for id in unknown.prefix(3) { #expect(try await push(id, from: prober).status == 404) }
+            let refused = try await push(unknown[3], from: prober)
+            #expect(refused.status == 429)
+            #expect(refused.text == errorBody(1006, "Too many requests"))
+            #expect(Int(refused.headers["retry-after"] ?? "") ?? 0 > 0)
+            // Redis's answers still come: an id found unknown a moment ago, a known subscription.
+            #expect(try await push(unknown[0], from: prober).status == 404)
+            #expect(try await push(known, from: prober).status == 201)
+            // Another client is not held up, and a subscription Redis had to look up is not counted.
+            let other = [("X-Forwarded-For", "198.51.100.2")]
+            #expect(try await push(unknown[3], from: other).status == 404)
+            for _ in 0..<4 {
+                _ = try await app.redis.send("DEL", app.keys.subscription(known))
+                #expect(try await push(known, from: other).status == 201)
+            }
+        }
+    }
+
     @Test func trustedProxiesApplyToTheRunningService() async throws {
         try await IngressTestApp.with(["TRUSTED_PROXIES": "127.0.0.0/8", "RATE_LIMIT_REGISTRATION": "1/3600"]) { app in
             let fixture = try await Fixture.create(app.postgres)

@@ -11,6 +11,8 @@ struct SlidingWindowLimiter: Sendable {
         case device = "dev"
         /// The App API, keyed by app id.
         case appAPI = "app"
+        /// Web Pushes to push URLs neither Redis nor Postgres knows, per client IP.
+        case unknownPush = "unk"
     }
 
     let redis: RedisClient
@@ -18,39 +20,60 @@ struct SlidingWindowLimiter: Sendable {
     let registration: RateLimit
     let device: RateLimit
     var appAPI = RateLimit(limit: 600, windowSeconds: 60)
+    var unknownPush = RateLimit(limit: 600, windowSeconds: 60)
 
     /// Counts one request of `client`; throws 429 (1006, `Retry-After`) when the window is full.
     func admit(_ scope: Scope, client: String) async throws {
+        try await run(scope, client: client, mode: "admit")
+    }
+
+    /// Throws 429 (1006, `Retry-After`) when `client`'s window is full, counting nothing
+    /// (a limit on what a request turns out to be: `record` counts it then).
+    func check(_ scope: Scope, client: String) async throws {
+        try await run(scope, client: client, mode: "check")
+    }
+
+    /// Counts one request of `client`, full window or not.
+    func record(_ scope: Scope, client: String) async throws {
+        try await run(scope, client: client, mode: "add")
+    }
+
+    private func run(_ scope: Scope, client: String, mode: String) async throws {
         let limit =
             switch scope {
             case .registration: registration
             case .device: device
             case .appAPI: appAPI
+            case .unknownPush: unknownPush
             }
         let reply = try await redis.run(
             Self.script, keys: [keys.ipRate(scope.rawValue, client)],
-            arguments: [limit.limit, limit.windowMilliseconds, Base64URL.encode(SecureRandom.bytes(12))])
+            arguments: [limit.limit, limit.windowMilliseconds, Base64URL.encode(SecureRandom.bytes(12)), mode])
         guard let wait = reply.int else {
             throw RedisError(code: .unexpectedReply, message: "rate limit script answered an unexpected shape")
         }
         if wait > 0 { throw PushAPIError.tooManyRequests(retryAfter: Int((wait + 999) / 1000)) }
     }
 
-    /// KEYS[1] window; ARGV limit, window ms, unique member. Returns 0 when admitted,
-    /// else the milliseconds until enough requests have left the window for one more:
-    /// the oldest, or more when the window holds more than the limit (a limit lowered
-    /// by configuration, or replicas with different limits during a rollout).
+    /// KEYS[1] window; ARGV limit, window ms, unique member, mode (`admit`: check, then
+    /// count; `check`: only check; `add`: only count). Returns 0 when admitted (or
+    /// counted), else the milliseconds until enough requests have left the window for
+    /// one more: the oldest, or more when the window holds more than the limit (a limit
+    /// lowered by configuration, or replicas with different limits during a rollout).
     static let script = RedisScript(
         source: """
             local t = redis.call('TIME')
             local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-            local window = tonumber(ARGV[2])
+            local window, mode = tonumber(ARGV[2]), ARGV[4] or 'admit'
             redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-            local count, limit = redis.call('ZCARD', KEYS[1]), tonumber(ARGV[1])
-            if count >= limit then
-              local index = count - limit
-              local freeing = redis.call('ZRANGE', KEYS[1], index, index, 'WITHSCORES')
-              return math.max(tonumber(freeing[2]) + window - now, 1)
+            if mode ~= 'add' then
+              local count, limit = redis.call('ZCARD', KEYS[1]), tonumber(ARGV[1])
+              if count >= limit then
+                local index = count - limit
+                local freeing = redis.call('ZRANGE', KEYS[1], index, index, 'WITHSCORES')
+                return math.max(tonumber(freeing[2]) + window - now, 1)
+              end
+              if mode == 'check' then return 0 end
             end
             redis.call('ZADD', KEYS[1], now, ARGV[3])
             redis.call('PEXPIRE', KEYS[1], window)

@@ -84,33 +84,40 @@ struct HotPathCache: Sendable {
     /// cannot be read again stays in use: the next run allows stale entries
     /// (`HotPathScript.Request.allowsStaleCache`), and for a moment so do the other
     /// pushes' without asking Postgres. A missing one has nothing to fall back on, so
-    /// the error is thrown.
+    /// the error is thrown. False when Postgres has no such subscription (a negative
+    /// entry now says so).
+    @discardableResult
     func refresh(
         kind: String, id: String, stale: Bool, for request: inout HotPathScript.Request
-    ) async throws {
+    ) async throws -> Bool {
         if stale && refreshFailures.isRecent {
             refreshFailureCount?.increment()
             request.allowsStaleCache = true
-            return
+            return true
         }
         do {
-            try await fill(kind: kind, id: id, subscriptionID: request.subscriptionID)
+            return try await fill(kind: kind, id: id, subscriptionID: request.subscriptionID)
         } catch let error where stale {
             refreshFailures.record()
             refreshFailureCount?.increment()
             staleLog?.warning("cache entries past their lifetime stay in use: they cannot be read again", error: error)
             request.allowsStaleCache = true
+            return true
         }
     }
 
-    /// Fills the entry the script reported missing. An app or account that no longer
-    /// exists means the subscription went with it: its entry is dropped, so the
-    /// next attempt finds the subscription gone from Postgres.
-    func fill(kind: String, id: String, subscriptionID: String) async throws {
+    /// Fills the entry the script reported missing; false when it is a subscription
+    /// Postgres does not have. An app or account that no longer exists means the
+    /// subscription went with it: its entry is dropped, so the next attempt finds the
+    /// subscription gone from Postgres.
+    @discardableResult
+    func fill(kind: String, id: String, subscriptionID: String) async throws -> Bool {
         switch kind {
         case "subscription":
             let generation = try await self.generation(of: keys.subscription(id))
-            try await store(subscription: id, try await subscriptions.cacheEntry(id), generation: generation)
+            let entry = try await subscriptions.cacheEntry(id)
+            try await store(subscription: id, entry, generation: generation)
+            return entry != nil
         case "app":
             let generation = try await self.generation(of: keys.app(id))
             if let app = try await directory.app(id) {
@@ -137,6 +144,7 @@ struct HotPathCache: Sendable {
         default:
             throw RedisError(code: .unexpectedReply, message: "hot-path script reported an unknown cache entry")
         }
+        return true
     }
 
     /// The entry's generation now ('' for none); read before the row is.

@@ -24,6 +24,7 @@ final class WebPushRoutes: Sendable {
     /// Writes each push as an item of the hot-path script's batched command.
     let scriptEncoder: HotPathScript.Encoder
     let cache: HotPathCache
+    let unknownPushes: UnknownPushLimit
     let metrics: IngressMetrics
     let pushRateLimit: RateLimit
     let stashLimit: Int
@@ -37,13 +38,14 @@ final class WebPushRoutes: Sendable {
 
     init(
         hotPath: RedisMultiplexer, keys: RedisKeys, scriptEncoder: HotPathScript.Encoder, cache: HotPathCache,
-        metrics: IngressMetrics, pushRateLimit: RateLimit, stashLimit: Int, stashLifetimeMilliseconds: Int64,
-        maximumTTL: Int, messageBase: String, failureLog: ThrottledLog
+        unknownPushes: UnknownPushLimit, metrics: IngressMetrics, pushRateLimit: RateLimit, stashLimit: Int,
+        stashLifetimeMilliseconds: Int64, maximumTTL: Int, messageBase: String, failureLog: ThrottledLog
     ) {
         self.hotPath = hotPath
         self.keys = keys
         self.scriptEncoder = scriptEncoder
         self.cache = cache
+        self.unknownPushes = unknownPushes
         self.metrics = metrics
         self.pushRateLimit = pushRateLimit
         self.stashLimit = stashLimit
@@ -90,12 +92,12 @@ final class WebPushRoutes: Sendable {
         do {
             switch try prepare(request, id: id) {
             case .oversized(let headers):
-                Task { respond(await oversized(id: id, headers: headers)) }
+                Task { respond(await oversized(request.head, id: id, headers: headers)) }
                 return
             case .admit(let admitted): admission = admitted
             }
         } catch {
-            Task { respond(await rejectMalformed(error, id: id)) }
+            Task { respond(await rejectMalformed(error, request.head, id: id)) }
             return
         }
         hotPath.send(admission.item) { [self] result in
@@ -104,7 +106,8 @@ final class WebPushRoutes: Sendable {
                 if case .cacheMiss = decision {
                     Task {
                         do {
-                            respond(try answer(try await decide(admission.request, after: decision), admission))
+                            let decision = try await decide(admission.request, of: request.head, after: decision)
+                            respond(try answer(decision, admission))
                         } catch {
                             respond(reject(error))
                         }
@@ -157,22 +160,22 @@ final class WebPushRoutes: Sendable {
     func oversized(_ head: HTTPRequestHead, id: String) async -> HTTPResponse {
         do {
             let headers = try WebPushHeaders(head.headers, maximumTTL: maximumTTL)
-            return await oversized(id: id, headers: headers)
+            return await oversized(head, id: id, headers: headers)
         } catch {
-            return await rejectMalformed(error, id: id)
+            return await rejectMalformed(error, head, id: id)
         }
     }
 
     /// A request the checks before Redis refused (`error`): 404 or 410 if its push
     /// URL is unknown or gone, else `error`'s answer. The URL's fate matters more to
     /// the sender than its request's flaws; if Redis cannot tell, `error` stands.
-    private func rejectMalformed(_ error: any Error, id: String) async -> HTTPResponse {
+    private func rejectMalformed(_ error: any Error, _ head: HTTPRequestHead, id: String) async -> HTTPResponse {
         guard (error as? PushAPIError)?.code == .invalidParameters else { return reject(error) }
         guard SubscriptionID.isWellFormed(id) else { return reject(PushAPIError.notFound) }
         let request = scriptRequest(
             id: id, scope: .existence, messageID: messageIDs.next(), ciphertext: [], headers: nil, now: Date())
         do {
-            _ = try await decide(request)
+            _ = try await decide(request, of: head)
         } catch let refusal as PushAPIError where refusal.code == .subscriptionNotFound {
             return reject(refusal)
         } catch {
@@ -181,13 +184,13 @@ final class WebPushRoutes: Sendable {
         return reject(error)
     }
 
-    private func oversized(id: String, headers: WebPushHeaders) async -> HTTPResponse {
+    private func oversized(_ head: HTTPRequestHead, id: String, headers: WebPushHeaders) async -> HTTPResponse {
         do {
             guard SubscriptionID.isWellFormed(id) else { throw PushAPIError.notFound }
             let messageID = messageIDs.next()
             let request = scriptRequest(
                 id: id, scope: .checkBeforeSize, messageID: messageID, ciphertext: [], headers: headers, now: Date())
-            _ = try await decide(request)
+            _ = try await decide(request, of: head)
             throw PushAPIError.tooLarge
         } catch {
             return reject(error)
@@ -215,8 +218,10 @@ final class WebPushRoutes: Sendable {
     /// `HotPathCache.maximumScriptRuns`; stale entries are kept in use when Postgres
     /// cannot be read), and turns refusals into `PushAPIError`s. `earlier` is the
     /// decision of a run already made (by the callback path), which counts as the first.
+    /// A subscription Redis does not know is looked up within `head`'s client's
+    /// allowance of unknown pushes (`UnknownPushLimit`).
     private func decide(
-        _ request: HotPathScript.Request, after earlier: HotPathScript.Decision? = nil
+        _ request: HotPathScript.Request, of head: HTTPRequestHead, after earlier: HotPathScript.Decision? = nil
     ) async throws -> HotPathScript.Decision {
         var request = request
         var decision = earlier
@@ -226,7 +231,10 @@ final class WebPushRoutes: Sendable {
                 decision = try Self.refusal(HotPathScript.decision(from: reply))
             }
             guard case .cacheMiss(let kind, let entryID, let stale) = decision else { return decision! }
-            try await cache.refresh(kind: kind, id: entryID, stale: stale, for: &request)
+            let lookup = kind == "subscription" && !stale
+            if lookup { try await unknownPushes.checkBeforeLookup(head) }
+            let found = try await cache.refresh(kind: kind, id: entryID, stale: stale, for: &request)
+            if lookup && !found { await unknownPushes.recordUnknown(head) }
         }
         // The cache keeps missing (evicted as fast as it is filled): a storage problem.
         throw PushAPIError.storageUnavailable

@@ -117,6 +117,8 @@ public struct IngressConfiguration: Sendable {
     public var pushRateLimit: RateLimit
     /// The App API's per-app window, shared by all its endpoints (`RATE_LIMIT_APP_API`).
     public var appAPIRateLimit: RateLimit
+    /// Web Pushes per client IP to push URLs neither Redis nor Postgres knows (`RATE_LIMIT_UNKNOWN_PUSH`).
+    public var unknownPushRateLimit: RateLimit
     /// How long `POST /api/v1/app/push/send` waits for the workers' outcomes (`APP_API_SEND_DEADLINE_MS`).
     public var appAPISendDeadlineMilliseconds: Int
     public var stashLimit: Int
@@ -147,6 +149,8 @@ public struct IngressConfiguration: Sendable {
         pushRateLimit = try environment.rateLimit("RATE_LIMIT_PUSH", default: RateLimit(limit: 120, windowSeconds: 60))
         appAPIRateLimit = try environment.rateLimit(
             "RATE_LIMIT_APP_API", default: RateLimit(limit: 600, windowSeconds: 60))
+        unknownPushRateLimit = try environment.rateLimit(
+            "RATE_LIMIT_UNKNOWN_PUSH", default: RateLimit(limit: 600, windowSeconds: 60))
         appAPISendDeadlineMilliseconds = try environment.integer(
             "APP_API_SEND_DEADLINE_MS", default: 10_000, range: 1...120_000)
         stashLimit = try environment.integer("STASH_MAX_MESSAGES", default: 5, range: 1...100)
