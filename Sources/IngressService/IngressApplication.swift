@@ -137,6 +137,7 @@ func buildApplication(
         device: configuration.deviceRateLimit)
     limiter.appAPI = configuration.appAPIRateLimit
     limiter.unknownPush = configuration.unknownPushRateLimit
+    limiter.appAPIKeyFailures = configuration.appAPIKeyFailureRateLimit
     let clientIP = ClientIPResolver(trustedProxies: configuration.trustedProxies)
     let cache = HotPathCache(
         redis: redis, keys: keys, subscriptions: SubscriptionRepository(postgres: fillPostgres),
@@ -148,7 +149,7 @@ func buildApplication(
     let appRepository = AppAPIRepository(postgres: postgres)
     let appAPI = AppAPIRoutes(
         authenticator: AppAPIAuthenticator(keys: AppAPIKeyStore(postgres: postgres)), repository: appRepository,
-        limiter: limiter,
+        limiter: limiter, clientIP: clientIP,
         sender: AppAPISender(
             repository: appRepository, redis: redis, keys: keys, cache: cache,
             replies: ReplyCollector(redis: replyRedis),

@@ -27,6 +27,25 @@ import Testing
         }
     }
 
+    /// Keys are looked up in Postgres: past `RATE_LIMIT_APP_API_KEY_FAILURES` invalid
+    /// keys from one client IP, its requests answer 429 before any lookup, valid key
+    /// or not, until the window moves on.
+    @Test func invalidKeysArePerClientIPLimited() async throws {
+        try await DeliveryStack.with(ingress: ["RATE_LIMIT_APP_API_KEY_FAILURES": "2/60"]) { stack in
+            let user = try await stack.user()
+            let key = try await stack.apiKey()
+            #expect(try await stack.api("GET", "/users/\(user)/devices", key: key).status == 200)  // not counted
+            for _ in 0..<2 {
+                #expect(try await stack.api("GET", "/users/\(user)/devices", key: "pgk_guess").status == 401)
+            }
+            let limited = try await stack.api("GET", "/users/\(user)/devices", key: "pgk_guess")
+            #expect(limited.status == 429)
+            #expect(limited.text == #"{"error": "1006 Too many requests"}"#)
+            #expect(Int(limited.headers["retry-after"] ?? "") ?? 0 >= 1)
+            #expect(try await stack.api("GET", "/users/\(user)/devices", key: key).status == 429)
+        }
+    }
+
     @Test func thePerAppLimitIsSharedByAllEndpointsAndAnswers429With1006AndRetryAfter() async throws {
         try await DeliveryStack.with(ingress: ["RATE_LIMIT_APP_API": "3/60"]) { stack in
             let key = try await stack.apiKey()

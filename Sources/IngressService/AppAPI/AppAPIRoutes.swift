@@ -3,10 +3,15 @@ import Shared
 
 /// The App API under `/api/v1/app/push`: authenticate the key, count the app's
 /// request in its shared window, then bind, unbind, list devices or send.
+///
+/// A key is looked up in Postgres, so each client IP may present keys that are not
+/// (or no longer) valid only `RATE_LIMIT_APP_API_KEY_FAILURES` times per window; past
+/// it its requests answer 429 before the lookup.
 struct AppAPIRoutes: Sendable {
     let authenticator: AppAPIAuthenticator
     let repository: AppAPIRepository
     let limiter: SlidingWindowLimiter
+    let clientIP: ClientIPResolver
     let sender: AppAPISender
     /// Storage failures (never keys, payloads or tokens).
     let failureLog: ThrottledLog
@@ -14,7 +19,7 @@ struct AppAPIRoutes: Sendable {
     /// Every App API route: errors become `{"error": …}` answers.
     func respond(_ route: Route, _ request: HTTPRequest) async -> HTTPResponse {
         do {
-            let app = try await authenticator.appID(for: request)
+            let app = try await authenticate(request)
             do {
                 try await limiter.admit(.appAPI, client: app)
             } catch let error as PushAPIError where error.retryAfter != nil {
@@ -32,6 +37,22 @@ struct AppAPIRoutes: Sendable {
         } catch {
             failureLog.warning("app API request failed: storage error", error: error)
             return AppAPIError.storage.response
+        }
+    }
+
+    /// The key's app, within the client's allowance of failed keys.
+    private func authenticate(_ request: HTTPRequest) async throws -> String {
+        let client = clientIP.clientKey(request.head)
+        do {
+            try await limiter.check(.appAPIKeyFailures, client: client)
+        } catch let error as PushAPIError where error.retryAfter != nil {
+            throw AppAPIError.tooManyRequests(retryAfter: error.retryAfter ?? 1)
+        }
+        do {
+            return try await authenticator.appID(for: request)
+        } catch let error as AppAPIError where error == .unknownKey {
+            try? await limiter.record(.appAPIKeyFailures, client: client)  // best effort: the 401 stands
+            throw error
         }
     }
 

@@ -13,6 +13,8 @@ struct SlidingWindowLimiter: Sendable {
         case appAPI = "app"
         /// Web Pushes to push URLs neither Redis nor Postgres knows, per client IP.
         case unknownPush = "unk"
+        /// App API requests with a key that is not valid, per client IP.
+        case appAPIKeyFailures = "akf"
     }
 
     let redis: RedisClient
@@ -21,6 +23,7 @@ struct SlidingWindowLimiter: Sendable {
     let device: RateLimit
     var appAPI = RateLimit(limit: 600, windowSeconds: 60)
     var unknownPush = RateLimit(limit: 600, windowSeconds: 60)
+    var appAPIKeyFailures = RateLimit(limit: 60, windowSeconds: 60)
 
     /// Counts one request of `client`; throws 429 (1006, `Retry-After`) when the window is full.
     func admit(_ scope: Scope, client: String) async throws {
@@ -45,6 +48,7 @@ struct SlidingWindowLimiter: Sendable {
             case .device: device
             case .appAPI: appAPI
             case .unknownPush: unknownPush
+            case .appAPIKeyFailures: appAPIKeyFailures
             }
         let reply = try await redis.run(
             Self.script, keys: [keys.ipRate(scope.rawValue, client)],

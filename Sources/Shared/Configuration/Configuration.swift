@@ -119,6 +119,8 @@ public struct IngressConfiguration: Sendable {
     public var appAPIRateLimit: RateLimit
     /// Web Pushes per client IP to push URLs neither Redis nor Postgres knows (`RATE_LIMIT_UNKNOWN_PUSH`).
     public var unknownPushRateLimit: RateLimit
+    /// App API requests per client IP with a key that is not valid (`RATE_LIMIT_APP_API_KEY_FAILURES`).
+    public var appAPIKeyFailureRateLimit: RateLimit
     /// How long `POST /api/v1/app/push/send` waits for the workers' outcomes (`APP_API_SEND_DEADLINE_MS`).
     public var appAPISendDeadlineMilliseconds: Int
     public var stashLimit: Int
@@ -151,6 +153,8 @@ public struct IngressConfiguration: Sendable {
             "RATE_LIMIT_APP_API", default: RateLimit(limit: 600, windowSeconds: 60))
         unknownPushRateLimit = try environment.rateLimit(
             "RATE_LIMIT_UNKNOWN_PUSH", default: RateLimit(limit: 600, windowSeconds: 60))
+        appAPIKeyFailureRateLimit = try environment.rateLimit(
+            "RATE_LIMIT_APP_API_KEY_FAILURES", default: RateLimit(limit: 60, windowSeconds: 60))
         appAPISendDeadlineMilliseconds = try environment.integer(
             "APP_API_SEND_DEADLINE_MS", default: 10_000, range: 1...120_000)
         stashLimit = try environment.integer("STASH_MAX_MESSAGES", default: 5, range: 1...100)
