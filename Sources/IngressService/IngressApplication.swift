@@ -22,16 +22,19 @@ final class IngressApplication: Sendable {
     let keys: RedisKeys
     let metrics: IngressMetrics
     let sweeper: SubscriptionSweeper
+    let stashExpiry: StashExpiry
     let invalidation: CacheInvalidation
     /// The admin API's own listener (`ADMIN_LISTEN`); nil when it is off.
     let adminServer: HTTPServer?
     let logger: Logger
     private let sweepTask = Mutex<Task<Void, Never>?>(nil)
+    private let stashExpiryTask = Mutex<Task<Void, Never>?>(nil)
 
     init(
         configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, replyRedis: RedisClient,
         hotPath: RedisMultiplexer, postgres: PostgresClient, fillPostgres: PostgresClient,
-        keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, invalidation: CacheInvalidation,
+        keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, stashExpiry: StashExpiry,
+        invalidation: CacheInvalidation,
         adminServer: HTTPServer? = nil, frontLoop: EventLoop? = nil, logger: Logger
     ) {
         self.frontLoop = frontLoop
@@ -45,6 +48,7 @@ final class IngressApplication: Sendable {
         self.keys = keys
         self.metrics = metrics
         self.sweeper = sweeper
+        self.stashExpiry = stashExpiry
         self.invalidation = invalidation
         self.adminServer = adminServer
         self.logger = logger
@@ -53,10 +57,13 @@ final class IngressApplication: Sendable {
     /// The bound port (useful with port 0).
     var port: Int { server.port }
 
-    /// Starts listening and, when `sweep` is set, the periodic sweep.
+    /// Starts listening, the removal of expired stashed messages and, when `sweep` is
+    /// set, the periodic sweep.
     func start(sweep: Bool = true) throws(HTTPServerError) {
         try server.start()
         try adminServer?.start()
+        let stashExpiry = self.stashExpiry
+        stashExpiryTask.withLock { $0 = Task { await stashExpiry.run() } }
         if sweep {
             let sweeper = self.sweeper
             sweepTask.withLock { $0 = Task { await sweeper.run() } }
@@ -70,6 +77,10 @@ final class IngressApplication: Sendable {
         await server.shutdown(deadline: deadline)
         _ = await admin
         sweepTask.withLock { task in
+            task?.cancel()
+            task = nil
+        }
+        stashExpiryTask.withLock { task in
             task?.cancel()
             task = nil
         }
@@ -185,6 +196,9 @@ func buildApplication(
         maximumAgeSeconds: configuration.subscriptionMaximumAgeSeconds,
         interval: .seconds(configuration.sweepIntervalSeconds),
         invalidationRetryWindow: .seconds(configuration.cacheLifetimeSeconds), logger: logger.child("sweep"))
+    let stashExpiry = StashExpiry(
+        redis: redis, keys: keys, lifetimeMilliseconds: stashLifetime, interval: .seconds(1),
+        logger: logger.child("stash"))
     let adminServer: HTTPServer?
     do {
         adminServer = try AdminAPI.makeServer(
@@ -199,7 +213,7 @@ func buildApplication(
     }
     return IngressApplication(
         configuration: configuration, server: server, redis: redis, replyRedis: replyRedis, hotPath: hotPath,
-        postgres: postgres, fillPostgres: fillPostgres, keys: keys,
-        metrics: metrics, sweeper: sweeper, invalidation: invalidation, adminServer: adminServer, frontLoop: frontLoop,
+        postgres: postgres, fillPostgres: fillPostgres, keys: keys, metrics: metrics, sweeper: sweeper,
+        stashExpiry: stashExpiry, invalidation: invalidation, adminServer: adminServer, frontLoop: frontLoop,
         logger: logger)
 }

@@ -69,6 +69,40 @@ import Testing
         }
     }
 
+    /// The stash list's own expiry follows its newest message: an older one must still
+    /// leave Redis when its own lifetime ends, not only be hidden by GET /pending (the
+    /// spec: stashed ciphertext "is discarded after 30 minutes").
+    @Test func anOlderStashedMessageLeavesRedisAtTheEndOfItsOwnLifetime() async throws {
+        try await IngressTestApp.with(["STASH_TTL_SECONDS": "3"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic, activate: false)
+            func stashed() async throws -> [[UInt8]] {
+                try await app.redis.send("LRANGE", app.keys.stash(id), 0, -1).array?.compactMap(\.bytes) ?? []
+            }
+            let older = Fixture.message()
+            let start = ContinuousClock.now
+            #expect(try await app.push(id, body: older).status == 201)
+            try await Task.sleep(until: start + .milliseconds(1500))
+            let newer = Fixture.message()
+            #expect(try await app.push(id, body: newer).status == 201)
+            #expect(try await stashed().count == 2)
+            // The older one goes at ~3 s (within the removal's second), while the newer
+            // one lives on to ~4.5 s.
+            #expect(
+                try await Poll.until(timeout: .seconds(10), interval: .milliseconds(50)) {
+                    let entries = try await stashed()
+                    return entries.count == 1 && entries[0].suffix(newer.count).elementsEqual(newer)
+                })
+            #expect(ContinuousClock.now - start >= .seconds(3))
+            // Once both are gone, the stash leaves the due set too.
+            #expect(
+                try await Poll.until(timeout: .seconds(10), interval: .milliseconds(100)) {
+                    try await app.redis.send("ZSCORE", app.keys.stashesDue, id) == .null
+                })
+            #expect(try await stashed().isEmpty)
+        }
+    }
+
     @Test func stashedMessagesExpireAfterTheConfiguredLifetime() async throws {
         try await IngressTestApp.with(["STASH_TTL_SECONDS": "3"]) { app in
             let fixture = try await Fixture.create(app.postgres)

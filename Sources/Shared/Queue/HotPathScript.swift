@@ -345,6 +345,8 @@ public enum HotPathScript {
         local rateExpiryText = tostring(now + 2 * window)
         -- Stash entries accepted at or before this are past their lifetime.
         local stashOldest = now - tonumber(stashLifetime)
+        -- When a message stashed now ends its lifetime.
+        local stashExpiryText = tostring(now + tonumber(stashLifetime))
         -- The rate window's index of the rateLimit-th newest push before (after) this
         -- one is added, and when to trim it.
         local lastIndexText, rateLimitText, trimLength = tostring(rateLimit - 1), tostring(rateLimit), 2 * rateLimit
@@ -536,6 +538,9 @@ public enum HotPathScript {
             redis.call('RPUSH', stash, entry)
             redis.call('LTRIM', stash, -stashLimit, -1)
             redis.call('PEXPIRE', stash, stashLifetime)
+            -- The list's expiry follows its newest message: `StashExpiry` removes each
+            -- older one when its own lifetime ends (LT: an older message's time stays).
+            redis.call('ZADD', prefix .. 'stash-due', 'LT', stashExpiryText, id)
             return 8
           end
           local refusal = false

@@ -17,6 +17,7 @@ import Foundation
 /// | `<ns>:{t}:gone:<id>` | string | worker | tombstone: the token died, answer 410 |
 /// | `<ns>:{t}:stash:<id>` | list | ingress | pending stash: `<accepted ms>:` + ciphertext, oldest first |
 /// | `<ns>:{t}:stash:<id>:topics` | hash | ingress | the stashed message of each Web Push Topic, by its entry's start (`HotPathScript`) |
+/// | `<ns>:{t}:stash-due` | zset | ingress | subscription ids with a stash, by when its oldest message's lifetime ends (`StashExpiry`) |
 /// | `<ns>:{t}:rate:pushes:<id>` | list | ingress | per-subscription sliding window: accepted times (ms), newest first (`HotPathScript`) |
 /// | `<ns>:{t}:rate:<scope>:<ip>` | zset | ingress | per-IP sliding windows (`reg`, `dev`) |
 /// | `<ns>:{t}:quota:<account>:<yyyymm>` | string | ingress (+1), worker (−1 on failure) | monthly reservations |
@@ -58,6 +59,9 @@ public struct RedisKeys: Sendable, Equatable {
     public func stash(_ subscriptionID: String) -> String { prefix + "stash:" + subscriptionID }
     /// Which stashed message holds each Topic (RFC 8030 replacement).
     public func stashTopics(_ subscriptionID: String) -> String { stash(subscriptionID) + ":topics" }
+    /// The subscriptions with a stash, scored by when its oldest message's lifetime
+    /// ends (UNIX ms; `StashExpiry` removes it then).
+    public var stashesDue: String { prefix + "stash-due" }
     /// Until the list window, `rate:push:<id>` held the window as a sorted set; those
     /// keys expire on their own (ingresses of both kinds keep separate windows while
     /// a rolling upgrade lasts).
