@@ -16,6 +16,7 @@ static void forward_log(void *cls, const char *format, va_list arguments) {
     MHD_OPTION_SOCK_ADDR, (o)->address, \
     MHD_OPTION_ARRAY, (pool), \
     MHD_OPTION_CONNECTION_LIMIT, (o)->connection_limit, \
+    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (o)->per_ip_connection_limit, \
     MHD_OPTION_CONNECTION_TIMEOUT, (o)->connection_timeout_seconds, \
     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (o)->connection_memory_limit, \
     MHD_OPTION_LISTEN_BACKLOG_SIZE, (o)->listen_backlog, \

@@ -187,7 +187,7 @@ func buildApplication(
     let server = HTTPServer(
         configuration: .init(
             address: configuration.listen, threads: configuration.threads,
-            connectionLimit: configuration.connectionLimit,
+            connectionLimit: configuration.connectionLimit, connectionsPerIP: configuration.connectionsPerIP,
             connectionTimeoutSeconds: configuration.connectionTimeoutSeconds,
             bodyMemoryLimit: configuration.bodyMemoryMegabytes << 20, eventLoop: frontLoop),
         handler: handler, logger: logger.child("http"))

@@ -406,6 +406,25 @@ import Testing
         }
     }
 
+    /// `connectionsPerIP`: past it, a peer's new connections are closed unanswered
+    /// (for a server that clients reach without a proxy), and allowed again once one
+    /// of its connections ends.
+    @Test(arguments: pollings) func aPeersConnectionsPastThePerIPLimitAreClosed(polling: Polling) async throws {
+        let capped: (inout HTTPServer.Configuration) -> Void = { $0.connectionsPerIP = 2 }
+        try await withServer(EchoHandler(), polling: polling, capped) { server in
+            let held = try (0..<2).map { _ in try HeldConnection(port: server.port) }
+            for connection in held { connection.send(Array("POST / HTTP/1.1\r\nHost: x\r\n".utf8)) }
+            let third = try HeldConnection(port: server.port)
+            third.send(Array("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            #expect(await third.receiveAll().isEmpty)
+            held[0].close()
+            #expect(
+                try await Poll.until(timeout: .seconds(10)) {
+                    (try? await RawHTTPClient(port: server.port).request("GET", "/"))?.status == 201
+                })
+        }
+    }
+
     /// Bodies allowed past 64 KiB (the App API's) share half the body memory, so a
     /// flood of them leaves room for the small ones (Web Push).
     @Test func largeBodiesShareHalfTheBodyMemory() async throws {

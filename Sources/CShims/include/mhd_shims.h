@@ -22,6 +22,7 @@ typedef struct {
     const struct sockaddr *address; /// where to listen (IPv4 or IPv6, port 0 for any)
     unsigned int thread_pool_size; /// 0 or 1: no pool (one internal thread, or none)
     unsigned int connection_limit;
+    unsigned int per_ip_connection_limit; /// 0: none
     unsigned int connection_timeout_seconds;
     size_t connection_memory_limit; /// bounds the request line and headers
     unsigned int listen_backlog;

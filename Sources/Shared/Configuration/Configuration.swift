@@ -109,6 +109,8 @@ public struct IngressConfiguration: Sendable {
     public var trustedProxies: [CIDR]
     public var threads: Int
     public var connectionLimit: Int
+    /// Connections one client address may hold (`INGRESS_CONNECTIONS_PER_IP`, 0: no limit).
+    public var connectionsPerIP: Int
     public var connectionTimeoutSeconds: Int
     public var bodyMemoryMegabytes: Int
     public var queueStream: String
@@ -141,6 +143,7 @@ public struct IngressConfiguration: Sendable {
         common = try CommonConfiguration(environment: environment)
         threads = try environment.integer("INGRESS_THREADS", default: 1, range: 1...64)
         connectionLimit = try environment.integer("INGRESS_CONNECTION_LIMIT", default: 10_000, range: 1...1_000_000)
+        connectionsPerIP = try environment.integer("INGRESS_CONNECTIONS_PER_IP", default: 0, range: 0...1_000_000)
         connectionTimeoutSeconds = try environment.integer("INGRESS_CONNECTION_TIMEOUT", default: 30, range: 1...3600)
         bodyMemoryMegabytes = try environment.integer("INGRESS_BODY_MEMORY_MB", default: 256, range: 1...65_536)
         queueStream = environment.optional("QUEUE_STREAM") ?? WorkerConfiguration.defaultStream

@@ -24,6 +24,10 @@ public final class HTTPServer: Sendable {
         public var address: ListenAddress
         public var threads: Int
         public var connectionLimit: Int
+        /// The most connections one peer address may hold at once (0: no limit);
+        /// past it libmicrohttpd closes new ones at once. Only for a server that
+        /// clients reach directly: behind a proxy every connection has its address.
+        public var connectionsPerIP: Int
         public var connectionTimeoutSeconds: Int
         /// The most bytes of path, query and header fields a request may carry: past
         /// it the handler's `rejected(_:_:)` answers, in the API's own error
@@ -50,7 +54,8 @@ public final class HTTPServer: Sendable {
         public var eventLoop: EventLoop?
 
         public init(
-            address: ListenAddress, threads: Int = 2, connectionLimit: Int = 10_000, connectionTimeoutSeconds: Int = 30,
+            address: ListenAddress, threads: Int = 2, connectionLimit: Int = 10_000, connectionsPerIP: Int = 0,
+            connectionTimeoutSeconds: Int = 30,
             headerLimit: Int = 8 * 1024, headerMemoryLimit: Int = 16 * 1024, bodyMemoryLimit: Int = 256 << 20,
             bodyTimeout: Duration = .seconds(60), eventLoop: EventLoop? = nil
         ) {
@@ -59,6 +64,7 @@ public final class HTTPServer: Sendable {
             self.address = address
             self.threads = threads
             self.connectionLimit = connectionLimit
+            self.connectionsPerIP = connectionsPerIP
             self.connectionTimeoutSeconds = connectionTimeoutSeconds
             self.headerLimit = headerLimit
             self.headerMemoryLimit = headerMemoryLimit
@@ -163,6 +169,7 @@ public final class HTTPServer: Sendable {
             options.address = raw.baseAddress!.assumingMemoryBound(to: sockaddr.self)
             options.thread_pool_size = configuration.eventLoop == nil ? UInt32(max(configuration.threads, 1)) : 0
             options.connection_limit = UInt32(configuration.connectionLimit)
+            options.per_ip_connection_limit = UInt32(configuration.connectionsPerIP)
             options.connection_timeout_seconds = UInt32(configuration.connectionTimeoutSeconds)
             options.connection_memory_limit = configuration.headerMemoryLimit
             options.listen_backlog = 1024
