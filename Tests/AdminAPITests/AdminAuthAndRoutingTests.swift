@@ -6,6 +6,28 @@ import Testing
 @testable import IngressService
 
 @Suite struct AdminAuthAndRoutingTests {
+    /// Postgres out of reach is the operator's "try again", not an internal error.
+    @Test func postgresOutOfReachIs503StorageUnavailable() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        let (logger, _) = TestEnvironment.capturingLogger("ingress")
+        let postgres = PostgresClient(
+            configuration: .init(url: databaseURL, maximumConnections: 2, acquireTimeout: .seconds(2), connectTimeout: 2))
+        defer { postgres.close() }
+        let api = AdminAPI(
+            token: AdminHarness.token, postgres: postgres, sealer: try PushCredentialSealer(key: SecureRandom.bytes(32)),
+            probe: NoProbeNeeded(), invalidator: NoCacheInvalidator(), logger: logger)
+        let server = HTTPServer(
+            configuration: .init(address: ListenAddress(host: "127.0.0.1", port: 0)), handler: api, logger: logger)
+        try server.start()
+        relay.cut()
+        let response = try await RawHTTPClient(port: server.port).request(
+            "GET", "/admin/v1/accounts", headers: [("Authorization", "Bearer \(AdminHarness.token)")])
+        await server.shutdown(deadline: .seconds(1))
+        #expect(response.status == 503)
+        #expect(response.text.contains(#""code":"storage_unavailable""#))
+    }
+
     @Test func missingOrWrongTokenIsAnswered401WithJSONError() async throws {
         try await AdminHarness.with { admin in
             let missing = try await admin.call("GET", "/accounts", token: nil)

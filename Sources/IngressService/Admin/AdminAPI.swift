@@ -101,6 +101,11 @@ public struct AdminAPI: HTTPHandler {
                 logger.error(
                     "admin request failed",
                     metadata: ["method": request.method, "path": request.path, "error": "\(error)"])
+                // Postgres or Redis out of reach (or their pools exhausted): try again later.
+                if StorageFailure.apiError(for: error).status == 503 {
+                    return AdminResponse.error(
+                        AdminError(503, "storage_unavailable", "the database or Redis cannot be reached; try again"))
+                }
                 return AdminResponse.error(AdminError(500, "internal", "the request failed; see the service log"))
             }
         }
