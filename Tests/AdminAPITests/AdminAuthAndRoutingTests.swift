@@ -12,11 +12,13 @@ import Testing
         defer { relay.close() }
         let (logger, _) = TestEnvironment.capturingLogger("ingress")
         let postgres = PostgresClient(
-            configuration: .init(url: databaseURL, maximumConnections: 2, acquireTimeout: .seconds(2), connectTimeout: 2))
+            configuration: .init(
+                url: databaseURL, maximumConnections: 2, acquireTimeout: .seconds(2), connectTimeout: 2))
         defer { postgres.close() }
+        let sealer = try PushCredentialSealer(key: SecureRandom.bytes(32))
         let api = AdminAPI(
-            token: AdminHarness.token, postgres: postgres, sealer: try PushCredentialSealer(key: SecureRandom.bytes(32)),
-            probe: NoProbeNeeded(), invalidator: NoCacheInvalidator(), logger: logger)
+            token: AdminHarness.token, postgres: postgres, sealer: sealer, probe: NoProbeNeeded(),
+            invalidator: NoCacheInvalidator(), logger: logger)
         let server = HTTPServer(
             configuration: .init(address: ListenAddress(host: "127.0.0.1", port: 0)), handler: api, logger: logger)
         try server.start()
