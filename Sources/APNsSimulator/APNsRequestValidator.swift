@@ -14,10 +14,10 @@ import Shared
 ///    `iss` not the key's team), ExpiredProviderToken (`iat` older than the
 ///    lifetime), 429 TooManyProviderTokenUpdates;
 /// 4. `apns-topic`: missing → 400 MissingTopic; blank or with spaces → BadTopic;
-///    its bundle id (the topic without a push-type suffix such as `.voip`) not
-///    the token's team's → TopicDisallowed;
-/// 5. `apns-push-type` one of Apple's nine (missing is allowed, as Apple allows
-///    it off watchOS), else InvalidPushType; a push type that needs a topic
+///    `apns-push-type` one of Apple's nine (missing is allowed, as Apple allows
+///    it off watchOS), else InvalidPushType;
+/// 5. the topic's bundle id (without a push-type suffix such as `.voip`) not the
+///    token's team's → TopicDisallowed; a push type that needs a topic
 ///    suffix (voip → `.voip`, liveactivity → `.push-type.liveactivity`…) used
 ///    with a topic without it, or the reverse → TopicDisallowed;
 /// 6. `apns-priority` 10, 5 or 1 → else BadPriority; `apns-expiration` a
