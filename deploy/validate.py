@@ -96,6 +96,8 @@ def main():
                 needed = needed | {"ADMIN_TOKEN"}
             for key in sorted(needed - env):
                 problems.append(f"{name}: {container['name']} lacks {key}, which the {role} requires")
+            if role != "ingress" and "ADMIN_TOKEN" in env:
+                problems.append(f"{name}: {container['name']} gets ADMIN_TOKEN, which only the ingress needs")
     for role in processes.values():
         if role not in seen:
             problems.append(f"deploy/kubernetes: no workload runs the {role}")
