@@ -55,9 +55,26 @@ def kubernetes():
 
 
 def container_environment(documents, container_spec):
-    """Variables a container gets: env, plus every key of the ConfigMaps/Secrets in envFrom."""
+    """Variables a container gets: env (a secretKeyRef/configMapKeyRef only when that key
+    exists), plus every key of the ConfigMaps/Secrets in envFrom."""
     maps = {(d.get("kind"), d["metadata"]["name"]): d for _, d in documents if d.get("metadata")}
-    names = {entry["name"] for entry in container_spec.get("env", [])}
+
+    def keys(kind, name):
+        document = maps.get((kind, name)) or {}
+        return set(document.get("stringData", {})) | set(document.get("data", {}))
+
+    names = set()
+    for entry in container_spec.get("env", []):
+        source = entry.get("valueFrom") or {}
+        if "secretKeyRef" in source:
+            reference = source["secretKeyRef"]
+            if reference["key"] not in keys("Secret", reference["name"]):
+                continue
+        if "configMapKeyRef" in source:
+            reference = source["configMapKeyRef"]
+            if reference["key"] not in keys("ConfigMap", reference["name"]):
+                continue
+        names.add(entry["name"])
     for source in container_spec.get("envFrom", []):
         if "configMapRef" in source:
             names |= set((maps.get(("ConfigMap", source["configMapRef"]["name"])) or {}).get("data", {}))
