@@ -100,13 +100,14 @@ final class WebPushRoutes: Sendable {
             Task { respond(await rejectMalformed(error, request.head, id: id)) }
             return
         }
+        let head = request.head  // for a cache miss's lookup (the client's allowance); not the body
         hotPath.send(admission.item) { [self] result in
             do {
                 let decision = try Self.refusal(HotPathScript.decision(from: result.get()))
                 if case .cacheMiss = decision {
                     Task {
                         do {
-                            let decision = try await decide(admission.request, of: request.head, after: decision)
+                            let decision = try await decide(admission.request, of: head, after: decision)
                             respond(try answer(decision, admission))
                         } catch {
                             respond(reject(error))
