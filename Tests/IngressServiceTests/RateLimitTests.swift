@@ -234,6 +234,21 @@ import Testing
         }
     }
 
+    /// A lookup counts from its start: a burst of concurrent pushes to made-up URLs
+    /// cannot all pass an empty window before the first ones are counted.
+    @Test func aConcurrentBurstOfUnknownPushesIsHeldToTheLimit() async throws {
+        try await IngressTestApp.with(["RATE_LIMIT_UNKNOWN_PUSH": "3/60"]) { app in
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<20 {
+                    group.addTask { try await app.push(Base64URL.encode(SecureRandom.bytes(16))).status }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == 404 }.count == 3)
+            #expect(statuses.filter { $0 == 429 }.count == 17)
+        }
+    }
+
     @Test func trustedProxiesApplyToTheRunningService() async throws {
         try await IngressTestApp.with(["TRUSTED_PROXIES": "127.0.0.0/8", "RATE_LIMIT_REGISTRATION": "1/3600"]) { app in
             let fixture = try await Fixture.create(app.postgres)

@@ -5,8 +5,8 @@ import Shared
 /// request in its shared window, then bind, unbind, list devices or send.
 ///
 /// A key is looked up in Postgres, so each client IP may present keys that are not
-/// (or no longer) valid only `RATE_LIMIT_APP_API_KEY_FAILURES` times per window; past
-/// it its requests answer 429 before the lookup.
+/// (or no longer) valid only `RATE_LIMIT_APP_API_KEY_FAILURES` times per window (keys
+/// being looked up count too); past it its requests answer 429 before the lookup.
 struct AppAPIRoutes: Sendable {
     let authenticator: AppAPIAuthenticator
     let repository: AppAPIRepository
@@ -40,20 +40,28 @@ struct AppAPIRoutes: Sendable {
         }
     }
 
-    /// The key's app, within the client's allowance of failed keys.
+    /// The key's app, within the client's allowance of failed keys: each lookup counts
+    /// from its start (concurrent ones cannot all pass an empty window) and is taken
+    /// back when the key turns out valid.
     private func authenticate(_ request: HTTPRequest) async throws -> String {
         let client = clientIP.clientKey(request.head)
+        let member = Base64URL.encode(SecureRandom.bytes(12))
         do {
-            try await limiter.check(.appAPIKeyFailures, client: client)
+            try await limiter.admit(.appAPIKeyFailures, client: client, member: member)
         } catch let error as PushAPIError where error.retryAfter != nil {
             throw AppAPIError.tooManyRequests(retryAfter: error.retryAfter ?? 1)
         }
+        let app: String
         do {
-            return try await authenticator.appID(for: request)
+            app = try await authenticator.appID(for: request)
         } catch let error as AppAPIError where error == .unknownKey {
-            try? await limiter.record(.appAPIKeyFailures, client: client)  // best effort: the 401 stands
+            throw error  // counted
+        } catch {
+            try? await limiter.forget(.appAPIKeyFailures, client: client, member: member)
             throw error
         }
+        try? await limiter.forget(.appAPIKeyFailures, client: client, member: member)  // best effort
+        return app
     }
 
     /// `POST /subscriptions/bind` `{subscriptionId, secret, userId}` → 204.

@@ -27,57 +27,54 @@ struct SlidingWindowLimiter: Sendable {
 
     /// Counts one request of `client`; throws 429 (1006, `Retry-After`) when the window is full.
     func admit(_ scope: Scope, client: String) async throws {
-        try await run(scope, client: client, mode: "admit")
+        try await admit(scope, client: client, member: Base64URL.encode(SecureRandom.bytes(12)))
     }
 
-    /// Throws 429 (1006, `Retry-After`) when `client`'s window is full, counting nothing
-    /// (a limit on what a request turns out to be: `record` counts it then).
-    func check(_ scope: Scope, client: String) async throws {
-        try await run(scope, client: client, mode: "check")
-    }
-
-    /// Counts one request of `client`, full window or not.
-    func record(_ scope: Scope, client: String) async throws {
-        try await run(scope, client: client, mode: "add")
-    }
-
-    private func run(_ scope: Scope, client: String, mode: String) async throws {
-        let limit =
-            switch scope {
-            case .registration: registration
-            case .device: device
-            case .appAPI: appAPI
-            case .unknownPush: unknownPush
-            case .appAPIKeyFailures: appAPIKeyFailures
-            }
+    /// `admit`, counting the request as `member` (unique), so that `forget` can take it
+    /// back: a limit on what a request turns out to be is counted before it is known
+    /// (so that concurrent requests cannot all pass an empty window) and taken back
+    /// for those that turn out not to count.
+    func admit(_ scope: Scope, client: String, member: String) async throws {
+        let limit = self.limit(of: scope)
         let reply = try await redis.run(
             Self.script, keys: [keys.ipRate(scope.rawValue, client)],
-            arguments: [limit.limit, limit.windowMilliseconds, Base64URL.encode(SecureRandom.bytes(12)), mode])
+            arguments: [limit.limit, limit.windowMilliseconds, member])
         guard let wait = reply.int else {
             throw RedisError(code: .unexpectedReply, message: "rate limit script answered an unexpected shape")
         }
         if wait > 0 { throw PushAPIError.tooManyRequests(retryAfter: Int((wait + 999) / 1000)) }
     }
 
-    /// KEYS[1] window; ARGV limit, window ms, unique member, mode (`admit`: check, then
-    /// count; `check`: only check; `add`: only count). Returns 0 when admitted (or
-    /// counted), else the milliseconds until enough requests have left the window for
-    /// one more: the oldest, or more when the window holds more than the limit (a limit
-    /// lowered by configuration, or replicas with different limits during a rollout).
+    /// Takes back a request `admit(_:client:member:)` counted.
+    func forget(_ scope: Scope, client: String, member: String) async throws {
+        _ = try await redis.send("ZREM", keys.ipRate(scope.rawValue, client), member).throwingError()
+    }
+
+    private func limit(of scope: Scope) -> RateLimit {
+        switch scope {
+        case .registration: registration
+        case .device: device
+        case .appAPI: appAPI
+        case .unknownPush: unknownPush
+        case .appAPIKeyFailures: appAPIKeyFailures
+        }
+    }
+
+    /// KEYS[1] window; ARGV limit, window ms, unique member. Returns 0 when admitted,
+    /// else the milliseconds until enough requests have left the window for one more:
+    /// the oldest, or more when the window holds more than the limit (a limit lowered
+    /// by configuration, or replicas with different limits during a rollout).
     static let script = RedisScript(
         source: """
             local t = redis.call('TIME')
             local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-            local window, mode = tonumber(ARGV[2]), ARGV[4] or 'admit'
+            local window = tonumber(ARGV[2])
             redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-            if mode ~= 'add' then
-              local count, limit = redis.call('ZCARD', KEYS[1]), tonumber(ARGV[1])
-              if count >= limit then
-                local index = count - limit
-                local freeing = redis.call('ZRANGE', KEYS[1], index, index, 'WITHSCORES')
-                return math.max(tonumber(freeing[2]) + window - now, 1)
-              end
-              if mode == 'check' then return 0 end
+            local count, limit = redis.call('ZCARD', KEYS[1]), tonumber(ARGV[1])
+            if count >= limit then
+              local index = count - limit
+              local freeing = redis.call('ZRANGE', KEYS[1], index, index, 'WITHSCORES')
+              return math.max(tonumber(freeing[2]) + window - now, 1)
             end
             redis.call('ZADD', KEYS[1], now, ARGV[3])
             redis.call('PEXPIRE', KEYS[1], window)

@@ -232,10 +232,17 @@ final class WebPushRoutes: Sendable {
                 decision = try Self.refusal(HotPathScript.decision(from: reply))
             }
             guard case .cacheMiss(let kind, let entryID, let stale) = decision else { return decision! }
-            let lookup = kind == "subscription" && !stale
-            if lookup { try await unknownPushes.checkBeforeLookup(head) }
-            let found = try await cache.refresh(kind: kind, id: entryID, stale: stale, for: &request)
-            if lookup && !found { await unknownPushes.recordUnknown(head) }
+            // A subscription Redis does not know counts against its client unless found
+            // (or the lookup failed: Postgres's fault, not the client's).
+            let lookup = kind == "subscription" && !stale ? try await unknownPushes.admit(head) : nil
+            let found: Bool
+            do {
+                found = try await cache.refresh(kind: kind, id: entryID, stale: stale, for: &request)
+            } catch {
+                if let lookup { await unknownPushes.release(lookup) }
+                throw error
+            }
+            if let lookup, found { await unknownPushes.release(lookup) }
         }
         // The cache keeps missing (evicted as fast as it is filled): a storage problem.
         throw PushAPIError.storageUnavailable
