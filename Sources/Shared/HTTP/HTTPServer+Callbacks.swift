@@ -11,8 +11,8 @@ final class HTTPRequestContext: Sendable {
     /// Touched only by the daemon thread that owns the connection, until dispatch.
     nonisolated(unsafe) var body: [UInt8] = []
     /// What `body` holds of the server's body memory: its capacity, reserved ahead
-    /// (the declared length at once, else doubling as the array would grow), so the
-    /// budget counts the memory really held, not only the bytes received.
+    /// (`HTTPServer.reserveBodyCapacity`), so the budget counts the memory really held,
+    /// not only the bytes received.
     nonisolated(unsafe) var reservedBodyBytes = 0
     /// When the head arrived: a body still arriving `bodyTimeout` later is cut off.
     let startedAt = ContinuousClock.now

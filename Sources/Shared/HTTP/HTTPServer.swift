@@ -98,12 +98,19 @@ public final class HTTPServer: Sendable {
     /// (Web Push, 8 KB).
     static let largeBodySize = 64 * 1024
 
-    /// Grows `context`'s reservation so its body can hold `needed` bytes: to its
-    /// declared `Content-Length` at once when it has one, else to twice `needed` (as
-    /// the array would grow), never past its limit; false, reserving nothing, when that
-    /// passes the server's body memory. The body's capacity follows the reservation.
+    /// The least a body's reservation grows by, and the most a declared length alone
+    /// reserves.
+    static let reservationStep = 64 * 1024
+
+    /// Grows `context`'s reservation so its body can hold `needed` bytes: to twice
+    /// `needed` (as the array would grow), at least 64 KiB, but no more than its declared
+    /// `Content-Length` (a Web Push body is reserved whole at once) nor its limit; false,
+    /// reserving nothing, when that passes the server's body memory. A declared length
+    /// alone reserves no more than 64 KiB, so a client cannot hold a megabyte of the
+    /// budget by sending one byte. The body's capacity follows the reservation.
     func reserveBodyCapacity(_ needed: Int, for context: HTTPRequestContext) -> Bool {
-        let target = min(max(needed, context.declaredBodyLength ?? 2 * needed), context.bodyLimit)
+        let step = max(2 * needed, Self.reservationStep)
+        let target = min(max(needed, min(context.declaredBodyLength ?? step, step)), context.bodyLimit)
         let bytes = target - context.reservedBodyBytes
         let large = context.bodyLimit > Self.largeBodySize
         if large {
