@@ -69,6 +69,28 @@ import Testing
         }
     }
 
+    /// The topics hash forgets topics whose message left the stash, so a sender using a
+    /// new Topic on every push cannot grow it past the stash's size.
+    @Test func theTopicsOfMessagesThatLeftTheStashAreForgotten() async throws {
+        try await IngressTestApp.with(["STASH_MAX_MESSAGES": "2"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic, activate: false)
+            for index in 0..<10 {
+                let response = try await app.push(id, headers: Fixture.pushHeaders + [("Topic", "t\(index)")])
+                #expect(response.status == 201)
+            }
+            #expect(try await app.redis.send("LLEN", app.keys.stash(id)).int == 2)
+            #expect(try await app.redis.send("HLEN", app.keys.stashTopics(id)).int ?? 99 <= 3)
+            // Deleting the subscription drops them too.
+            let (deleted, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
+            #expect(try await app.push(deleted, headers: Fixture.pushHeaders + [("Topic", "x")]).status == 201)
+            let response = try await app.request(
+                "DELETE", "/api/push/v1/subscriptions/\(deleted)", headers: [("Authorization", "Bearer \(secret)")])
+            #expect(response.status == 204)
+            #expect(try await app.redis.send("EXISTS", app.keys.stash(deleted), app.keys.stashTopics(deleted)).int == 0)
+        }
+    }
+
     /// The stash list's own expiry follows its newest message: an older one must still
     /// leave Redis when its own lifetime ends, not only be hidden by GET /pending (the
     /// spec: stashed ciphertext "is discarded after 30 minutes").

@@ -517,12 +517,12 @@ public enum HotPathScript {
             end
             local body, topic = stashedParts(message)
             local entry = nowText .. ':' .. body
+            local topics = stash .. ':topics'
             if topic then
               -- RFC 8030, section 5.4: it replaces the outstanding message of its topic.
               -- Entries keep their format (readers of every version); a hash names
               -- each topic's entry by its start: the time and the message's salt (its
               -- first 16 bytes, random per message).
-              local topics = stash .. ':topics'
               local previous = redis.call('HGET', topics, topic)
               if previous then
                 for _, stashed in ipairs(redis.call('LRANGE', stash, 0, -1)) do
@@ -538,6 +538,21 @@ public enum HotPathScript {
             redis.call('RPUSH', stash, entry)
             redis.call('LTRIM', stash, -stashLimit, -1)
             redis.call('PEXPIRE', stash, stashLifetime)
+            -- Topics whose message left (trimmed, expired) are forgotten once the hash
+            -- holds more than the stash can: it stays as small as the stash.
+            if topic and redis.call('HLEN', topics) > stashLimit then
+              local entries, named = redis.call('LRANGE', stash, 0, -1), redis.call('HGETALL', topics)
+              for i = 1, #named, 2 do
+                local start, present = named[i + 1], false
+                for _, stashed in ipairs(entries) do
+                  if string.sub(stashed, 1, #start) == start then
+                    present = true
+                    break
+                  end
+                end
+                if not present then redis.call('HDEL', topics, named[i]) end
+              end
+            end
             -- The list's expiry follows its newest message: `StashExpiry` removes each
             -- older one when its own lifetime ends (LT: an older message's time stays).
             redis.call('ZADD', prefix .. 'stash-due', 'LT', stashExpiryText, id)
