@@ -99,6 +99,9 @@ final class CredentialCache: Sendable {
 
     /// Reads the credential; `earlier` is the expired answer, kept if Postgres fails.
     private func load(_ id: String, earlier: Lookup?) async -> Lookup {
+        // Stamped before the read: a restore committed while it runs must not count as
+        // seen by its answer.
+        let decidedAt = Self.unixMilliseconds()
         let lookup: Lookup
         do {
             let stored = try await reader.credential(id: id)
@@ -114,7 +117,6 @@ final class CredentialCache: Sendable {
             lookup = .unavailable
             if let earlier, !earlier.isUnavailable {
                 readFailureLog.warning("cannot read credentials; using what was read before", error: error)
-                let decidedAt = Self.unixMilliseconds()
                 entries.withLock { $0[id] = .ready(earlier, expires: .now + failureLifetime, decidedAt: decidedAt) }
                 return earlier
             }
@@ -126,7 +128,6 @@ final class CredentialCache: Sendable {
         case .missing: expires = .now + failureLifetime
         case .unavailable: expires = .now  // the next message asks again
         }
-        let decidedAt = Self.unixMilliseconds()
         entries.withLock { $0[id] = .ready(lookup, expires: expires, decidedAt: decidedAt) }
         return lookup
     }

@@ -102,7 +102,7 @@ public struct AdminAPI: HTTPHandler {
                     "admin request failed",
                     metadata: ["method": request.method, "path": request.path, "error": "\(error)"])
                 // Postgres or Redis out of reach (or their pools exhausted): try again later.
-                if StorageFailure.apiError(for: error).status == 503 {
+                if StorageFailure.isOutage(error) {
                     return AdminResponse.error(
                         AdminError(503, "storage_unavailable", "the database or Redis cannot be reached; try again"))
                 }

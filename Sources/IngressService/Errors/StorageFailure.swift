@@ -24,4 +24,19 @@ enum StorageFailure {
 
     /// Whether the error is the store's fault (worth a log line), not the client's.
     static func isStorageError(_ error: any Error) -> Bool { !(error is PushAPIError) }
+
+    /// Whether Postgres or Redis could not be reached (or their pools were exhausted):
+    /// worth trying again later, unlike an error they answered with.
+    static func isOutage(_ error: any Error) -> Bool {
+        switch error {
+        case let error as RedisError:
+            switch error.code {
+            case .connection, .timeout, .closed: true
+            default: false
+            }
+        case let error as PostgresError: error.code == .connectionFailed || error.code == .connectionClosed
+        case is ConnectionPoolError: true
+        default: false
+        }
+    }
 }
