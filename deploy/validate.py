@@ -66,15 +66,19 @@ def container_environment(documents, container_spec):
     names = set()
     for entry in container_spec.get("env", []):
         source = entry.get("valueFrom") or {}
-        if "secretKeyRef" in source:
-            reference = source["secretKeyRef"]
-            if reference["key"] not in keys("Secret", reference["name"]):
-                continue
-        if "configMapKeyRef" in source:
-            reference = source["configMapKeyRef"]
-            if reference["key"] not in keys("ConfigMap", reference["name"]):
-                continue
-        names.add(entry["name"])
+        dangling = False
+        for ref, kind in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
+            reference = source.get(ref)
+            if reference and reference["key"] not in keys(kind, reference["name"]):
+                dangling = True
+                # Kubernetes will not start a container whose reference names no key,
+                # unless the reference is optional.
+                if not reference.get("optional"):
+                    problems.append(
+                        f"{container_spec['name']}: {entry['name']} refers to {kind} "
+                        f"{reference['name']} key {reference['key']}, which is not there")
+        if not dangling:
+            names.add(entry["name"])
     for source in container_spec.get("envFrom", []):
         if "configMapRef" in source:
             names |= set((maps.get(("ConfigMap", source["configMapRef"]["name"])) or {}).get("data", {}))

@@ -40,5 +40,9 @@ import Testing
         #expect(result.status == 1)
         #expect(result.standardOutput.contains("configmap.yaml: sets INGRESS_COLOUR, which the code does not read"))
         #expect(result.standardOutput.contains("worker.yaml: worker lacks REDIS_URL, which the worker requires"))
+        // Kubernetes would not even start the worker: its reference names a key the Secret lacks.
+        #expect(
+            result.standardOutput.contains(
+                "worker: REDIS_URL refers to Secret pushgate-secrets key REDIS_URL, which is not there"))
     }
 }
