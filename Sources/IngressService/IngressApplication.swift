@@ -80,10 +80,13 @@ final class IngressApplication: Sendable {
             task?.cancel()
             task = nil
         }
-        stashExpiryTask.withLock { task in
+        // Waited for: a run cut off by the pool's closing would log a warning.
+        let stashExpiryRun = stashExpiryTask.withLock { task in
+            defer { task = nil }
             task?.cancel()
-            task = nil
+            return task
         }
+        await stashExpiryRun?.value
         redis.close()
         replyRedis.close()
         hotPath.close()

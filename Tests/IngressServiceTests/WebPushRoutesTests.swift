@@ -132,13 +132,19 @@ import Testing
             let topic = Data((0..<16).map { UInt8($0 * 7) }).base64EncodedString()
                 .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             #expect(topic.count == 24 && topic.hasSuffix("=="))
-            let response = try await app.push(
-                id, body: message,
-                headers: [("TTL", "2419200"), ("Content-Type", "application/json charset=utf-8"), ("Topic", topic)])
-            #expect(response.status == 201, "\(response.text)")
-            let entry = try #require(try await app.queueEntries().first)
-            #expect(entry.ciphertext == message)
-            #expect(entry.collapseID == topic)
+            // James writes it without the `;`; the usual form has one.
+            for type in ["application/json charset=utf-8", "application/json; charset=utf-8"] {
+                let response = try await app.push(
+                    id, body: message, headers: [("TTL", "2419200"), ("Content-Type", type), ("Topic", topic)])
+                #expect(response.status == 201, "\(response.text)")
+            }
+            let entries = try await app.queueEntries()
+            #expect(entries.map(\.ciphertext) == [message, message])
+            #expect(entries.map(\.collapseID) == [topic, topic])
+            // Another media type is not JSON: without Content-Encoding, a 400.
+            let other = try await app.push(
+                id, body: message, headers: [("TTL", "60"), ("Content-Type", "application/jsonx")])
+            #expect(other.status == 400)
         }
     }
 

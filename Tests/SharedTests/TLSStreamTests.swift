@@ -276,7 +276,9 @@ import Testing
         }
     }
 
-    @Test func whenEveryAddressFailsTheLastReasonIsReported() async throws {
+    /// Refused, then silent: the whole connect times out. Silent, then refused: the
+    /// refusal is what is reported.
+    @Test func whenEveryAddressFailsTheConnectionFails() async throws {
         let loop = EventLoop(name: "tls-test")
         defer { loop.shutdown() }
         let certificates = try await TestCertificates.make()

@@ -108,8 +108,13 @@ struct WebPushHeaders: Sendable, Equatable {
         headers["Content-Type"].map(isJSON(contentType:)) ?? false
     }
 
+    /// `application/json`, with or without parameters (`; charset=utf-8`, or Apache
+    /// James's `application/json charset=utf-8` without the `;`).
     private static func isJSON(contentType: String) -> Bool {
-        contentType.lowercasedUnlessLower.hasPrefix("application/json")
+        let type = contentType.lowercasedUnlessLower.utf8
+        guard type.starts(with: "application/json".utf8) else { return false }
+        let next = type.dropFirst(16).first
+        return next == nil || next == UInt8(ascii: ";") || next == UInt8(ascii: " ") || next == UInt8(ascii: "\t")
     }
 
     static func isBase64URLCharacter(_ byte: UInt8) -> Bool {
