@@ -40,6 +40,8 @@ final class CredentialCache: Sendable {
     private let lifetime: Duration
     private let failureLifetime: Duration
     private let recheckIntervalMilliseconds: Int64 = 1000
+    /// UNIX milliseconds, as the ingress stamps `acceptedAt`; tests move it by hand.
+    private let clock: @Sendable () -> Int64
     private let logger: Logger
     /// While Postgres is away every send asks again: one line now and then, not one per batch.
     private let readFailureLog: ThrottledLog
@@ -47,8 +49,9 @@ final class CredentialCache: Sendable {
 
     init(
         reader: PushCredentialReader, lifetime: Duration = .seconds(60), failureLifetime: Duration = .seconds(10),
-        logger: Logger
+        logger: Logger, clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
     ) {
+        self.clock = clock
         self.reader = reader
         self.lifetime = lifetime
         self.failureLifetime = failureLifetime
@@ -63,7 +66,7 @@ final class CredentialCache: Sendable {
         let found: Entry = entries.withLock { entries in
             switch entries[id] {
             case .ready(.rejected, _, let decidedAt)
-            where acceptedAt > decidedAt && Self.unixMilliseconds() - decidedAt >= recheckIntervalMilliseconds:
+            where acceptedAt > decidedAt && clock() - decidedAt >= recheckIntervalMilliseconds:
                 // Accepted after the rejection was seen: read it again.
                 let task = Task { await self.load(id, earlier: .rejected) }
                 entries[id] = .loading(task)
@@ -91,17 +94,15 @@ final class CredentialCache: Sendable {
     /// APNs refused the credential: fail its messages fast from now on.
     func markRejected(_ id: String) {
         let expires = ContinuousClock.now + lifetime
-        let decidedAt = Self.unixMilliseconds()
+        let decidedAt = clock()
         entries.withLock { $0[id] = .ready(.rejected, expires: expires, decidedAt: decidedAt) }
     }
-
-    private static func unixMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     /// Reads the credential; `earlier` is the expired answer, kept if Postgres fails.
     private func load(_ id: String, earlier: Lookup?) async -> Lookup {
         // Stamped before the read: a restore committed while it runs must not count as
         // seen by its answer.
-        let decidedAt = Self.unixMilliseconds()
+        let decidedAt = clock()
         let lookup: Lookup
         do {
             let stored = try await reader.credential(id: id)

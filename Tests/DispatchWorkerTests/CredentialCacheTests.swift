@@ -1,0 +1,40 @@
+import Foundation
+import Shared
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import DispatchWorker
+
+/// The worker's credential cache against the real Postgres, on a clock the test moves.
+@Suite struct CredentialCacheTests {
+    /// A cached rejection is read again only for a message accepted after it was
+    /// decided, and at most once a second: earlier messages, and later ones within the
+    /// second, fail fast without asking Postgres.
+    @Test func aCachedRejectionIsReadAgainOnlyForLaterMessagesAndAtMostOnceASecond() async throws {
+        try await DeliveryStack.with { stack in
+            let now = Mutex<Int64>(1_000_000)
+            let sealer = try PushCredentialSealer(key: Array(Data(base64Encoded: stack.credentialKey)!))
+            let cache = CredentialCache(
+                reader: PushCredentialReader(postgres: stack.postgres, sealer: sealer),
+                logger: Logger(component: "test", minimumLevel: .error), clock: { now.withLock { $0 } })
+            func rejected(acceptedAt: Int64) async -> Bool {
+                if case .rejected = await cache.lookup(stack.credentialID, acceptedAt: acceptedAt) { return true }
+                return false
+            }
+            try await stack.postgres.execute(
+                "UPDATE push_credentials SET status = 'rejected', rejected_at = now() WHERE id = \(stack.credentialID)")
+            #expect(await rejected(acceptedAt: 999_000))  // read at 1,000,000
+            try await stack.postgres.execute(
+                """
+                UPDATE push_credentials SET status = 'active', rejected_at = NULL, rejected_reason = NULL
+                WHERE id = \(stack.credentialID)
+                """)
+            #expect(await rejected(acceptedAt: 999_500))  // accepted before the answer: no read
+            now.withLock { $0 = 1_000_999 }
+            #expect(await rejected(acceptedAt: 1_000_500))  // later, but within the second: no read
+            now.withLock { $0 = 1_001_000 }
+            #expect(!(await rejected(acceptedAt: 1_000_500)))  // a second on: read again, restored
+        }
+    }
+}
