@@ -95,7 +95,7 @@ import Testing
     /// leave Redis when its own lifetime ends, not only be hidden by GET /pending (the
     /// spec: stashed ciphertext "is discarded after 30 minutes").
     @Test func anOlderStashedMessageLeavesRedisAtTheEndOfItsOwnLifetime() async throws {
-        try await IngressTestApp.with(["STASH_TTL_SECONDS": "3"]) { app in
+        try await IngressTestApp.with(["STASH_TTL_SECONDS": "5"]) { app in
             let fixture = try await Fixture.create(app.postgres)
             let (id, _) = try await app.subscribe(topic: fixture.topic, activate: false)
             func stashed() async throws -> [[UInt8]] {
@@ -104,18 +104,18 @@ import Testing
             let older = Fixture.message()
             let start = ContinuousClock.now
             #expect(try await app.push(id, body: older).status == 201)
-            try await Task.sleep(until: start + .milliseconds(1500))
+            try await Task.sleep(until: start + .milliseconds(2500))
             let newer = Fixture.message()
             #expect(try await app.push(id, body: newer).status == 201)
             #expect(try await stashed().count == 2)
-            // The older one goes at ~3 s (within the removal's second), while the newer
-            // one lives on to ~4.5 s.
+            // The older one goes at ~5 s (within the removal's second), while the newer
+            // one lives on to ~7.5 s: a window of 1.5 s or more to see the one without the other.
             #expect(
                 try await Poll.until(timeout: .seconds(10), interval: .milliseconds(50)) {
                     let entries = try await stashed()
                     return entries.count == 1 && entries[0].suffix(newer.count).elementsEqual(newer)
                 })
-            #expect(ContinuousClock.now - start >= .seconds(3))
+            #expect(ContinuousClock.now - start >= .seconds(5))
             // Once both are gone, the stash leaves the due set too.
             #expect(
                 try await Poll.until(timeout: .seconds(10), interval: .milliseconds(100)) {

@@ -456,13 +456,13 @@ import Testing
     /// A body that trickles in, never idle for the connection timeout, is cut off once
     /// it has taken `bodyTimeout`, and its memory given back.
     @Test(arguments: pollings) func aBodyStillArrivingAfterTheBodyTimeoutIsCutOff(polling: Polling) async throws {
-        let quick: (inout HTTPServer.Configuration) -> Void = { $0.bodyTimeout = .milliseconds(500) }
+        let quick: (inout HTTPServer.Configuration) -> Void = { $0.bodyTimeout = .seconds(1) }
         try await withServer(EchoHandler(), polling: polling, quick) { server in
             let slow = try HeldConnection(port: server.port)
             slow.send(Array("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n".utf8))
             slow.send(Array(repeating: 1, count: 10))
             #expect(try await Poll.until(timeout: .seconds(10)) { server.bodyMemory.load(ordering: .relaxed) == 100 })
-            try await Task.sleep(for: .milliseconds(700))
+            try await Task.sleep(for: .milliseconds(1500))
             slow.send(Array(repeating: 1, count: 10))
             #expect(await slow.receiveAll().isEmpty)  // closed, unanswered
             #expect(try await Poll.until(timeout: .seconds(10)) { server.bodyMemory.load(ordering: .relaxed) == 0 })
