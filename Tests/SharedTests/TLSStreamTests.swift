@@ -128,16 +128,8 @@ import Testing
     @Test func refusedAndUnresolvableHostsFailWithTheirCodes() async throws {
         let loop = EventLoop(name: "tls-test")
         defer { loop.shutdown() }
-        // A port nobody listens on: bind one, note it, close it.
-        let unusedPort = try await loop.submit {
-            let listener = try TCPListener(address: ListenAddress(host: "127.0.0.1", port: 0), loop: loop) {
-                Foundation.close($0)
-            }
-            defer { listener.close() }
-            return listener.port
-        }
         for (host, port, code) in [
-            ("127.0.0.1", unusedPort, TLSError.Code.connect), ("no-such-host.invalid", 443, .resolve),
+            ("127.0.0.1", try await unusedPort(loop: loop), TLSError.Code.connect), ("no-such-host.invalid", 443, .resolve),
         ] {
             let events = ClientEvents()
             _ = try await connect(loop: loop, host: host, port: port, caFile: nil, events: events)
@@ -234,46 +226,42 @@ import Testing
         }
     }
 
-    @Test func anAddressThatRefusesGivesWayToTheNext() async throws {
+    /// Connects to [`first` (its port from `firstPort`, on the loop), a TLS echo
+    /// server] within `timeout`; expects it to connect, and returns how long that took.
+    func connectPast(
+        timeout: Duration, _ firstPort: @escaping @Sendable (EventLoop) async throws -> Int
+    ) async throws -> Duration {
         let loop = EventLoop(name: "tls-test")
         defer { loop.shutdown() }
         let certificates = try await TestCertificates.make()
         let (port, listener) = try await startEchoServer(loop: loop, certificates: certificates)
-        let refusing = try await unusedPort(loop: loop)
-        let events = ClientEvents()
-        let client = try await connect(
-            loop: loop, addresses: [Self.loopbackAddress(port: refusing), Self.loopbackAddress(port: port)],
-            caFile: certificates.caFile, events: events, timeout: .seconds(5))
-        let outcome = await connectedOrClosed(events)
-        #expect(outcome.connected, "closed with \(String(describing: outcome.error))")
-        try await loop.submit {
-            client.value.close()
-            listener.value.close()
-        }
-    }
-
-    @Test func anAddressThatDoesNotAnswerGivesWayToTheNextWithinTheTimeout() async throws {
-        let loop = EventLoop(name: "tls-test")
-        defer { loop.shutdown() }
-        let certificates = try await TestCertificates.make()
-        let (port, listener) = try await startEchoServer(loop: loop, certificates: certificates)
-        let silent = try silentListener()
-        defer { for socket in silent.sockets { Foundation.close(socket) } }
+        let first = try await firstPort(loop)
         let events = ClientEvents()
         let started = ContinuousClock.now
         let client = try await connect(
-            loop: loop, addresses: [Self.loopbackAddress(port: silent.port), Self.loopbackAddress(port: port)],
-            caFile: certificates.caFile, events: events, timeout: .seconds(4))
+            loop: loop, addresses: [Self.loopbackAddress(port: first), Self.loopbackAddress(port: port)],
+            caFile: certificates.caFile, events: events, timeout: timeout)
         let outcome = await connectedOrClosed(events)
+        let took = ContinuousClock.now - started
         #expect(outcome.connected, "closed with \(String(describing: outcome.error))")
-        // It waited on the silent address for its share of the timeout, no longer.
-        let waited = ContinuousClock.now - started
-        #expect(waited >= TLSStream.addressAttemptLimit(for: .seconds(4)))
-        #expect(waited < .seconds(4))
         try await loop.submit {
             client.value.close()
             listener.value.close()
         }
+        return took
+    }
+
+    @Test func anAddressThatRefusesGivesWayToTheNext() async throws {
+        _ = try await connectPast(timeout: .seconds(5)) { try await unusedPort(loop: $0) }
+    }
+
+    @Test func anAddressThatDoesNotAnswerGivesWayToTheNextWithinTheTimeout() async throws {
+        let silent = try silentListener()
+        defer { for socket in silent.sockets { Foundation.close(socket) } }
+        let waited = try await connectPast(timeout: .seconds(4)) { _ in silent.port }
+        // It waited on the silent address for its share of the timeout, no longer.
+        #expect(waited >= TLSStream.addressAttemptLimit(for: .seconds(4)))
+        #expect(waited < .seconds(4))
     }
 
     /// Refused, then silent: the whole connect times out. Silent, then refused: the
