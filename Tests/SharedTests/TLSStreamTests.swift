@@ -128,9 +128,8 @@ import Testing
     @Test func refusedAndUnresolvableHostsFailWithTheirCodes() async throws {
         let loop = EventLoop(name: "tls-test")
         defer { loop.shutdown() }
-        for (host, port, code) in [
-            ("127.0.0.1", try await unusedPort(loop: loop), TLSError.Code.connect), ("no-such-host.invalid", 443, .resolve),
-        ] {
+        let unused = try await unusedPort(loop: loop)
+        for (host, port, code) in [("127.0.0.1", unused, TLSError.Code.connect), ("no-such-host.invalid", 443, .resolve)] {
             let events = ClientEvents()
             _ = try await connect(loop: loop, host: host, port: port, caFile: nil, events: events)
             var closedWith: TLSError?? = .none
