@@ -129,7 +129,9 @@ import Testing
         let loop = EventLoop(name: "tls-test")
         defer { loop.shutdown() }
         let unused = try await unusedPort(loop: loop)
-        for (host, port, code) in [("127.0.0.1", unused, TLSError.Code.connect), ("no-such-host.invalid", 443, .resolve)] {
+        for (host, port, code) in [
+            ("127.0.0.1", unused, TLSError.Code.connect), ("no-such-host.invalid", 443, .resolve),
+        ] {
             let events = ClientEvents()
             _ = try await connect(loop: loop, host: host, port: port, caFile: nil, events: events)
             var closedWith: TLSError?? = .none
