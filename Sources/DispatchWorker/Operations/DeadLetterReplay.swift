@@ -30,8 +30,7 @@ enum DeadLetterReplay {
         let streams: [String]
         do {
             redisURL = try environment.required("REDIS_URL")
-            streams = (environment.optional("WORKER_STREAMS") ?? WorkerConfiguration.defaultStream)
-                .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            streams = try WorkerConfiguration.streams(in: environment)
         } catch {
             FileHandle.standardError.write(Data((error.description + "\n").utf8))
             return 2

@@ -43,7 +43,7 @@ public struct CacheInvalidation: Sendable {
 
     /// Drops the cache entry and the pending stash.
     public func subscriptionActivated(_ id: String) async throws {
-        try await invalidate([keys.subscription(id)], alsoDeleting: [keys.stash(id), keys.stashTopics(id)])
+        try await invalidate([keys.subscription(id)], alsoDeleting: keys.pendingStash(id))
     }
 
     /// Drops the cache, the pending stash and the rate window of each subscription.
@@ -51,7 +51,7 @@ public struct CacheInvalidation: Sendable {
         for batch in stride(from: 0, to: ids.count, by: 500).map({ ids[$0..<min($0 + 500, ids.count)] }) {
             try await invalidate(
                 batch.map(keys.subscription),
-                alsoDeleting: batch.flatMap { [keys.stash($0), keys.stashTopics($0), keys.pushRate($0)] })
+                alsoDeleting: batch.flatMap { keys.pendingStash($0) + [keys.pushRate($0)] })
         }
     }
 
@@ -61,7 +61,7 @@ public struct CacheInvalidation: Sendable {
     public func subscriptionGone(_ id: String, app: String) async throws {
         _ = try await redis.pipeline([
             RedisCommand("SET", keys.tombstone(id), app, "EX", tombstoneLifetimeSeconds),
-            RedisCommand("DEL", keys.subscription(id), keys.stash(id), keys.stashTopics(id), keys.pushRate(id)),
+            RedisCommand("DEL", arguments: [keys.subscription(id)] + keys.pendingStash(id) + [keys.pushRate(id)]),
         ]).map { try $0.throwingError() }
     }
 

@@ -291,13 +291,19 @@ public struct WorkerConfiguration: Sendable {
         guard workerID.allSatisfy({ !$0.isWhitespace }) else {
             throw ConfigurationError(variable: "WORKER_ID", problem: "must not contain spaces")
         }
-        let streams = (environment.optional("WORKER_STREAMS") ?? Self.defaultStream)
+        streams = try Self.streams(in: environment)
+        apnsConnections = try environment.integer("APNS_CONNECTIONS", default: 4, range: 1...64)
+        metricsListen = try environment.listenAddress("METRICS_LISTEN") ?? ListenAddress(host: "127.0.0.1", port: 9091)
+    }
+
+    /// `WORKER_STREAMS`: comma-separated queue streams (default `defaultStream`), at
+    /// least one. Also read by `dispatch-worker replay-dead-letters`.
+    public static func streams(in environment: Environment) throws(ConfigurationError) -> [String] {
+        let streams = (environment.optional("WORKER_STREAMS") ?? defaultStream)
             .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !streams.isEmpty else {
             throw ConfigurationError(variable: "WORKER_STREAMS", problem: "must name at least one stream")
         }
-        self.streams = streams
-        apnsConnections = try environment.integer("APNS_CONNECTIONS", default: 4, range: 1...64)
-        metricsListen = try environment.listenAddress("METRICS_LISTEN") ?? ListenAddress(host: "127.0.0.1", port: 9091)
+        return streams
     }
 }

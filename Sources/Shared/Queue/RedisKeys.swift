@@ -59,6 +59,10 @@ public struct RedisKeys: Sendable, Equatable {
     public func stash(_ subscriptionID: String) -> String { prefix + "stash:" + subscriptionID }
     /// Which stashed message holds each Topic (RFC 8030 replacement).
     public func stashTopics(_ subscriptionID: String) -> String { stash(subscriptionID) + ":topics" }
+    /// Everything of a subscription's pending stash: the messages and their topics.
+    public func pendingStash(_ subscriptionID: String) -> [String] {
+        [stash(subscriptionID), stashTopics(subscriptionID)]
+    }
     /// The subscriptions with a stash, scored by when its oldest message's lifetime
     /// ends (UNIX ms; `StashExpiry` removes it then).
     public var stashesDue: String { prefix + "stash-due" }
