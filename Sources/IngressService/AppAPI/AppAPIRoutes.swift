@@ -34,6 +34,8 @@ struct AppAPIRoutes: Sendable {
             }
         } catch let error as AppAPIError {
             return error.response
+        } catch let error as PostgresError where error.code == .invalidParameter {
+            return AppAPIError.invalid("a value holds a character that cannot be stored").response
         } catch {
             failureLog.warning("app API request failed: storage error", error: error)
             return AppAPIError.storage.response
@@ -98,7 +100,7 @@ struct AppAPIRoutes: Sendable {
     /// `GET /users/{userId}/devices` → `{devices: [...]}`, active devices in this app.
     /// `user` is final: the HTTP server has percent-decoded the path already.
     func devices(_ user: String, app: String) async throws -> HTTPResponse {
-        let devices = Self.canBeUserID(user) ? try await repository.devicesJSON(user: user, app: app) : []
+        let devices = try await repository.devicesJSON(user: user, app: app)
         return .json(200, "{\"devices\":[" + devices.joined(separator: ",") + "]}")
     }
 }

@@ -1,6 +1,7 @@
 import Shared
 
-/// Maps what a route threw to the answer: a `PushAPIError` as it is; Redis,
+/// Maps what a route threw to the answer: a `PushAPIError` as it is; a value
+/// Postgres cannot receive (a NUL in text: the request's fault) as 1001; Redis,
 /// Postgres and pool failures as 1005 (503 when the store is unreachable or
 /// overloaded, 500 otherwise). Never a 201.
 enum StorageFailure {
@@ -14,6 +15,7 @@ enum StorageFailure {
             }
         case let error as PostgresError:
             switch error.code {
+            case .invalidParameter: .invalid("a value holds a character that cannot be stored")
             case .connectionFailed, .connectionClosed: .storageUnavailable
             default: .storageFailed
             }
@@ -23,7 +25,7 @@ enum StorageFailure {
     }
 
     /// Whether the error is the store's fault (worth a log line), not the client's.
-    static func isStorageError(_ error: any Error) -> Bool { !(error is PushAPIError) }
+    static func isStorageError(_ error: any Error) -> Bool { apiError(for: error).code == .storageError }
 
     /// Whether Postgres or Redis could not be reached (or their pools were exhausted):
     /// worth trying again later, unlike an error they answered with.
