@@ -163,7 +163,8 @@ func buildApplication(
     let appRepository = AppAPIRepository(postgres: postgres)
     let appAPI = AppAPIRoutes(
         authenticator: AppAPIAuthenticator(keys: AppAPIKeyStore(postgres: postgres)), repository: appRepository,
-        limiter: limiter, clientIP: clientIP,
+        limiter: limiter,
+        keyLookups: FailedLookupLimit(limiter: limiter, scope: .appAPIKeyFailures, clientIP: clientIP),
         sender: AppAPISender(
             repository: appRepository, redis: redis, keys: keys, cache: cache,
             replies: ReplyCollector(redis: replyRedis),
@@ -178,7 +179,7 @@ func buildApplication(
         invalidationRetryWindow: .seconds(configuration.cacheLifetimeSeconds), logger: logger.child("device"))
     let webPush = WebPushRoutes(
         hotPath: hotPath, keys: keys, scriptEncoder: HotPathScript.Encoder(keys: keys),
-        cache: cache, unknownPushes: UnknownPushLimit(limiter: limiter, clientIP: clientIP),
+        cache: cache, unknownPushes: FailedLookupLimit(limiter: limiter, scope: .unknownPush, clientIP: clientIP),
         metrics: metrics, pushRateLimit: configuration.pushRateLimit, stashLimit: configuration.stashLimit,
         stashLifetimeMilliseconds: stashLifetime, maximumTTL: configuration.maximumPushTTLSeconds,
         messageBase: base + "/api/push/m/", failureLog: failureLog)

@@ -5,13 +5,13 @@ import Shared
 /// request in its shared window, then bind, unbind, list devices or send.
 ///
 /// A key is looked up in Postgres, so each client IP may present keys that are not
-/// (or no longer) valid only `RATE_LIMIT_APP_API_KEY_FAILURES` times per window (keys
-/// being looked up count too); past it its requests answer 429 before the lookup.
+/// (or no longer) valid only `RATE_LIMIT_APP_API_KEY_FAILURES` times per window
+/// (`FailedLookupLimit`); past it its requests answer 429 before the lookup.
 struct AppAPIRoutes: Sendable {
     let authenticator: AppAPIAuthenticator
     let repository: AppAPIRepository
     let limiter: SlidingWindowLimiter
-    let clientIP: ClientIPResolver
+    let keyLookups: FailedLookupLimit
     let sender: AppAPISender
     /// Storage failures (never keys, payloads or tokens).
     let failureLog: ThrottledLog
@@ -42,28 +42,25 @@ struct AppAPIRoutes: Sendable {
         }
     }
 
-    /// The key's app, within the client's allowance of failed keys: each lookup counts
-    /// from its start (concurrent ones cannot all pass an empty window) and is taken
-    /// back when the key turns out valid.
+    /// The key's app, within the client's allowance of failed keys: only an unknown
+    /// or revoked key stays counted.
     private func authenticate(_ request: HTTPRequest) async throws -> String {
-        let client = clientIP.clientKey(request.head)
-        let member = Base64URL.encode(SecureRandom.bytes(12))
+        let lookup: FailedLookupLimit.Lookup
         do {
-            try await limiter.admit(.appAPIKeyFailures, client: client, member: member)
+            lookup = try await keyLookups.admit(request.head)
         } catch let error as PushAPIError where error.retryAfter != nil {
             throw AppAPIError.tooManyRequests(retryAfter: error.retryAfter ?? 1)
         }
-        let app: String
         do {
-            app = try await authenticator.appID(for: request)
+            let app = try await authenticator.appID(for: request)
+            await keyLookups.release(lookup)
+            return app
         } catch let error as AppAPIError where error == .unknownKey {
             throw error  // counted
         } catch {
-            try? await limiter.forget(.appAPIKeyFailures, client: client, member: member)
+            await keyLookups.release(lookup)
             throw error
         }
-        try? await limiter.forget(.appAPIKeyFailures, client: client, member: member)  // best effort
-        return app
     }
 
     /// `POST /subscriptions/bind` `{subscriptionId, secret, userId}` → 204.

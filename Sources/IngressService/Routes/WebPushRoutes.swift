@@ -24,7 +24,7 @@ final class WebPushRoutes: Sendable {
     /// Writes each push as an item of the hot-path script's batched command.
     let scriptEncoder: HotPathScript.Encoder
     let cache: HotPathCache
-    let unknownPushes: UnknownPushLimit
+    let unknownPushes: FailedLookupLimit
     let metrics: IngressMetrics
     let pushRateLimit: RateLimit
     let stashLimit: Int
@@ -38,7 +38,7 @@ final class WebPushRoutes: Sendable {
 
     init(
         hotPath: RedisMultiplexer, keys: RedisKeys, scriptEncoder: HotPathScript.Encoder, cache: HotPathCache,
-        unknownPushes: UnknownPushLimit, metrics: IngressMetrics, pushRateLimit: RateLimit, stashLimit: Int,
+        unknownPushes: FailedLookupLimit, metrics: IngressMetrics, pushRateLimit: RateLimit, stashLimit: Int,
         stashLifetimeMilliseconds: Int64, maximumTTL: Int, messageBase: String, failureLog: ThrottledLog
     ) {
         self.hotPath = hotPath
@@ -220,7 +220,7 @@ final class WebPushRoutes: Sendable {
     /// cannot be read), and turns refusals into `PushAPIError`s. `earlier` is the
     /// decision of a run already made (by the callback path), which counts as the first.
     /// A subscription Redis does not know is looked up within `head`'s client's
-    /// allowance of unknown pushes (`UnknownPushLimit`).
+    /// allowance of unknown pushes (`FailedLookupLimit`).
     private func decide(
         _ request: HotPathScript.Request, of head: HTTPRequestHead, after earlier: HotPathScript.Decision? = nil
     ) async throws -> HotPathScript.Decision {
