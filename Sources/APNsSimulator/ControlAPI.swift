@@ -10,7 +10,8 @@
 //                                          "recorded":n,"recordingsDropped":n,"pendingFaults":[…],"latencyMs":n}
 //   GET    /notifications[?after=SEQ&token=HEX&limit=N]
 //                                        → 200 {"notifications":[{"sequence","apnsId","deviceToken","topic",
-//                                          "teamId","keyId","connection","receivedAt","headers":{…},
+//                                          "teamId","keyId","connection","receivedAt" (ms since 1970),
+//                                          "receivedAtUs" (µs since 1970),"headers":{…},
 //                                          "payload":{…}}…]}  (oldest first; headers exclude authorization)
 //   DELETE /notifications               → 204, recordings cleared
 //   GET    /rules                       → 200 {"keys":{kid:{"teamId","revoked"}},"bundleIds":{id:team},

@@ -19,7 +19,9 @@ struct RecordedNotification: Sendable {
     /// 1, 2, 3… in order of acceptance, never reused until a reset.
     var sequence: Int { metadata.sequence }
     /// Milliseconds since 1970.
-    var receivedAt: Int64 { metadata.receivedAt }
+    var receivedAt: Int64 { metadata.receivedAtMicroseconds / 1000 }
+    /// Microseconds since 1970: latencies under a millisecond need it.
+    var receivedAtMicroseconds: Int64 { metadata.receivedAtMicroseconds }
     var apnsID: String { metadata.responseID.description }
     var teamID: String { metadata.teamID }
     var keyID: String { metadata.keyID }
@@ -37,7 +39,7 @@ struct RecordedNotification: Sendable {
     }
 
     /// `{"sequence":…,"apnsId":…,"deviceToken":…,"topic":…,"teamId":…,"keyId":…,
-    /// "connection":…,"receivedAt":…,"headers":{name:value…},"payload":{…}}`;
+    /// "connection":…,"receivedAt":…,"receivedAtUs":…,"headers":{name:value…},"payload":{…}}`;
     /// `payload` is the JSON object as sent (it was checked to be one). A header
     /// given twice is joined with ", ".
     var json: String {
@@ -54,6 +56,7 @@ struct RecordedNotification: Sendable {
             + "\"deviceToken\":\(JSONString.quote(deviceToken)),\"topic\":\(JSONString.quote(topic)),"
             + "\"teamId\":\(JSONString.quote(teamID)),\"keyId\":\(JSONString.quote(keyID)),"
             + "\"connection\":\(connectionID),\"receivedAt\":\(receivedAt),"
+            + "\"receivedAtUs\":\(receivedAtMicroseconds),"
             + "\"headers\":{\(headerFields)},\"payload\":\(String(decoding: payload, as: UTF8.self))}"
     }
 }

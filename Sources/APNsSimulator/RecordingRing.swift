@@ -14,7 +14,8 @@ struct RecordingRing: Sendable {
     /// A recording's own fields.
     struct Metadata: Sendable {
         let sequence: Int
-        let receivedAt: Int64
+        /// Microseconds since 1970.
+        let receivedAtMicroseconds: Int64
         let responseID: APNsID
         let teamID: String
         let keyID: String

@@ -111,12 +111,12 @@ final class SimulatorState: Sendable {
         accepted: APNsRequestValidator.Accepted, apnsID: APNsID, headers: [HTTP2Header], payload: [UInt8],
         connectionID: Int
     ) {
-        let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        let receivedAt = Int64(Date().timeIntervalSince1970 * 1_000_000)
         storage.withLock { storage in
             storage.counters.accepted += 1
             guard storage.recordings.capacity > 0 else { return }
             let metadata = RecordingRing.Metadata(
-                sequence: storage.nextSequence, receivedAt: receivedAt, responseID: apnsID, teamID: accepted.teamID,
+                sequence: storage.nextSequence, receivedAtMicroseconds: receivedAt, responseID: apnsID, teamID: accepted.teamID,
                 keyID: accepted.keyID, connectionID: connectionID)
             storage.nextSequence += 1
             if storage.recordings.append(metadata, headers: headers, payload: payload) {

@@ -39,7 +39,7 @@ import Testing
 @Suite struct RecordingRingTests {
     func metadata(_ sequence: Int) -> RecordingRing.Metadata {
         .init(
-            sequence: sequence, receivedAt: 1, responseID: .requested("id\(sequence)"), teamID: Fixtures.teamID,
+            sequence: sequence, receivedAtMicroseconds: 1, responseID: .requested("id\(sequence)"), teamID: Fixtures.teamID,
             keyID: Fixtures.keyID, connectionID: 1)
     }
 

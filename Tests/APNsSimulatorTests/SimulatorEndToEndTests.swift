@@ -12,7 +12,9 @@ import Testing
         defer { Task { await simulator.stop() } }
         let client = try await simulator.connect()
         let headers = Fixtures.headers(["apns-collapse-id": "thread-1", "apns-priority": "5"])
+        let sentAt = Int64(Date().timeIntervalSince1970 * 1_000_000)
         let response = try await client.request(headers)
+        let answeredAt = Int64(Date().timeIntervalSince1970 * 1_000_000)
         #expect(response.status == 200)
         #expect(response.headers["apns-id"] == "123E4567-E89B-12D3-A456-426614174000")
         #expect(response.body.isEmpty)
@@ -27,6 +29,9 @@ import Testing
         #expect(recorded["teamId"] as? String == Fixtures.teamID)
         #expect(recorded["keyId"] as? String == Fixtures.keyID)
         #expect(recorded["apnsId"] as? String == "123E4567-E89B-12D3-A456-426614174000")
+        let receivedAtUs = try #require((recorded["receivedAtUs"] as? NSNumber)?.int64Value)
+        #expect((sentAt...answeredAt).contains(receivedAtUs))
+        #expect((recorded["receivedAt"] as? NSNumber)?.int64Value == receivedAtUs / 1000)
         let recordedHeaders = try #require(recorded["headers"] as? [String: String])
         let sent = Dictionary(
             uniqueKeysWithValues: headers.filter { $0.name != "authorization" }.map { ($0.name, $0.value) })
