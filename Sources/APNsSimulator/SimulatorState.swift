@@ -116,8 +116,8 @@ final class SimulatorState: Sendable {
             storage.counters.accepted += 1
             guard storage.recordings.capacity > 0 else { return }
             let metadata = RecordingRing.Metadata(
-                sequence: storage.nextSequence, receivedAtMicroseconds: receivedAt, responseID: apnsID, teamID: accepted.teamID,
-                keyID: accepted.keyID, connectionID: connectionID)
+                sequence: storage.nextSequence, receivedAtMicroseconds: receivedAt, responseID: apnsID,
+                teamID: accepted.teamID, keyID: accepted.keyID, connectionID: connectionID)
             storage.nextSequence += 1
             if storage.recordings.append(metadata, headers: headers, payload: payload) {
                 storage.counters.recordingsDropped += 1
