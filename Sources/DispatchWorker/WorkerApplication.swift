@@ -18,6 +18,8 @@ final class WorkerApplication: Sendable {
     let circuit: CircuitBreaker
     let server: HTTPServer
     let gauges: QueueGauges
+    /// `/readyz`; also asked once at start, so a schema older than this build is logged then.
+    let readiness: ReadinessCheck
     let logger: Logger
     private let stopping: StopFlag
     private let gaugeTask = Mutex<Task<Void, Never>?>(nil)
@@ -25,8 +27,8 @@ final class WorkerApplication: Sendable {
     init(
         configuration: WorkerConfiguration, redis: RedisClient, postgres: PostgresClient, apns: APNsClient,
         metrics: WorkerMetrics, limiter: InFlightLimiter, consumers: [QueueConsumer], acknowledger: Acknowledger,
-        counts: DailyCounts, circuit: CircuitBreaker, server: HTTPServer, gauges: QueueGauges, stopping: StopFlag,
-        logger: Logger
+        counts: DailyCounts, circuit: CircuitBreaker, server: HTTPServer, gauges: QueueGauges,
+        readiness: ReadinessCheck, stopping: StopFlag, logger: Logger
     ) {
         self.configuration = configuration
         self.redis = redis
@@ -40,6 +42,7 @@ final class WorkerApplication: Sendable {
         self.circuit = circuit
         self.server = server
         self.gauges = gauges
+        self.readiness = readiness
         self.stopping = stopping
         self.logger = logger
     }
@@ -50,6 +53,7 @@ final class WorkerApplication: Sendable {
     /// Starts the operations listener, the outcome writers and the consumers.
     func start() async throws {
         try server.start()
+        Task { [readiness] in await readiness.checkSchema() }
         acknowledger.start()
         counts.start()
         for consumer in consumers { try await consumer.start() }
@@ -152,14 +156,15 @@ func buildWorker(
     }
     let stopping = StopFlag()
     let gauges = QueueGauges(redis: redis, contexts: contexts, limiter: limiter, apns: apns, metrics: metrics)
+    let readiness = ReadinessCheck(redis: redis, postgres: postgres, logger: logger.child("readiness"))
     let server = HTTPServer(
         configuration: .init(address: configuration.metricsListen, threads: 2, connectionLimit: 64),
         handler: OperationsHandler(
-            readiness: ReadinessCheck(redis: redis, postgres: postgres), metrics: metrics, gauges: gauges,
+            readiness: readiness, metrics: metrics, gauges: gauges,
             isStopping: { stopping.isSet }),
         logger: logger.child("operations"))
     return WorkerApplication(
         configuration: configuration, redis: redis, postgres: postgres, apns: apns, metrics: metrics, limiter: limiter,
         consumers: consumers, acknowledger: acknowledger, counts: counts, circuit: circuit, server: server,
-        gauges: gauges, stopping: stopping, logger: logger)
+        gauges: gauges, readiness: readiness, stopping: stopping, logger: logger)
 }

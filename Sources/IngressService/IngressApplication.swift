@@ -26,6 +26,8 @@ final class IngressApplication: Sendable {
     let invalidation: CacheInvalidation
     /// The admin API's own listener (`ADMIN_LISTEN`); nil when it is off.
     let adminServer: HTTPServer?
+    /// `/readyz`; also asked once at start, so a schema older than this build is logged then.
+    let readiness: ReadinessCheck
     let logger: Logger
     private let sweepTask = Mutex<Task<Void, Never>?>(nil)
     private let stashExpiryTask = Mutex<Task<Void, Never>?>(nil)
@@ -34,7 +36,7 @@ final class IngressApplication: Sendable {
         configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, replyRedis: RedisClient,
         hotPath: RedisMultiplexer, postgres: PostgresClient, fillPostgres: PostgresClient,
         keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, stashExpiry: StashExpiry,
-        invalidation: CacheInvalidation,
+        invalidation: CacheInvalidation, readiness: ReadinessCheck,
         adminServer: HTTPServer? = nil, frontLoop: EventLoop? = nil, logger: Logger
     ) {
         self.frontLoop = frontLoop
@@ -51,6 +53,7 @@ final class IngressApplication: Sendable {
         self.stashExpiry = stashExpiry
         self.invalidation = invalidation
         self.adminServer = adminServer
+        self.readiness = readiness
         self.logger = logger
     }
 
@@ -62,6 +65,7 @@ final class IngressApplication: Sendable {
     func start(sweep: Bool = true) throws(HTTPServerError) {
         try server.start()
         try adminServer?.start()
+        Task { [readiness] in await readiness.checkSchema() }
         let stashExpiry = self.stashExpiry
         stashExpiryTask.withLock { $0 = Task { await stashExpiry.run() } }
         if sweep {
@@ -183,8 +187,9 @@ func buildApplication(
         metrics: metrics, pushRateLimit: configuration.pushRateLimit, stashLimit: configuration.stashLimit,
         stashLifetimeMilliseconds: stashLifetime, maximumTTL: configuration.maximumPushTTLSeconds,
         messageBase: base + "/api/push/m/", failureLog: failureLog)
+    let readiness = ReadinessCheck(redis: redis, postgres: postgres, logger: logger.child("readiness"))
     let handler = IngressHandler(
-        device: device, webPush: webPush, health: HealthRoutes(redis: redis, postgres: postgres, metrics: metrics),
+        device: device, webPush: webPush, health: HealthRoutes(readiness: readiness, metrics: metrics),
         appAPI: appAPI,
         clientIP: clientIP, metrics: metrics,
         failureLog: failureLog)
@@ -218,6 +223,6 @@ func buildApplication(
     return IngressApplication(
         configuration: configuration, server: server, redis: redis, replyRedis: replyRedis, hotPath: hotPath,
         postgres: postgres, fillPostgres: fillPostgres, keys: keys, metrics: metrics, sweeper: sweeper,
-        stashExpiry: stashExpiry, invalidation: invalidation, adminServer: adminServer, frontLoop: frontLoop,
-        logger: logger)
+        stashExpiry: stashExpiry, invalidation: invalidation, readiness: readiness, adminServer: adminServer,
+        frontLoop: frontLoop, logger: logger)
 }

@@ -70,4 +70,43 @@ import Testing
         try await Task.sleep(for: .milliseconds(1100))
         #expect(await readiness.response(requiringPostgres: false).status == 503)  // asked again
     }
+
+    /// A database behind this build's schema (a rollout before its `migrate`): not
+    /// ready, also with Postgres excluded, logged once with both versions; once
+    /// migrated, ready again.
+    @Test func aDatabaseWithAnOlderSchemaIsNotReadyUntilMigrated() async throws {
+        let database = try await ScratchDatabase.create("readiness")
+        let postgres = PostgresClient(url: database.url, maximumConnections: 2)
+        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        defer {
+            redis.close()
+            postgres.close()
+        }
+        let (logger, lines) = TestEnvironment.capturingLogger()
+        let readiness = ReadinessCheck(redis: redis, postgres: postgres, reuseFor: .zero, logger: logger)
+        let behind = #"{"redis":"ok","postgres":"schema_behind"}"#
+
+        // Never migrated: no schema_migrations table.
+        for requiringPostgres in [true, false] {
+            let response = await readiness.response(requiringPostgres: requiringPostgres)
+            #expect(response.status == 503)
+            #expect(String(decoding: response.body, as: UTF8.self) == behind)
+        }
+        let errors = lines.all.filter { $0.contains("database schema is older than this build needs") }
+        #expect(errors.count == 1)
+        #expect(errors.first?.contains(#""schema.database":"0""#) == true)
+        #expect(errors.first?.contains(#""schema.required":"\#(Migrations.newestVersion)""#) == true)
+
+        try await Migrator(logger: logger).migrate(postgres)
+        let ready = await readiness.response()
+        #expect(ready.status == 200)
+        #expect(String(decoding: ready.body, as: UTF8.self) == #"{"redis":"ok","postgres":"ok"}"#)
+        #expect(lines.all.contains { $0.contains("database schema is current") })
+
+        // A build that needs a newer version than the database's.
+        let newer = ReadinessCheck(
+            redis: redis, postgres: postgres, reuseFor: .zero, requiredSchemaVersion: Migrations.newestVersion + 1)
+        #expect(String(decoding: await newer.response().body, as: UTF8.self) == behind)
+        try await database.drop()
+    }
 }

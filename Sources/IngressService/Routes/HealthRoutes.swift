@@ -6,11 +6,6 @@ struct HealthRoutes: Sendable {
     let readiness: ReadinessCheck
     let metrics: IngressMetrics
 
-    init(redis: RedisClient, postgres: PostgresClient, metrics: IngressMetrics) {
-        readiness = ReadinessCheck(redis: redis, postgres: postgres)
-        self.metrics = metrics
-    }
-
     func healthz() -> HTTPResponse { .json(200, #"{"status":"ok"}"#) }
 
     func readyz(_ request: HTTPRequest) async -> HTTPResponse { await readiness.response(to: request) }

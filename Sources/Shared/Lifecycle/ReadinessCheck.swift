@@ -12,22 +12,51 @@ import Synchronization
 /// An answer is reused for `reuseFor` (1 s), and callers that ask while a probe is
 /// under way share it: `/readyz` is reachable by anyone on the public port, and a
 /// flood of probes must not take the pools' connections from the requests.
+///
+/// A database whose schema is older than this build's queries need (a version rolled
+/// out before its migrations ran) answers 503 `"postgres":"schema_behind"`, excluded
+/// or not: the process would fail requests that reach those queries, so it must take
+/// no traffic until `migrate` has run. That is logged once, as an error, with both
+/// versions; once the schema is seen current it is not read again (it never goes back).
 public final class ReadinessCheck: Sendable {
     public let redis: RedisClient
     public let postgres: PostgresClient
+    /// The schema version this build needs: the newest migration it knows.
+    public let requiredSchemaVersion: Int
     private let reuseFor: Duration
+    private let logger: Logger?
     /// By whether Postgres is required: the probe under way, or the last answer.
     private let recent = Mutex<[Bool: Answer]>([:])
+    /// What the probes have seen of the schema.
+    private let schema = Mutex(SchemaSeen.unknown)
+
+    private enum SchemaSeen {
+        case unknown
+        case behind
+        case current
+    }
+
+    /// Postgres as a probe finds it.
+    private enum PostgresState: Sendable {
+        case ok
+        case down
+        case schemaBehind
+    }
 
     private enum Answer {
         case pending(Task<HTTPResponse, Never>)
         case ready(HTTPResponse, at: ContinuousClock.Instant)
     }
 
-    public init(redis: RedisClient, postgres: PostgresClient, reuseFor: Duration = .seconds(1)) {
+    public init(
+        redis: RedisClient, postgres: PostgresClient, reuseFor: Duration = .seconds(1),
+        requiredSchemaVersion: Int = Migrations.newestVersion, logger: Logger? = nil
+    ) {
         self.redis = redis
         self.postgres = postgres
         self.reuseFor = reuseFor
+        self.requiredSchemaVersion = requiredSchemaVersion
+        self.logger = logger
     }
 
     /// The answer to `request` (its query may exclude Postgres).
@@ -59,43 +88,92 @@ public final class ReadinessCheck: Sendable {
     }
 
     private func probe(requiringPostgres: Bool) async -> HTTPResponse {
-        let (redis, postgres) = (redis, postgres)
-        async let redisUp = Self.answers(within: .seconds(2)) { try await redis.send("PING") == .status("PONG") }
-        async let postgresUp = Self.answers(within: requiringPostgres ? .seconds(2) : .milliseconds(500)) {
-            try await postgres.query("SELECT 1").count == 1
+        let redis = redis
+        async let redisUp = Self.answer(within: .seconds(2), otherwise: false) {
+            try await redis.send("PING") == .status("PONG")
         }
-        let (redisOK, postgresOK) = await (redisUp, postgresUp)
-        let body = "{\"redis\":\"\(redisOK ? "ok" : "down")\",\"postgres\":\"\(postgresOK ? "ok" : "down")\"}"
-        return .json(redisOK && (postgresOK || !requiringPostgres) ? 200 : 503, body)
+        async let postgresState = Self.answer(
+            within: requiringPostgres ? .seconds(2) : .milliseconds(500), otherwise: PostgresState.down
+        ) { [self] in try await probePostgres() }
+        let (redisOK, postgres) = await (redisUp, postgresState)
+        let postgresText =
+            switch postgres {
+            case .ok: "ok"
+            case .down: "down"
+            case .schemaBehind: "schema_behind"
+            }
+        let postgresOK =
+            switch postgres {
+            case .ok: true
+            case .down: !requiringPostgres
+            case .schemaBehind: false
+            }
+        let body = "{\"redis\":\"\(redisOK ? "ok" : "down")\",\"postgres\":\"\(postgresText)\"}"
+        return .json(redisOK && postgresOK ? 200 : 503, body)
     }
 
-    /// Bounded: a server that does not answer within `limit` counts as down. The probe
-    /// is not awaited past that (a task group would wait for it: a silent server holds
-    /// a query up to the connect timeout); it ends on its client's own timeouts.
-    private static func answers(
-        within limit: Duration, _ probe: @escaping @Sendable () async throws -> Bool
-    ) async -> Bool {
-        let answer = FirstAnswer()
+    /// Reads the schema version once, logging it if it is behind, without touching the
+    /// answers `/readyz` reuses: a service calls it at start, so an operator who runs no
+    /// probes learns of a missed `migrate` too.
+    public func checkSchema() async {
+        _ = try? await probePostgres()
+    }
+
+    /// Whether Postgres answers and, until it was seen current, its schema version.
+    private func probePostgres() async throws -> PostgresState {
+        if schema.withLock({ $0 == .current }) {
+            return try await postgres.query("SELECT 1").count == 1 ? .ok : .down
+        }
+        let version: Int
+        do {
+            let rows = try await postgres.query("SELECT coalesce(max(version), 0) AS version FROM schema_migrations")
+            version = try rows.first?.decode("version", as: Int.self) ?? 0
+        } catch let error as PostgresError where error.sqlState == "42P01" {
+            version = 0  // undefined_table: never migrated
+        }
+        let current = version >= requiredSchemaVersion
+        let before = schema.withLock { seen in
+            defer { seen = current ? .current : .behind }
+            return seen
+        }
+        if !current && before != .behind {
+            logger?.error(
+                "database schema is older than this build needs; run migrate",
+                metadata: ["schema.database": "\(version)", "schema.required": "\(requiredSchemaVersion)"])
+        } else if current && before == .behind {
+            logger?.notice("database schema is current", metadata: ["schema.database": "\(version)"])
+        }
+        return current ? .ok : .schemaBehind
+    }
+
+    /// Bounded: a server that does not answer within `limit` counts as `otherwise`
+    /// (down), as does one that fails. The probe is not awaited past that (a task
+    /// group would wait for it: a silent server holds a query up to the connect
+    /// timeout); it ends on its client's own timeouts.
+    private static func answer<Value: Sendable>(
+        within limit: Duration, otherwise fallback: Value, _ probe: @escaping @Sendable () async throws -> Value
+    ) async -> Value {
+        let answer = FirstAnswer<Value>()
         return await withCheckedContinuation { continuation in
             answer.hold(continuation)
-            Task { answer.give((try? await probe()) ?? false) }
+            Task { answer.give((try? await probe()) ?? fallback) }
             Task {
                 try? await Task.sleep(for: limit)
-                answer.give(false)
+                answer.give(fallback)
             }
         }
     }
 }
 
 /// The first of several answers, handed to one waiting continuation; later ones are dropped.
-private final class FirstAnswer: Sendable {
-    private let continuation = Mutex<CheckedContinuation<Bool, Never>?>(nil)
+private final class FirstAnswer<Value: Sendable>: Sendable {
+    private let continuation = Mutex<CheckedContinuation<Value, Never>?>(nil)
 
-    func hold(_ waiting: CheckedContinuation<Bool, Never>) {
+    func hold(_ waiting: CheckedContinuation<Value, Never>) {
         continuation.withLock { $0 = waiting }
     }
 
-    func give(_ answer: Bool) {
+    func give(_ answer: Value) {
         continuation.withLock { waiting in
             defer { waiting = nil }
             return waiting

@@ -5,6 +5,9 @@
 public enum Migrations {
     public static let all: [Migration] = [initialSchema]
 
+    /// The version a build's queries need: its newest migration's.
+    public static var newestVersion: Int { all.map(\.version).max() ?? 0 }
+
     static let initialSchema = Migration(
         version: 1, name: "initial schema",
         sql: """
