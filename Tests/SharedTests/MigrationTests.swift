@@ -125,6 +125,42 @@ struct ScratchDatabase {
         try await database.drop()
     }
 
+    /// A schema change behind a long transaction's lock waits only `lockTimeout` (so the
+    /// services' queries queued behind it are not held up), is tried again, and fails
+    /// unrecorded once its attempts are spent; tried again after the lock is gone, it applies.
+    @Test func aMigrationWaitsOnlyItsLockTimeoutAndTriesAgain() async throws {
+        let database = try await ScratchDatabase.create("locktimeout")
+        let client = PostgresClient(url: database.url)
+        let (logger, lines) = TestEnvironment.capturingLogger()
+        let first = Migration(version: 1, name: "first", sql: "CREATE TABLE busy (id int);")
+        let second = Migration(version: 2, name: "alter", sql: "ALTER TABLE busy ADD COLUMN extra int;")
+        try await Migrator(migrations: [first], logger: logger).migrate(client)
+
+        let holder = try await PostgresConnection.connect(url: database.url)
+        try await holder.execute("BEGIN")
+        try await holder.execute("LOCK TABLE busy IN ACCESS SHARE MODE")  // a long reader
+        let impatient = Migrator(
+            migrations: [first, second], logger: logger, lockTimeout: .milliseconds(100), attempts: 2,
+            retryPause: .milliseconds(10))
+        let error = try await #require(throws: PostgresError.self) { try await impatient.migrate(client) }
+        #expect(error.sqlState == "55P03")
+        #expect(lines.all.filter { $0.contains("migration timed out waiting for a table lock") }.count == 1)
+        #expect(try await Self.recorded(client) == ["1 first"])
+
+        // The lock goes while the migration pauses between attempts.
+        let patient = Migrator(
+            migrations: [first, second], logger: logger, lockTimeout: .milliseconds(100), attempts: 3,
+            retryPause: .milliseconds(400))
+        async let applied = patient.migrate(client)
+        try await Task.sleep(for: .milliseconds(200))
+        try await holder.execute("COMMIT")
+        #expect(try await applied.map(\.version) == [2])
+        #expect(try await Self.recorded(client) == ["1 first", "2 alter"])
+        holder.close()
+        client.close()
+        try await database.drop()
+    }
+
     @Test func schemaEnforcesUniqueBundleIDsAndCascadingDeletes() async throws {
         let database = try await ScratchDatabase.create("constraints")
         let client = PostgresClient(url: database.url)

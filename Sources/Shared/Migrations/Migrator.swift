@@ -20,18 +20,34 @@ public struct Migration: Sendable, Equatable {
 /// one connection, so the second replica waits, then finds nothing pending. Each
 /// migration and its `schema_migrations` row commit in one transaction, so a failed
 /// migration leaves no trace and is retried on the next run.
+///
+/// A migration waits at most `lockTimeout` for each table lock (`lock_timeout`): a
+/// schema change queued behind a long transaction would otherwise hold up every
+/// query of the live services that touches the table. One that times out is rolled
+/// back and tried again after a pause, `attempts` times in all, then the run fails.
 public struct Migrator: Sendable {
     /// The advisory lock key: "pushgate" in ASCII.
     public static let advisoryLockKey: Int64 = 0x7075_7368_6761_7465
 
     public let migrations: [Migration]
     public let logger: Logger
+    public let lockTimeout: Duration
+    public let attempts: Int
+    /// The pause before the next attempt after the n-th lock timeout: n times this.
+    public let retryPause: Duration
 
-    public init(migrations: [Migration] = Migrations.all, logger: Logger) {
+    public init(
+        migrations: [Migration] = Migrations.all, logger: Logger, lockTimeout: Duration = .seconds(5),
+        attempts: Int = 5, retryPause: Duration = .seconds(2)
+    ) {
         precondition(
             Set(migrations.map(\.version)).count == migrations.count, "migration versions must be unique")
+        precondition(attempts > 0 && lockTimeout > .zero, "a migration needs an attempt and a lock timeout")
         self.migrations = migrations.sorted { $0.version < $1.version }
         self.logger = logger
+        self.lockTimeout = lockTimeout
+        self.attempts = attempts
+        self.retryPause = retryPause
     }
 
     /// Applies what is pending and returns the migrations applied by this call.
@@ -76,12 +92,7 @@ public struct Migrator: Sendable {
         var applied: [Migration] = []
         for migration in migrations where !done.contains(migration.version) {
             let start = ContinuousClock.now
-            try await connection.withTransaction { tx in
-                try await tx.executeScript(migration.sql)
-                try await tx.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (\(Int32(migration.version)), \(migration.name))"
-                )
-            }
+            try await apply(migration, on: connection)
             logger.notice(
                 "applied migration",
                 metadata: [
@@ -91,5 +102,30 @@ public struct Migrator: Sendable {
             applied.append(migration)
         }
         return applied
+    }
+
+    /// One migration in its transaction, tried again while it times out on a lock.
+    private func apply(_ migration: Migration, on connection: PostgresConnection) async throws {
+        let timeoutMilliseconds = max(1, Int64((lockTimeout / .milliseconds(1)).rounded(.up)))
+        for attempt in 1...attempts {
+            do {
+                try await connection.withTransaction { tx in
+                    try await tx.executeScript("SET LOCAL lock_timeout = '\(timeoutMilliseconds)ms'")
+                    try await tx.executeScript(migration.sql)
+                    try await tx.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES (\(Int32(migration.version)), \(migration.name))"
+                    )
+                }
+                return
+            } catch let error as PostgresError where error.sqlState == "55P03" && attempt < attempts {
+                logger.warning(
+                    "migration timed out waiting for a table lock; trying again",
+                    metadata: [
+                        "migration.version": "\(migration.version)", "migration.attempt": "\(attempt)",
+                        "migration.lock_timeout": "\(lockTimeout)",
+                    ])
+                try await Task.sleep(for: retryPause * attempt)
+            }
+        }
     }
 }
