@@ -130,6 +130,50 @@ import Testing
         }
     }
 
+    /// RFC 8030, section 5.2: a stashed message is kept no longer than its own TTL
+    /// (the 201 says so), however long the stash keeps others, and leaves Redis then;
+    /// a TTL of 0 is not kept at all and pushes nothing out of a full stash.
+    @Test func aStashedMessageIsKeptNoLongerThanItsTTL() async throws {
+        try await IngressTestApp.with(["STASH_TTL_SECONDS": "60"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
+            func push(ttl: Int) async throws -> [UInt8] {
+                let message = Fixture.message()
+                let response = try await app.push(
+                    id, body: message, headers: [("TTL", String(ttl)), ("Content-Encoding", "aes128gcm")])
+                #expect(response.status == 201)
+                #expect(response.headers["ttl"] == String(min(ttl, 60)))
+                return message
+            }
+            func stored() async throws -> Int {
+                try await app.redis.send("LRANGE", app.keys.stash(id), 0, -1).array?.count ?? -1
+            }
+            var lasting: [[UInt8]] = []
+            for _ in 0..<4 { lasting.append(try await push(ttl: 3600)) }
+            let start = ContinuousClock.now
+            let brief = try await push(ttl: 2)
+            let listed = try await pending(app, id, secret)
+            // Read within its lifetime (unless this machine stalled for seconds).
+            if ContinuousClock.now - start < .seconds(2) {
+                #expect(listed == (lasting + [brief]).map(Base64URL.encode))
+            }
+            // TTL 0: answered, never listed, and the full stash keeps all it had.
+            _ = try await push(ttl: 0)
+            #expect(try await stored() == 5)
+            #expect(
+                try await Poll.until(timeout: .seconds(10), interval: .milliseconds(100)) {
+                    try await pending(app, id, secret) == lasting.map(Base64URL.encode)
+                })
+            #expect(ContinuousClock.now - start >= .seconds(2))
+            // And it leaves Redis (StashExpiry), though the list lives on for the others.
+            #expect(
+                try await Poll.until(timeout: .seconds(10), interval: .milliseconds(100)) {
+                    try await stored() == 4
+                })
+            #expect(try await pending(app, id, secret) == lasting.map(Base64URL.encode))
+        }
+    }
+
     @Test func stashedMessagesExpireAfterTheConfiguredLifetime() async throws {
         try await IngressTestApp.with(["STASH_TTL_SECONDS": "3"]) { app in
             let fixture = try await Fixture.create(app.postgres)

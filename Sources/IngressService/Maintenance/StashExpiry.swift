@@ -1,11 +1,12 @@
 import Shared
 
-/// Removes stashed messages once their lifetime (`STASH_TTL_SECONDS`) ends. A stash
-/// list's own expiry follows its newest message, so without this an older message
-/// would stay in Redis until the newest's lifetime ended too (up to twice the
-/// lifetime), though no longer served. The hot-path script notes in `stashesDue`
-/// when each stash's oldest message ends; every ingress runs this each second (the
-/// work is idempotent and, with nothing due, one sorted-set read).
+/// Removes stashed messages once their lifetime (the shorter of their TTL and
+/// `STASH_TTL_SECONDS`) ends. A stash list's own expiry follows its newest message,
+/// so without this an older message, or one with a short TTL, would stay in Redis
+/// until the newest's lifetime ended too, though no longer served. The hot-path
+/// script notes in `stashesDue` when each stash's first message ends; every ingress
+/// runs this each second (the work is idempotent and, with nothing due, one
+/// sorted-set read).
 struct StashExpiry: Sendable {
     let redis: RedisClient
     let keys: RedisKeys
@@ -38,9 +39,10 @@ struct StashExpiry: Sendable {
     }
 
     /// KEYS: 1 the due set. ARGV: 1 key prefix, 2 lifetime ms, 3 batch. For each
-    /// stash due: its messages past their lifetime are dropped (oldest first), then
-    /// it is due again when its new oldest ends, or, empty, leaves the set with its
-    /// topics. Keys are built from the prefix, in the due set's hash tag.
+    /// stash due: its messages past their lifetime are dropped (an entry's time plus
+    /// the lifetime is its end, `HotPathScript`), then it is due again when the first
+    /// of the rest ends, or, empty, leaves the set with its topics. Keys are built
+    /// from the prefix, in the due set's hash tag.
     static let script = RedisScript(
         source: """
             local t = redis.call('TIME')
@@ -50,11 +52,13 @@ struct StashExpiry: Sendable {
             for _, id in ipairs(due) do
               local stash = prefix .. 'stash:' .. id
               local oldest
-              while true do
-                local head = redis.call('LINDEX', stash, 0)
-                oldest = head and tonumber(string.match(head, '^%d+'))
-                if not oldest or oldest + lifetime > now then break end
-                redis.call('LPOP', stash)
+              for _, stashed in ipairs(redis.call('LRANGE', stash, 0, -1)) do
+                local start = tonumber(string.match(stashed, '^%d+'))
+                if start and start + lifetime <= now then
+                  redis.call('LREM', stash, 1, stashed)
+                elseif start and (not oldest or start < oldest) then
+                  oldest = start
+                end
               end
               if oldest then
                 redis.call('ZADD', KEYS[1], tostring(oldest + lifetime), id)

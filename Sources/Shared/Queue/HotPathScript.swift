@@ -343,10 +343,8 @@ public enum HotPathScript {
         local nowText, windowStart = tostring(now), now - window
         -- When a rate window's expiry set now ends (PEXPIREAT: exactly what `rexp` says).
         local rateExpiryText = tostring(now + 2 * window)
-        -- Stash entries accepted at or before this are past their lifetime.
+        -- Stash entries that start at or before this are past their lifetime.
         local stashOldest = now - tonumber(stashLifetime)
-        -- When a message stashed now ends its lifetime.
-        local stashExpiryText = tostring(now + tonumber(stashLifetime))
         -- The rate window's index of the rateLimit-th newest push before (after) this
         -- one is added, and when to trim it.
         local lastIndexText, rateLimitText, trimLength = tostring(rateLimit - 1), tostring(rateLimit), 2 * rateLimit
@@ -356,12 +354,13 @@ public enum HotPathScript {
         local entryFields = {'v', '4'}
 
         -- What the stash keeps of a message part (`QueueMessage.messagePart`): its
-        -- first item, the ciphertext, and its seventh, the Web Push Topic (an optional
-        -- item: its length plus one, 0 for none), or nil. Each item follows its LEB128
-        -- length.
+        -- first item, the ciphertext; its seventh, the Web Push Topic (an optional
+        -- item: its length plus one, 0 for none), or nil; and from its fifth and sixth
+        -- (the APNs expiration, UNIX s, 0 for TTL 0, and the acceptance, UNIX ms) the
+        -- push's TTL in ms. Each item follows its LEB128 length.
         local function stashedParts(message)
           local i, start, length = 1, 1, 0
-          local ciphertextStart, ciphertextLength
+          local items = {}
           for item = 1, 7 do
             local scale = 1
             length = 0
@@ -373,11 +372,14 @@ public enum HotPathScript {
               scale = scale * 128
             end
             start = i
-            if item == 1 then ciphertextStart, ciphertextLength = start, length end
+            if item ~= 7 then items[item] = {start, length} end
             i = i + length
           end
+          local function text(item) return string.sub(message, items[item][1], items[item][1] + items[item][2] - 1) end
           local topic = length > 0 and string.sub(message, start, start + length - 2) or nil
-          return string.sub(message, ciphertextStart, ciphertextStart + ciphertextLength - 1), topic
+          local expiration = tonumber(text(5))
+          local ttl = expiration == 0 and 0 or (expiration - math.floor(tonumber(text(6)) / 1000)) * 1000
+          return text(1), topic, ttl
         end
 
         -- An account: its key, limit and quota key, the count before the run (`used`,
@@ -506,17 +508,23 @@ public enum HotPathScript {
           if not ctx.active then
             if mode == 'app' then return 9 end
             if mode == 'check' then return 6 end
+            local body, topic, ttl = stashedParts(message)
+            -- Kept for the shorter of its TTL and the stash's lifetime (RFC 8030
+            -- section 5.2); a TTL of 0 is not kept at all (no device is listening).
+            local keep = math.min(ttl, tonumber(stashLifetime))
+            if keep <= 0 then return 8 end
             local stash = prefix .. 'stash:' .. id
-            -- The list's expiry is renewed by every push, so older entries past their
-            -- own lifetime are dropped here (oldest first; at most the stash limit).
-            while true do
-              local head = redis.call('LINDEX', stash, 0)
-              local acceptedAt = head and tonumber(string.match(head, '^%d+'))
-              if not acceptedAt or acceptedAt > stashOldest then break end
-              redis.call('LPOP', stash)
+            -- The list's expiry is renewed by every push, so entries past their own
+            -- lifetime are dropped here (any of them: lifetimes differ by TTL).
+            for _, stashed in ipairs(redis.call('LRANGE', stash, 0, -1)) do
+              local start = tonumber(string.match(stashed, '^%d+'))
+              if start and start <= stashOldest then redis.call('LREM', stash, 1, stashed) end
             end
-            local body, topic = stashedParts(message)
-            local entry = nowText .. ':' .. body
+            -- An entry's time is where its lifetime would start had it the stash's
+            -- whole lifetime (a shorter TTL moves it back), so every reader, of every
+            -- version, finds its end at that time plus STASH_TTL.
+            local startText = tostring(now + keep - tonumber(stashLifetime))
+            local entry = startText .. ':' .. body
             local topics = stash .. ':topics'
             if topic then
               -- RFC 8030, section 5.4: it replaces the outstanding message of its topic.
@@ -532,7 +540,7 @@ public enum HotPathScript {
                   end
                 end
               end
-              redis.call('HSET', topics, topic, string.sub(entry, 1, #nowText + 17))
+              redis.call('HSET', topics, topic, string.sub(entry, 1, #startText + 17))
               redis.call('PEXPIRE', topics, stashLifetime)
             end
             redis.call('RPUSH', stash, entry)
@@ -554,8 +562,8 @@ public enum HotPathScript {
               end
             end
             -- The list's expiry follows its newest message: `StashExpiry` removes each
-            -- older one when its own lifetime ends (LT: an older message's time stays).
-            redis.call('ZADD', prefix .. 'stash-due', 'LT', stashExpiryText, id)
+            -- one when its own lifetime ends (LT: an earlier end already noted stays).
+            redis.call('ZADD', prefix .. 'stash-due', 'LT', tostring(now + keep), id)
             return 8
           end
           local refusal = false

@@ -1,6 +1,7 @@
-/// Reads a subscription's pending stash: the ciphertexts younger than the stash
-/// lifetime, oldest first (entries are `<accepted ms>:<ciphertext>`, written by
-/// `HotPathScript` with the Redis server's clock).
+/// Reads a subscription's pending stash: the ciphertexts still within their
+/// lifetime, oldest first (entries are `<start ms>:<ciphertext>`, written by
+/// `HotPathScript` with the Redis server's clock; an entry ends at its start plus
+/// the stash lifetime, the start moved back for a TTL shorter than that).
 public enum StashScript {
     public static let script = RedisScript(
         source: """
