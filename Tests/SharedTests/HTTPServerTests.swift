@@ -172,6 +172,41 @@ import Testing
         }
     }
 
+    /// A body whose end is ambiguous (`Content-Length` with `Transfer-Encoding`, a
+    /// request-smuggling vector) or unknown (a coding other than `chunked`) is answered
+    /// at once, 400 or 501 in the handler's format, and the connection is closed: a
+    /// request pipelined behind it is never read (RFC 9112 §6.1, §6.3).
+    @Test(arguments: pollings) func refusesBodiesItCannotFrameAndClosesTheConnection(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
+            let next = "GET /next HTTP/1.1\r\nHost: x\r\n\r\n"
+            for (framing, status, reason) in [
+                (
+                    "Content-Length: 5\r\nTransfer-Encoding: chunked", 400,
+                    "Content-Length and Transfer-Encoding together"
+                ),
+                ("Transfer-Encoding: gzip, chunked", 501, "transfer coding not supported"),
+                ("Transfer-Encoding: identity", 501, "transfer coding not supported"),
+                ("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked", 501, "transfer coding not supported"),
+            ] {
+                let request = "POST / HTTP/1.1\r\nHost: x\r\n\(framing)\r\n\r\n0\r\n\r\n" + next
+                let received = try await RawHTTPClient(port: server.port).exchange(Array(request.utf8))
+                let answer = try RawHTTPClient.parse(received)
+                #expect(answer.status == status)
+                #expect(answer.text == #"{"error": "1001 Invalid parameters: \#(reason)"}"#)
+                let text = String(decoding: received, as: UTF8.self)
+                #expect(text.components(separatedBy: "HTTP/1.1 ").count == 2, "one answer, then closed: \(framing)")
+                #expect(!text.contains("GET /next"))
+            }
+            // `chunked` alone is read as before.
+            let chunked =
+                "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n"
+                + "3\r\nabc\r\n0\r\n\r\n"
+            let read = try RawHTTPClient.parse(try await RawHTTPClient(port: server.port).exchange(Array(chunked.utf8)))
+            #expect(read.status == 201)
+            #expect(read.text.contains("bytes=3"))
+        }
+    }
+
     /// A client that asks before sending (`Expect: 100-continue`) a body declared over
     /// the limit is refused at once, not invited to send it.
     @Test(arguments: pollings) func refusesADeclaredOversizedBodyBeforeInvitingIt(polling: Polling) async throws {

@@ -54,7 +54,8 @@ public struct AdminAPI: HTTPHandler {
             switch rejection {
             case .targetTooLong: "uri_too_long"
             case .fieldsTooLarge: "headers_too_large"
-            case .missingHost: "invalid_request"
+            case .missingHost, .conflictingLength: "invalid_request"
+            case .unsupportedTransferCoding: "not_implemented"
             }
         return AdminResponse.error(AdminError(rejection.status, code, rejection.reason))
     }

@@ -27,12 +27,19 @@ public enum HTTPHeadRejection: Sendable, Equatable {
     case fieldsTooLarge
     /// An HTTP/1.1 request without `Host`, which RFC 9112 (§3.2) has servers refuse.
     case missingHost
+    /// Both `Content-Length` and `Transfer-Encoding`: where the body ends is ambiguous
+    /// (request smuggling), so RFC 9112 (§6.3) has the connection closed after the answer.
+    case conflictingLength
+    /// A `Transfer-Encoding` other than `chunked` alone: the body's end cannot be
+    /// found, so the answer is 501 (RFC 9112 §6.1) and the connection is closed.
+    case unsupportedTransferCoding
 
     public var status: Int {
         switch self {
         case .targetTooLong: 414
         case .fieldsTooLarge: 431
-        case .missingHost: 400
+        case .missingHost, .conflictingLength: 400
+        case .unsupportedTransferCoding: 501
         }
     }
 
@@ -42,6 +49,17 @@ public enum HTTPHeadRejection: Sendable, Equatable {
         case .targetTooLong: "request target too long"
         case .fieldsTooLarge: "request header fields too large"
         case .missingHost: "Host header missing"
+        case .conflictingLength: "Content-Length and Transfer-Encoding together"
+        case .unsupportedTransferCoding: "transfer coding not supported"
+        }
+    }
+
+    /// The body cannot be framed: the answer goes out at once and the connection is
+    /// closed, instead of reading a body whose end is unknown.
+    public var closesConnection: Bool {
+        switch self {
+        case .conflictingLength, .unsupportedTransferCoding: true
+        case .targetTooLong, .fieldsTooLarge, .missingHost: false
         }
     }
 }
@@ -73,11 +91,19 @@ public struct HTTPRequestHead: Sendable {
     }
 
     /// Why the head of a request in HTTP `version` is refused, if it is: over `limit`
-    /// (`HTTPServer.Configuration.headerLimit`), or HTTP/1.1 without `Host`.
+    /// (`HTTPServer.Configuration.headerLimit`), HTTP/1.1 without `Host`, or a body
+    /// framed in a way libmicrohttpd cannot or should not read.
     func rejection(limit: Int, version: String) -> HTTPHeadRejection? {
         let size = size
         if size.target > limit / 2 { return .targetTooLong }
         if size.total > limit { return .fieldsTooLarge }
+        let codings = headers.values("Transfer-Encoding")
+        if !codings.isEmpty {
+            if headers["Content-Length"] != nil { return .conflictingLength }
+            if codings.count > 1 || !codings[0].trimmingCharacters(in: .whitespaces).caseInsensitiveEquals("chunked") {
+                return .unsupportedTransferCoding
+            }
+        }
         if version == "HTTP/1.1" && headers["Host"] == nil { return .missingHost }
         return nil
     }

@@ -60,7 +60,11 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
         let httpVersion = version.map { String(cString: $0) } ?? ""
         if let rejection = head.rejection(limit: server.configuration.headerLimit, version: httpVersion) {
-            let response = server.handler.rejected(head, rejection)
+            var response = server.handler.rejected(head, rejection)
+            if rejection.closesConnection {
+                response.headers.add("Connection", "close")
+                return queue(response, on: connection, server: server)
+            }
             // As below: a client waiting for "100 Continue" is answered at once.
             if head.headers["Expect"]?.caseInsensitiveEquals("100-continue") == true {
                 return queue(response, on: connection, server: server)
