@@ -158,6 +158,32 @@ import Testing
         }
     }
 
+    /// Heads under `headerLimit` with many fields: libmicrohttpd keeps a record of each
+    /// in the connection's memory, and one that left too little for the answer used to
+    /// be closed unanswered (or answered by libmicrohttpd's HTML page). Every one now
+    /// gets a whole answer: served, or refused 431 in the handler's format.
+    @Test(arguments: pollings) func headsWithManyFieldsAreAnsweredInTheHandlersFormat(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
+            var statuses: Set<Int> = []
+            for (count, length) in [(120, 50), (126, 50), (128, 50), (129, 50), (130, 50), (250, 1), (280, 1)] {
+                for padding in stride(from: 1, to: 200, by: 40) {
+                    let fields = (0..<count).map { "X-H\($0): \(String(repeating: "v", count: length))\r\n" }
+                    let raw =
+                        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                        + "\(String(repeating: "A", count: padding)): y\r\n\(fields.joined())\r\n"
+                    let answer = try RawHTTPClient.parse(
+                        try await RawHTTPClient(port: server.port).exchange(Array(raw.utf8)))
+                    statuses.insert(answer.status)
+                    if answer.status != 201 {
+                        #expect(answer.status == 431)
+                        #expect(answer.text == #"{"error": "1001 Invalid parameters: request header fields too large"}"#)
+                    }
+                }
+            }
+            #expect(statuses == [201, 431])
+        }
+    }
+
     /// An HTTP/1.1 request without `Host` is refused (RFC 9112 §3.2) by the handler, in
     /// its format; HTTP/1.0 needs none.
     @Test(arguments: pollings) func refusesAnHTTP11RequestWithoutHost(polling: Polling) async throws {
@@ -522,6 +548,13 @@ import Testing
         #expect(
             HTTPServerLogText.isAboutOneConnection(
                 "Connection socket is closed when reading request due to the error: reset"))
+        for perRequest in [
+            "Failed to parse `Content-Length' header. Closing connection.",
+            "Not enough memory in pool to allocate header record!",
+            "Closing connection (failed to create response header).",
+        ] {
+            #expect(HTTPServerLogText.isAboutOneConnection(perRequest))
+        }
         #expect(!HTTPServerLogText.isAboutOneConnection("Server reached connection limit. Closing inbound connection."))
         #expect(HTTPServerLogText.redacted("Call to epoll_ctl failed: x") == "Call to epoll_ctl failed: x")
     }

@@ -23,7 +23,8 @@ public struct HTTPHeaders: Sendable, Sequence {
 public enum HTTPHeadRejection: Sendable, Equatable {
     /// The path and query pass half the server's `headerLimit`.
     case targetTooLong
-    /// The path, query and header fields pass the server's `headerLimit`.
+    /// The path, query and header fields pass the server's `headerLimit`, or would
+    /// leave too little of the connection's memory for the answer.
     case fieldsTooLarge
     /// An HTTP/1.1 request without `Host`, which RFC 9112 (§3.2) has servers refuse.
     case missingHost
@@ -68,10 +69,16 @@ public enum HTTPHeadRejection: Sendable, Equatable {
 /// choose the body limit.
 public struct HTTPRequestHead: Sendable {
     /// What `HTTPServer.Configuration.headerLimit` counts: the bytes of the path and
-    /// query (`target`) and of the whole head (`total`, header fields included).
+    /// query (`target`) and of the whole head (`total`, header fields included), and
+    /// how many fields and query arguments it has (`items`).
     struct Size {
         var target = 0
         var total = 0
+        var items = 0
+
+        /// What libmicrohttpd holds of the head in a connection's memory pool: its
+        /// bytes as read, and a record of about 64 bytes per field and argument.
+        var poolBytes: Int { total + items * 64 }
     }
 
     public let method: String
@@ -83,20 +90,25 @@ public struct HTTPRequestHead: Sendable {
     public let peerAddress: [UInt8]
 
     var size: Size {
-        var size = Size(target: path.utf8.count)
+        var size = Size(target: path.utf8.count, items: query.count)
         for (name, value) in query { size.target += name.utf8.count + value.utf8.count + 2 }
         size.total = size.target
-        for (name, value) in headers { size.total += name.utf8.count + value.utf8.count + 4 }
+        for (name, value) in headers {
+            size.total += name.utf8.count + value.utf8.count + 4
+            size.items += 1
+        }
         return size
     }
 
     /// Why the head of a request in HTTP `version` is refused, if it is: over `limit`
-    /// (`HTTPServer.Configuration.headerLimit`), HTTP/1.1 without `Host`, or a body
-    /// framed in a way libmicrohttpd cannot or should not read.
-    func rejection(limit: Int, version: String) -> HTTPHeadRejection? {
+    /// (`HTTPServer.Configuration.headerLimit`), or taking more than two thirds of the
+    /// connection's `memoryLimit` (many small fields: libmicrohttpd would have too
+    /// little left to write any answer, and closes the connection unanswered), HTTP/1.1
+    /// without `Host`, or a body framed in a way libmicrohttpd cannot or should not read.
+    func rejection(limit: Int, memoryLimit: Int, version: String) -> HTTPHeadRejection? {
         let size = size
         if size.target > limit / 2 { return .targetTooLong }
-        if size.total > limit { return .fieldsTooLarge }
+        if size.total > limit || size.poolBytes > memoryLimit * 2 / 3 { return .fieldsTooLarge }
         let codings = headers.values("Transfer-Encoding")
         if !codings.isEmpty {
             if headers["Content-Length"] != nil { return .conflictingLength }

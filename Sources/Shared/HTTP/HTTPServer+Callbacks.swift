@@ -59,7 +59,10 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
         server.inFlight.add(1, ordering: .relaxed)
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
         let httpVersion = version.map { String(cString: $0) } ?? ""
-        if let rejection = head.rejection(limit: server.configuration.headerLimit, version: httpVersion) {
+        let configuration = server.configuration
+        if let rejection = head.rejection(
+            limit: configuration.headerLimit, memoryLimit: configuration.headerMemoryLimit, version: httpVersion)
+        {
             var response = server.handler.rejected(head, rejection)
             if rejection.closesConnection {
                 response.headers.add("Connection", "close")
@@ -177,7 +180,8 @@ enum HTTPServerLogText {
     /// Whether `text` is about one connection or request rather than the server.
     static func isAboutOneConnection(_ text: String) -> Bool {
         text.contains("request for") || text.contains("when reading request")
-            || text.hasPrefix("Error processing request")
+            || text.hasPrefix("Error processing request") || text.hasPrefix("Failed to parse")
+            || text.hasPrefix("Not enough memory in pool") || text.contains("failed to create response header")
     }
 
     /// `text` with the request path it quotes (`request for `/api/push/p/…'`, or

@@ -34,10 +34,13 @@ public final class HTTPServer: Sendable {
         /// format (414 when the path and query alone pass half of it, else 431).
         public var headerLimit: Int
         /// Each connection's memory pool, which holds the request line and headers
-        /// as read; past it libmicrohttpd answers 431 or 414 itself, with an HTML
-        /// body no hook of Debian's 0.9.75 can replace, so it is kept about twice
-        /// `headerLimit`. libmicrohttpd clears it before every request (keep-alive
-        /// included): 16 KB costs half the clearing of the former 32 KB on every push.
+        /// as read (and a record of each field), then the answer's head; past it
+        /// libmicrohttpd answers 431 or 414 itself, with an HTML body no hook of
+        /// Debian's 0.9.75 can replace, or, with too little left for the answer,
+        /// closes the connection unanswered. So it is kept three times `headerLimit`,
+        /// and a head that takes more than two thirds of it is refused by the handler
+        /// (`HTTPRequestHead.rejection`). libmicrohttpd clears it before every request
+        /// (keep-alive included): 24 KB costs three quarters of the clearing of 32 KB.
         public var headerMemoryLimit: Int
         /// The most bytes of request bodies held while they arrive, all connections
         /// together: past it a request is answered `unavailable` (503) and its body
@@ -56,7 +59,7 @@ public final class HTTPServer: Sendable {
         public init(
             address: ListenAddress, threads: Int = 2, connectionLimit: Int = 10_000, connectionsPerIP: Int = 0,
             connectionTimeoutSeconds: Int = 30,
-            headerLimit: Int = 8 * 1024, headerMemoryLimit: Int = 16 * 1024, bodyMemoryLimit: Int = 256 << 20,
+            headerLimit: Int = 8 * 1024, headerMemoryLimit: Int = 24 * 1024, bodyMemoryLimit: Int = 256 << 20,
             bodyTimeout: Duration = .seconds(60), eventLoop: EventLoop? = nil
         ) {
             self.bodyTimeout = bodyTimeout
