@@ -55,7 +55,7 @@ import Testing
         (#"{"topic": "TOPIC", "token": 12345, "sandbox": false}"#, "token must be a string"),
         (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": "no"}"#, "sandbox must be a boolean"),
         (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": 0}"#, "sandbox must be a boolean"),
-        (#"{"topic": "TOPIC", "token": "TOKEN"}"#, "sandbox must be a boolean"),
+        (#"{"topic": "TOPIC", "token": "TOKEN"}"#, "sandbox is required (a boolean)"),
         (#"{"token": "TOKEN", "sandbox": false}"#, "topic is required"),
         (#"{"topic": "TOPIC", "sandbox": false}"#, "token is required"),
         (#"{"topic": "TOPIC", "token": "abc", "sandbox": false}"#, "token must be 32 to 200 hex digits"),

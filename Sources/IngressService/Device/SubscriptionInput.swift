@@ -106,7 +106,7 @@ struct SubscriptionInput: Sendable, Equatable {
     func requireRegistrationFields() throws(PushAPIError) {
         guard topic != nil else { throw .invalid("topic is required") }
         guard token != nil else { throw .invalid("token is required") }
-        guard sandbox != nil else { throw .invalid("sandbox must be a boolean") }
+        guard sandbox != nil else { throw .invalid("sandbox is required (a boolean)") }
     }
 
     /// A placeholder text within its limits, without control characters (Postgres
