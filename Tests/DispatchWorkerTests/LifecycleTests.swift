@@ -222,6 +222,11 @@ import Testing
                 try await client.request("GET", "/metrics").text.contains(
                     #"pushgate_worker_sends_total{outcome="sent",reason=""} 1"#)
             }
+            // Delivered and acknowledged: nothing in flight, though the reader waits on
+            // the empty queue holding a batch's permits.
+            try await eventually("no message in flight") {
+                try await client.request("GET", "/metrics").text.contains("\npushgate_worker_in_flight 0\n")
+            }
             let metrics = try await client.request("GET", "/metrics").text
             for name in [
                 "pushgate_queue_lag_seconds{stream=\"\(stack.keys.stream)\"}", "pushgate_worker_queue_length",

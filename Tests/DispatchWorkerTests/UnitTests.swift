@@ -398,7 +398,7 @@ import Testing
     @Test func takingPastTheLimitHoldsReadersUntilEnoughComeBack() async {
         let limiter = InFlightLimiter(limit: 10)
         #expect(await limiter.acquire(upTo: 10) == 10)
-        limiter.take(5)
+        limiter.finishRead(granted: 10, messages: 15)
         #expect(limiter.inFlight == 15)
         let waiter = Task { await limiter.acquire(upTo: 4, atLeast: 2) }
         limiter.release(6)
@@ -406,6 +406,25 @@ import Testing
         limiter.release(1)
         #expect(await waiter.value == 2)
         #expect(limiter.inFlight == 10)
+    }
+
+    /// The permits a read holds while it waits (a blocking read of an empty queue
+    /// holds a batch's worth) are not messages: the in-flight gauge reads 0 when idle.
+    @Test func permitsOfAReadInProgressAreNotMessagesInFlight() async {
+        let limiter = InFlightLimiter(limit: 10)
+        #expect(await limiter.acquire(upTo: 8) == 8)
+        #expect(limiter.inFlight == 8)
+        #expect(limiter.messagesInFlight == 0)
+        limiter.finishRead(granted: 8, messages: 3)
+        #expect(limiter.inFlight == 3)
+        #expect(limiter.messagesInFlight == 3)
+        let reader = Task { await limiter.acquire(upTo: 7) }
+        #expect(await reader.value == 7)
+        #expect(limiter.messagesInFlight == 3)
+        limiter.abandonRead(7)
+        limiter.release(3)
+        #expect(limiter.inFlight == 0)
+        #expect(limiter.messagesInFlight == 0)
     }
 
     /// The reader gives every permit back after an empty read and asks again at once:

@@ -10,6 +10,10 @@ import Synchronization
 /// to them: the queue reader gives all its permits back after an empty read and asks
 /// again at once, and were it allowed to take them first, the claimer (entries of
 /// dead workers, replies lost on the way) could wait behind it for ever.
+///
+/// Permits a read holds while it waits for entries (a blocking `XREADGROUP` holds a
+/// batch's worth when the queue is empty) are not messages yet: `messagesInFlight`
+/// leaves them out, until `finishRead` turns what the read brought into messages.
 final class InFlightLimiter: Sendable {
     private struct Waiter {
         let minimum: Int
@@ -19,6 +23,8 @@ final class InFlightLimiter: Sendable {
 
     private struct State {
         var available: Int
+        /// Taken by `acquire` for reads not finished yet.
+        var reading = 0
         /// In arrival order.
         var waiters: [Waiter] = []
         var closed = false
@@ -29,6 +35,7 @@ final class InFlightLimiter: Sendable {
             while let first = waiters.first, available >= first.minimum {
                 let count = min(first.maximum, available)
                 available -= count
+                reading += count
                 waiters.removeFirst()
                 served.append((first.continuation, count))
             }
@@ -45,15 +52,19 @@ final class InFlightLimiter: Sendable {
         state = Mutex(State(available: limit))
     }
 
-    /// Messages taken and not yet given back.
+    /// Permits taken and not yet given back: messages and reads in progress.
     var inFlight: Int { state.withLock { limit - $0.available } }
+
+    /// Messages taken and not yet given back (`pushgate_worker_in_flight`).
+    var messagesInFlight: Int { state.withLock { limit - $0.available - $0.reading } }
 
     /// Callers waiting in `acquire`.
     var waiting: Int { state.withLock { $0.waiters.count } }
 
     /// Waits until at least `minimum` permits are free and nobody waits ahead (so a
     /// saturated reader fetches batches, not single entries), then takes up to
-    /// `maximum`. Returns 0 once `close()` was called.
+    /// `maximum` for a read, which `finishRead` or `abandonRead` settles. Returns 0
+    /// once `close()` was called.
     func acquire(upTo maximum: Int, atLeast minimum: Int = 1) async -> Int {
         let minimum = max(1, min(minimum, maximum, limit))
         let taken: Int? = state.withLock { state in
@@ -61,6 +72,7 @@ final class InFlightLimiter: Sendable {
             guard state.waiters.isEmpty, state.available >= minimum else { return nil }
             let count = min(maximum, state.available)
             state.available -= count
+            state.reading += count
             return count
         }
         if let taken { return taken }
@@ -75,12 +87,22 @@ final class InFlightLimiter: Sendable {
         }
     }
 
-    /// Takes `count` permits whether or not they are free: a read that brought more
-    /// messages than it took permits for (entries hold several) has them in hand
-    /// already. Readers then wait until enough are given back.
-    func take(_ count: Int) {
-        guard count > 0 else { return }
-        state.withLock { $0.available -= count }
+    /// Settles a read that was `granted` permits and brought `messages`: those it did
+    /// not need go back; those its messages need beyond them (entries hold several,
+    /// and are in hand already) are taken whether or not they are free, and readers
+    /// then wait until enough are given back.
+    func finishRead(granted: Int, messages: Int) {
+        let served = state.withLock { state in
+            state.reading -= granted
+            state.available += granted - messages
+            return state.serveWaiters()
+        }
+        for (continuation, permits) in served { continuation.resume(returning: permits) }
+    }
+
+    /// Gives back the permits of a read that brought nothing (failed or stopped).
+    func abandonRead(_ granted: Int) {
+        finishRead(granted: granted, messages: 0)
     }
 
     /// Gives `count` permits back, to the waiters first.

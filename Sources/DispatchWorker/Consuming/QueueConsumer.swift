@@ -96,12 +96,6 @@ final class QueueConsumer: Sendable {
         messages >= HotPathScript.maximumBatch / 2 && messages < permits / 2
     }
 
-    /// Settles the permits of a read: those it did not need go back, and those its
-    /// messages need beyond what it took are taken.
-    private func reconcile(granted: Int, used: Int) {
-        if used < granted { limiter.release(granted - used) } else { limiter.take(used - granted) }
-    }
-
     private func readLoop() async {
         var failures = 0
         var expectedEntryBytes = 768
@@ -109,7 +103,7 @@ final class QueueConsumer: Sendable {
             let granted = await limiter.acquire(upTo: batchSize, atLeast: max(1, min(batchSize, limiter.limit / 4)))
             guard granted > 0 else { return }
             if isStopping {
-                limiter.release(granted)
+                limiter.abandonRead(granted)
                 return
             }
             do {
@@ -125,12 +119,12 @@ final class QueueConsumer: Sendable {
                 expectedEntryBytes = read.expectedEntryBytes
                 failures = 0
                 let messages = processor.start(entries, context: context)
-                reconcile(granted: granted, used: messages)
+                limiter.finishRead(granted: granted, messages: messages)
                 if readLinger > .zero && Self.lingers(afterReading: messages, of: granted) {
                     try? await Task.sleep(for: readLinger)
                 }
             } catch {
-                limiter.release(granted)
+                limiter.abandonRead(granted)
                 failures += 1
                 if (error as? RedisError)?.serverPrefix == "NOGROUP" { try? await ensureGroup() }
                 if failures == 1 || failures % 50 == 0 {
@@ -154,7 +148,7 @@ final class QueueConsumer: Sendable {
                 let granted = await limiter.acquire(upTo: batchSize)
                 guard granted > 0 else { return }
                 if isStopping {
-                    limiter.release(granted)
+                    limiter.abandonRead(granted)
                     return
                 }
                 do {
@@ -174,9 +168,9 @@ final class QueueConsumer: Sendable {
                         metrics.claimed.increment(by: Double(entries.count))
                         logger.info("claimed entries left unacknowledged", metadata: ["entries": "\(entries.count)"])
                     }
-                    reconcile(granted: granted, used: processor.start(entries, context: context))
+                    limiter.finishRead(granted: granted, messages: processor.start(entries, context: context))
                 } catch {
-                    limiter.release(granted)
+                    limiter.abandonRead(granted)
                     if (error as? RedisError)?.serverPrefix == "NOGROUP" { try? await ensureGroup() }
                     logger.warning("cannot claim entries", metadata: ["error": "\(error)"])
                     break

@@ -14,7 +14,7 @@ struct QueueGauges: Sendable {
 
     func sample() async {
         metrics.flush()
-        metrics.inFlight.set(Double(limiter.inFlight))
+        metrics.inFlight.set(Double(limiter.messagesInFlight))
         let client = apns.metrics
         metrics.openConnections.set(Double(max(client.connectionsOpened - client.connectionsClosed, 0)))
         for context in contexts {
