@@ -127,6 +127,33 @@ import Testing
         }
     }
 
+    /// A credential restored (`verify`) and refused again moments later is flagged
+    /// again at once: the worker that flagged it the first time used to skip the flag
+    /// for a minute, and meanwhile the ingress kept accepting pushes that all failed.
+    @Test func aCredentialRestoredAndRefusedAgainIsFlaggedAgainAtOnce() async throws {
+        try await DeliveryStack.with { stack in
+            let invalidation = CacheInvalidation(redis: stack.redis, keys: stack.keys)
+            let rejecter = CredentialRejecter(postgres: stack.postgres)
+            func status() async throws -> String? {
+                try await stack.postgres.query("SELECT status FROM push_credentials WHERE id = \(stack.credentialID)")
+                    .first?.decode("status", as: String.self)
+            }
+            for round in 1...2 {
+                let flagged = try await rejecter.reject(
+                    credentialID: stack.credentialID, reason: "APNs answered InvalidProviderToken",
+                    invalidation: invalidation)
+                #expect(flagged == [stack.fixture.appID], "round \(round)")
+                #expect(try await status() == "rejected")
+                // What verify writes.
+                try await stack.postgres.execute(
+                    """
+                    UPDATE push_credentials SET status = 'active', rejected_at = NULL, rejected_reason = NULL
+                    WHERE id = \(stack.credentialID)
+                    """)
+            }
+        }
+    }
+
     @Test func aRevokedKeyFlagsTheCredentialRejectedAndTheQuotaIsUnchanged() async throws {
         try await DeliveryStack.with { stack in
             try await stack.startWorker()

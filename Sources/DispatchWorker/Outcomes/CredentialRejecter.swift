@@ -14,10 +14,11 @@ final class CredentialRejecter: Sendable {
     /// The ingress's cache freshness by default (`CACHE_TTL_SECONDS`, an ingress
     /// setting): after it the apps' entries are read again from Postgres anyway.
     private let invalidationRetryWindow: Duration
-    /// When this process last flagged each credential and dropped its apps' copies:
+    /// When this process last flagged each credential or dropped its apps' copies:
     /// the other messages in flight with it when APNs refused it (up to the in-flight
-    /// limit) need not each query Postgres and Redis again. After `recentlyHandled`
-    /// it is done again, so a credential reactivated and then revoked again is flagged.
+    /// limit) find it flagged already and need not drop the copies again. The flag
+    /// itself is always written (one conditional UPDATE), so a credential reactivated
+    /// (`verify`) and revoked again moments later is flagged at once.
     private let handled = Mutex<[String: ContinuousClock.Instant]>([:])
     private static let recentlyHandled = Duration.seconds(60)
 
@@ -35,12 +36,14 @@ final class CredentialRejecter: Sendable {
     @discardableResult
     func reject(credentialID: String, reason: String, invalidation: CacheInvalidation) async throws -> [String] {
         let now = ContinuousClock.now
-        if let last = handled.withLock({ $0[credentialID] }), now - last < Self.recentlyHandled { return [] }
         let changed = try await postgres.execute(
             """
             UPDATE push_credentials SET status = 'rejected', rejected_at = now(), rejected_reason = \(reason)
             WHERE id = \(credentialID) AND status = 'active'
             """)
+        if changed == 0, let last = handled.withLock({ $0[credentialID] }), now - last < Self.recentlyHandled {
+            return []
+        }
         let apps = try await postgres.query(
             """
             SELECT a.id FROM apps a JOIN push_credentials c ON c.id = a.credential_id
