@@ -231,7 +231,9 @@ public struct IngressConfiguration: Sendable {
 /// - `WORKER_MAX_DELIVERIES`: times an entry may be handed out (read or claimed)
 ///   without an outcome before it goes to the dead-letter stream, default 5 (2–100).
 /// - `WORKER_MAX_ATTEMPTS`: APNs attempts per message for 429/5xx/connection
-///   failures before it fails with provider_error, default 8 (1–100).
+///   failures before it fails with provider_error, default 20 (1–100): with the
+///   default delays, 6.5–13 minutes of retries, so an accepted message outlives an
+///   APNs outage of that length (the circuit flag turns new pushes away meanwhile).
 /// - `WORKER_RETRY_BASE_MS`, `WORKER_RETRY_CAP_MS`: retry delay before attempt n+1 is
 ///   `min(cap, base·2^(n−1))`, half of it fixed and half random (jitter); defaults
 ///   500 and 60000.
@@ -276,7 +278,7 @@ public struct WorkerConfiguration: Sendable {
         readLingerMilliseconds = try environment.integer("WORKER_READ_LINGER_MS", default: 5, range: 0...100)
         visibilityTimeoutSeconds = try environment.integer("WORKER_VISIBILITY_TIMEOUT", default: 60, range: 1...3600)
         maxDeliveries = try environment.integer("WORKER_MAX_DELIVERIES", default: 5, range: 2...100)
-        maxAttempts = try environment.integer("WORKER_MAX_ATTEMPTS", default: 8, range: 1...100)
+        maxAttempts = try environment.integer("WORKER_MAX_ATTEMPTS", default: 20, range: 1...100)
         retryBaseMilliseconds = try environment.integer("WORKER_RETRY_BASE_MS", default: 500, range: 1...3_600_000)
         retryCapMilliseconds = try environment.integer("WORKER_RETRY_CAP_MS", default: 60_000, range: 1...86_400_000)
         shutdownTimeoutSeconds = try environment.integer("WORKER_SHUTDOWN_TIMEOUT", default: 30, range: 0...3600)
