@@ -42,6 +42,8 @@ import Testing
             let push = entries.last { $0["action"] as? String == "app.push.update" }
             #expect(push?["actor"] as? String == "admin")
             #expect((push?["before"] as? [String: Any])?["pushEnabled"] as? Bool == false)
+            // No credential before: written as null, as the API writes absent values.
+            #expect((push?["before"] as? [String: Any])?["credentialId"] is NSNull)
             #expect((push?["after"] as? [String: Any])?["pushEnabled"] as? Bool == true)
             #expect((push?["after"] as? [String: Any])?["credentialId"] as? String == credential)
             // Never key material in the log.

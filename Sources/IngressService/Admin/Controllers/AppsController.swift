@@ -27,6 +27,17 @@ struct AppsController: Sendable {
             credentialId = app.credentialId
             bundleIds = app.bundleIds
         }
+
+        private enum CodingKeys: String, CodingKey { case pushEnabled, credentialId, bundleIds }
+
+        /// `credentialId` as `null` when there is none, as the API writes absent values
+        /// (the synthesized encoder would leave the key out).
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(pushEnabled, forKey: .pushEnabled)
+            try container.encode(credentialId, forKey: .credentialId)
+            try container.encode(bundleIds, forKey: .bundleIds)
+        }
     }
 
     let dependencies: AdminDependencies
