@@ -50,10 +50,19 @@ final class WorkerApplication: Sendable {
     /// The operations listener's port (useful with port 0).
     var metricsPort: Int { server.port }
 
-    /// Starts the operations listener, the outcome writers and the consumers.
+    /// How often a worker started against an older schema looks again.
+    static let schemaRecheckInterval = Duration.seconds(2)
+
+    /// Starts the operations listener, the outcome writers and the consumers. Against
+    /// a database whose schema is older than this build needs (rolled out before
+    /// `migrate`), it consumes nothing until the schema is current: outcomes written
+    /// with queries the schema cannot serve would fail. An unreachable Postgres is not
+    /// waited for: pushes to known devices are delivered without it.
     func start() async throws {
         try server.start()
-        Task { [readiness] in await readiness.checkSchema() }
+        while await readiness.schemaIsBehind() {
+            try await Task.sleep(for: Self.schemaRecheckInterval)
+        }
         acknowledger.start()
         counts.start()
         for consumer in consumers { try await consumer.start() }

@@ -211,6 +211,39 @@ import Testing
         }
     }
 
+    /// A worker rolled out before `migrate` consumes nothing while the schema is older
+    /// than it needs (its /readyz says why), and starts once the schema is current.
+    @Test func aWorkerStartedAgainstAnOlderSchemaWaitsForMigrate() async throws {
+        let database = try await ScratchDatabase.create("worker")
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            try await stack.enqueue(try await stack.message(subscription: id, token: token, reply: "waits"))
+            let metricsPort = try UnusedPort.loopback()
+            let starting = Task {
+                try await stack.startWorker([
+                    "DATABASE_URL": database.url, "METRICS_LISTEN": "127.0.0.1:\(metricsPort)",
+                ])
+            }
+            let operations = RawHTTPClient(port: metricsPort)
+            try await eventually("/readyz naming the schema") {
+                (try? await operations.request("GET", "/readyz"))?.text.contains("schema_behind") == true
+            }
+            // Nothing consumed meanwhile: the message is still on the stream, unanswered.
+            #expect(try await stack.redis.send("XLEN", stack.keys.stream).int == 1)
+            #expect(try await stack.redis.send("LLEN", stack.keys.reply("waits")).int == 0)
+
+            let client = PostgresClient(url: database.url, maximumConnections: 1)
+            try await Migrator(logger: Logger(component: "test", minimumLevel: .warning)).migrate(client)
+            client.close()
+            _ = try await starting.value
+            // Consumed now; that database knows no credential, hence the outcome.
+            let reply = try await stack.awaitReply("waits")
+            #expect(reply["status"] == "failed")
+            #expect(reply["reason"] == "credential_missing")
+        }
+        try await database.drop()
+    }
+
     @Test func metricsHealthAndReadinessAreServed() async throws {
         try await DeliveryStack.with { stack in
             let worker = try await stack.startWorker()

@@ -4,28 +4,6 @@ import Testing
 
 @testable import Shared
 
-/// A database of its own for one test, created with a random name and dropped at the end.
-struct ScratchDatabase {
-    let name: String
-    let url: String
-
-    static func create(_ purpose: String) async throws -> ScratchDatabase {
-        let name = "pushgate_test_\(purpose)_\(UInt32.random(in: 0...UInt32.max))"
-        var components = try #require(URLComponents(string: TestEnvironment.databaseURL))
-        components.path = "/" + name
-        let admin = try await PostgresConnection.connect(url: TestEnvironment.databaseURL)
-        defer { admin.close() }
-        try await admin.execute("CREATE DATABASE \(identifier: name)")
-        return ScratchDatabase(name: name, url: try #require(components.string))
-    }
-
-    func drop() async throws {
-        let admin = try await PostgresConnection.connect(url: TestEnvironment.databaseURL)
-        defer { admin.close() }
-        try await admin.execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
-    }
-}
-
 @Suite struct MigrationTests {
     static let expectedTables: Set<String> = [
         "accounts", "activity_log", "app_api_keys", "app_authorizations", "app_identifiers", "app_unsubscribes",

@@ -119,6 +119,14 @@ public final class ReadinessCheck: Sendable {
         _ = try? await probePostgres()
     }
 
+    /// Whether Postgres answered, within two seconds, that its schema is older than
+    /// this build needs (logged as `checkSchema` does). False when it is current, and
+    /// when Postgres cannot be asked: that is no reason to hold anything up.
+    public func schemaIsBehind() async -> Bool {
+        await Self.answer(within: .seconds(2), otherwise: PostgresState.down) { [self] in try await probePostgres() }
+            == .schemaBehind
+    }
+
     /// Whether Postgres answers and, until it was seen current, its schema version.
     private func probePostgres() async throws -> PostgresState {
         if schema.withLock({ $0 == .current }) {
