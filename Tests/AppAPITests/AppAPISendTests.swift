@@ -211,6 +211,25 @@ import Testing
         }
     }
 
+    /// Push turned off for the app (or an owner's plan without push): the send is
+    /// refused as a whole, 403, as the spec rejects the app's pushes; nothing is queued.
+    @Test func sendsOfAnAppWithPushOffAreRefused403() async throws {
+        try await DeliveryStack.with { stack in
+            let key = try await stack.apiKey()
+            let device = try await stack.device()
+            try await stack.postgres.execute("UPDATE apps SET push_enabled = false WHERE id = \(stack.fixture.appID)")
+            try await CacheInvalidation(redis: stack.redis, keys: stack.keys).appChanged(stack.fixture.appID)
+            let items = [device.id, "AAAAAAAAAAAAAAAAAAAAAA"].map {
+                #"{"subscriptionId":"\#($0)","payload":"\#(DeliveryStack.payload)"}"#
+            }
+            let refused = try await stack.api(
+                "POST", "/send", key: key, json: #"{"messages":["# + items.joined(separator: ",") + "]}")
+            #expect(refused.status == 403)
+            #expect(refused.text == #"{"error": "push is disabled for this app"}"#)
+            #expect(try await stack.queuedMessages() == 0)
+        }
+    }
+
     @Test func anUninstalledDeviceIsGoneAndThenAbsentFromTheDeviceList() async throws {
         try await DeliveryStack.with { stack in
             try await stack.startWorker()

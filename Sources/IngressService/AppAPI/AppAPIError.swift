@@ -13,6 +13,8 @@ struct AppAPIError: Error, Sendable, Equatable {
     static let subscriptionNotFound = AppAPIError(status: 404, message: "subscription not found")
     static let wrongSecret = AppAPIError(status: 403, message: "the subscription secret does not match")
     static let userNotAuthorized = AppAPIError(status: 403, message: "the user has not authorized this app")
+    /// The app's push is off, or its owner's plan has none: every send is refused alike.
+    static let pushDisabled = AppAPIError(status: 403, message: "push is disabled for this app")
     static let storage = AppAPIError(status: 503, message: "storage error")
     static func invalid(_ detail: String) -> AppAPIError {
         AppAPIError(status: 400, message: "invalid request: " + detail)

@@ -51,6 +51,9 @@ struct AppAPISender: Sendable {
             var mayBeQueued = false
             do {
                 outcome = try await enqueue(request)
+            } catch let refusal as AppAPIError where refusal == .pushDisabled && !waiting.isEmpty {
+                // Turned off while this request was being queued: those before it went.
+                outcome = ("failed", "push_disabled")
             } catch let error as RedisError where error.mayHaveRun {
                 // The script was sent and its answer lost: it may have queued the message.
                 // If it did, the worker answers on the reply list like the others do;
@@ -102,7 +105,7 @@ struct AppAPISender: Sendable {
             case .gone: return ("gone", "")
             case .inactive, .stashed: return ("inactive", "")
             case .quotaExceeded: return ("quota_exceeded", "")
-            case .disabled: return ("failed", "push_disabled")
+            case .disabled: throw AppAPIError.pushDisabled
             case .undeliverable:
                 return ("failed", HotPathScript.undeliverableReason(from: reply) ?? "provider_error")
             case .cacheMiss(let kind, let id, let stale):
