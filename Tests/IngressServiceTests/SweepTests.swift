@@ -28,6 +28,18 @@ import Testing
         }
     }
 
+    /// The lease lasts one `SWEEP_INTERVAL_SECONDS`, also a short one: replicas skip
+    /// the interval a sweep ran in, and the next interval sweeps again (a lease of at
+    /// least a minute used to stretch a 5 s interval to 60 s).
+    @Test func theLeaseLastsOneIntervalEvenAShortOne() async throws {
+        try await IngressTestApp.with(["SUBSCRIPTION_MAX_AGE_SECONDS": "3600", "SWEEP_INTERVAL_SECONDS": "1"]) { app in
+            #expect(try await app.app.sweeper.sweepOnce() != nil)
+            #expect(try await app.app.sweeper.sweepOnce() == nil)
+            try await Task.sleep(for: .milliseconds(1300))
+            #expect(try await app.app.sweeper.sweepOnce() != nil)
+        }
+    }
+
     /// A PUT refreshing a stale subscription while the sweep's DELETE waits for the
     /// row's lock keeps the row: the DELETE checks the age again on the row it locks.
     @Test func aSubscriptionRefreshedWhileTheSweepWaitsForItIsKept() async throws {

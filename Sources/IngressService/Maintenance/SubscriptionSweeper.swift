@@ -22,7 +22,9 @@ struct SubscriptionSweeper: Sendable {
     /// deleted, or nil when another replica holds the lease.
     func sweepOnce() async throws -> Int? {
         let token = Base64URL.encode(SecureRandom.bytes(16))
-        let lease = max(Int(interval.components.seconds), 60) * 1000
+        // One interval: replicas that find it held skip their turn, so the table is
+        // swept once per interval whatever the number of replicas.
+        let lease = max(Int(interval.components.seconds), 1) * 1000
         let acquired = try await redis.send("SET", keys.lock("sweep"), token, "NX", "PX", lease)
         guard acquired == .status("OK") else { return nil }
         var deleted = 0
