@@ -18,7 +18,7 @@ final class WorkerApplication: Sendable {
     let circuit: CircuitBreaker
     let server: HTTPServer
     let gauges: QueueGauges
-    /// `/readyz`; also asked once at start, so a schema older than this build is logged then.
+    /// `/readyz`; `start()` also asks it whether the schema is current.
     let readiness: ReadinessCheck
     let logger: Logger
     private let stopping: StopFlag
