@@ -95,15 +95,15 @@ public final class ReadinessCheck: Sendable {
         async let postgresState = Self.answer(
             within: requiringPostgres ? .seconds(2) : .milliseconds(500), otherwise: PostgresState.down
         ) { [self] in try await probePostgres() }
-        let (redisOK, postgres) = await (redisUp, postgresState)
+        let (redisOK, database) = await (redisUp, postgresState)
         let postgresText =
-            switch postgres {
+            switch database {
             case .ok: "ok"
             case .down: "down"
             case .schemaBehind: "schema_behind"
             }
         let postgresOK =
-            switch postgres {
+            switch database {
             case .ok: true
             case .down: !requiringPostgres
             case .schemaBehind: false
