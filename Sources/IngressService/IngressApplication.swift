@@ -65,7 +65,7 @@ final class IngressApplication: Sendable {
     func start(sweep: Bool = true) throws(HTTPServerError) {
         try server.start()
         try adminServer?.start()
-        Task { [readiness] in await readiness.checkSchema() }
+        Task { [readiness] in _ = await readiness.schemaIsBehind() }
         let stashExpiry = self.stashExpiry
         stashExpiryTask.withLock { $0 = Task { await stashExpiry.run() } }
         if sweep {

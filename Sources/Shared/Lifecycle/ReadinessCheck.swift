@@ -112,16 +112,11 @@ public final class ReadinessCheck: Sendable {
         return .json(redisOK && postgresOK ? 200 : 503, body)
     }
 
-    /// Reads the schema version once, logging it if it is behind, without touching the
-    /// answers `/readyz` reuses: a service calls it at start, so an operator who runs no
-    /// probes learns of a missed `migrate` too.
-    public func checkSchema() async {
-        _ = try? await probePostgres()
-    }
-
     /// Whether Postgres answered, within two seconds, that its schema is older than
-    /// this build needs (logged as `checkSchema` does). False when it is current, and
-    /// when Postgres cannot be asked: that is no reason to hold anything up.
+    /// this build needs (logged once, as an error). False when it is current, and when
+    /// Postgres cannot be asked: that is no reason to hold anything up. It leaves the
+    /// answers `/readyz` reuses alone, so a service can ask at start: an operator who
+    /// runs no probes learns of a missed `migrate` too.
     public func schemaIsBehind() async -> Bool {
         await Self.answer(within: .seconds(2), otherwise: PostgresState.down) { [self] in try await probePostgres() }
             == .schemaBehind
