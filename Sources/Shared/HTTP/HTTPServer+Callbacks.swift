@@ -63,10 +63,9 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
         if let rejection = head.rejection(
             limit: configuration.headerLimit, memoryLimit: configuration.headerMemoryLimit, version: httpVersion)
         {
-            var response = server.handler.rejected(head, rejection)
+            let response = server.handler.rejected(head, rejection)
             if rejection.closesConnection {
-                response.headers.add("Connection", "close")
-                return queue(response, on: connection, server: server)
+                return queue(response, on: connection, server: server, closing: true)
             }
             // As below: a client waiting for "100 Continue" is answered at once.
             if head.headers["Expect"]?.caseInsensitiveEquals("100-continue") == true {
@@ -207,10 +206,13 @@ private struct SuspendedConnection: @unchecked Sendable {
     init(_ pointer: OpaquePointer) { self.pointer = pointer }
 }
 
-/// While the server drains (`HTTPServer.shutdown`), every answer says
-/// `Connection: close`, so keep-alive clients take their last answer and go, and
-/// requests in flight reach zero instead of new ones arriving on open connections.
-private func queue(_ response: HTTPResponse, on connection: OpaquePointer, server: HTTPServer) -> MHD_Result {
+/// With `closing`, and while the server drains (`HTTPServer.shutdown`), the answer says
+/// `Connection: close` and libmicrohttpd closes after it: during the drain keep-alive
+/// clients take their last answer and go, and requests in flight reach zero instead
+/// of new ones arriving on open connections.
+private func queue(
+    _ response: HTTPResponse, on connection: OpaquePointer, server: HTTPServer, closing: Bool = false
+) -> MHD_Result {
     let mhdResponse = response.body.withUnsafeBytes { body in
         MHD_create_response_from_buffer(
             body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
@@ -222,7 +224,7 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer, serve
     for (name, value) in response.headers {
         _ = name.withCString { name in value.withCString { MHD_add_response_header(mhdResponse, name, $0) } }
     }
-    if server.isDraining { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
+    if closing || server.isDraining { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
     return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
 }
 
