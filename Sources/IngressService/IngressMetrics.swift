@@ -12,6 +12,7 @@ struct IngressMetrics: Sendable {
     let deliverLatency: Histogram.Series
     let accepted: Counter.Series
     let stashed: Counter.Series
+    let discarded: Counter.Series
     /// Refreshes of aged cache entries that Postgres could not answer, after which
     /// the push went on with the entry as last read (`HotPathCache.refresh`).
     let cacheRefreshFailures: Counter.Series
@@ -26,12 +27,15 @@ struct IngressMetrics: Sendable {
             labels: ["route"])
         pushes = registry.counter(
             "pushgate_ingress_pushes_total",
-            help: "Web Push deliveries: accepted (queued), stashed (pending), or rejected with their error code.",
+            help:
+                "Web Push deliveries: accepted (queued), stashed (pending), discarded (pending, TTL 0), or rejected"
+                + " with their error code.",
             labels: ["outcome", "code"])
         deliverCreated = requests.series(Route.deliver(id: "").label, "201")
         deliverLatency = latency.series(Route.deliver(id: "").label)
         accepted = pushes.series("accepted", "")
         stashed = pushes.series("stashed", "")
+        discarded = pushes.series("discarded", "")
         cacheRefreshFailures = registry.counter(
             "pushgate_ingress_cache_refresh_failures_total",
             help: "Refreshes of cache entries past their lifetime that Postgres could not answer; the push went on"
@@ -41,5 +45,6 @@ struct IngressMetrics: Sendable {
 
     func pushAccepted() { accepted.increment() }
     func pushStashed() { stashed.increment() }
+    func pushDiscarded() { discarded.increment() }
     func pushRejected(_ error: PushAPIError) { pushes.increment(by: 1, "rejected", String(error.code.rawValue)) }
 }

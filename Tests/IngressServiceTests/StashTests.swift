@@ -63,6 +63,14 @@ import Testing
             #expect(
                 try await pending(app, id, secret)
                     == [untagged, calendar, thirdInbox].map(Base64URL.encode))
+            // A TTL of 0 keeps nothing, but still replaces its topic's message.
+            let discarded = try await app.push(
+                id, headers: [("TTL", "0"), ("Content-Encoding", "aes128gcm"), ("Topic", "inbox")])
+            #expect(discarded.status == 201)
+            #expect(discarded.headers["ttl"] == "0")
+            #expect(try await pending(app, id, secret) == [untagged, calendar].map(Base64URL.encode))
+            #expect(try await app.redis.send("HEXISTS", app.keys.stashTopics(id), "inbox").int == 0)
+            _ = try await push(topic: "inbox")
             // Entries keep the one format every version reads: `<ms>:<ciphertext>`.
             let entries = try await app.redis.send("LRANGE", app.keys.stash(id), 0, -1).array ?? []
             #expect(entries.compactMap(\.bytes).allSatisfy { $0.prefix(13).allSatisfy { (48...57).contains($0) } })
@@ -160,6 +168,8 @@ import Testing
             // TTL 0: answered, never listed, and the full stash keeps all it had.
             _ = try await push(ttl: 0)
             #expect(try await stored() == 5)
+            #expect(app.app.metrics.pushes.value("discarded", "") == 1)
+            #expect(app.app.metrics.pushes.value("stashed", "") == 5)
             #expect(
                 try await Poll.until(timeout: .seconds(10), interval: .milliseconds(100)) {
                     try await pending(app, id, secret) == lasting.map(Base64URL.encode)

@@ -103,7 +103,7 @@ struct AppAPISender: Sendable {
             case .queued: return ("queued", "")
             case .notFound: return ("not_found", "")
             case .gone: return ("gone", "")
-            case .inactive, .stashed: return ("inactive", "")
+            case .inactive, .stashed, .discarded: return ("inactive", "")
             case .quotaExceeded: return ("quota_exceeded", "")
             case .disabled: throw AppAPIError.pushDisabled
             case .undeliverable:

@@ -140,9 +140,9 @@ final class WebPushRoutes: Sendable {
         return .admit(Admission(headers: headers, request: request, item: scriptEncoder.item(request)))
     }
 
-    /// 201 for a queued or stashed push, with the `TTL` kept: a stashed message is
-    /// kept no longer than the stash's lifetime, and RFC 8030 §5.2 wants a shorter
-    /// retention than asked for said.
+    /// 201 for a queued, stashed or discarded (TTL 0 while pending) push, with the
+    /// `TTL` kept: a stashed message is kept no longer than the stash's lifetime, and
+    /// RFC 8030 §5.2 wants a shorter retention than asked for said.
     private func answer(_ decision: HotPathScript.Decision, _ admission: Admission) throws -> HTTPResponse {
         var ttl = admission.headers.ttl
         switch decision {
@@ -150,6 +150,9 @@ final class WebPushRoutes: Sendable {
         case .stashed:
             metrics.pushStashed()
             ttl = min(ttl, Int(stashLifetimeMilliseconds / 1000))
+        case .discarded:
+            metrics.pushDiscarded()
+            ttl = 0
         default: throw PushAPIError.storageFailed
         }
         let headers = HTTPHeaders([("Location", messageBase + admission.request.messageID), ("TTL", String(ttl))])
@@ -252,7 +255,7 @@ final class WebPushRoutes: Sendable {
     /// a refusal thrown as its `PushAPIError`.
     private static func refusal(_ decision: HotPathScript.Decision) throws(PushAPIError) -> HotPathScript.Decision {
         switch decision {
-        case .queued, .stashed, .checked, .cacheMiss: return decision
+        case .queued, .stashed, .discarded, .checked, .cacheMiss: return decision
         case .notFound: throw .notFound
         case .gone: throw .gone
         case .disabled: throw .pushDisabled

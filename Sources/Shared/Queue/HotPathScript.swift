@@ -23,6 +23,9 @@ public enum HotPathScript {
         case queued(entryID: String)
         /// In the pending stash.
         case stashed
+        /// For a pending subscription, with a `TTL` of 0: nothing is kept (it only
+        /// replaced its topic's stashed message), and the 201 says `TTL: 0`.
+        case discarded
         /// No subscription with this id (negative cache entry).
         case notFound
         /// Tombstone: the device token died and the subscription was deleted.
@@ -239,6 +242,7 @@ public enum HotPathScript {
         case 6: return .checked
         case 7: return .undeliverable
         case 8: return .stashed
+        case 11: return .discarded
         case 9: return .inactive
         case 10:
             guard let kind = text(1), let id = text(2) else { break }
@@ -360,7 +364,7 @@ public enum HotPathScript {
         -- push's TTL in ms. Each item follows its LEB128 length.
         local function stashedParts(message)
           local i, start, length = 1, 1, 0
-          local items = {}
+          local ciphertext, expiration, acceptedAt
           for item = 1, 7 do
             local scale = 1
             length = 0
@@ -372,14 +376,25 @@ public enum HotPathScript {
               scale = scale * 128
             end
             start = i
-            if item ~= 7 then items[item] = {start, length} end
             i = i + length
+            if item == 1 then
+              ciphertext = string.sub(message, start, i - 1)
+            elseif item == 5 then
+              expiration = tonumber(string.sub(message, start, i - 1))
+            elseif item == 6 then
+              acceptedAt = tonumber(string.sub(message, start, i - 1))
+            end
           end
-          local function text(item) return string.sub(message, items[item][1], items[item][1] + items[item][2] - 1) end
           local topic = length > 0 and string.sub(message, start, start + length - 2) or nil
-          local expiration = tonumber(text(5))
-          local ttl = expiration == 0 and 0 or (expiration - math.floor(tonumber(text(6)) / 1000)) * 1000
-          return text(1), topic, ttl
+          local ttl = expiration == 0 and 0 or (expiration - math.floor(acceptedAt / 1000)) * 1000
+          return ciphertext, topic, ttl
+        end
+
+        -- A stash entry's start: its time and the message's salt (the ciphertext's
+        -- first 16 bytes, random per message), which names it in the topics hash.
+        local function entryStart(entry)
+          local colon = string.find(entry, ':', 1, true)
+          return colon and string.sub(entry, 1, colon + 16)
         end
 
         -- An account: its key, limit and quota key, the count before the run (`used`,
@@ -509,38 +524,40 @@ public enum HotPathScript {
             if mode == 'app' then return 9 end
             if mode == 'check' then return 6 end
             local body, topic, ttl = stashedParts(message)
-            -- Kept for the shorter of its TTL and the stash's lifetime (RFC 8030
-            -- section 5.2); a TTL of 0 is not kept at all (no device is listening).
-            local keep = math.min(ttl, tonumber(stashLifetime))
-            if keep <= 0 then return 8 end
             local stash = prefix .. 'stash:' .. id
-            -- The list's expiry is renewed by every push, so entries past their own
-            -- lifetime are dropped here (any of them: lifetimes differ by TTL).
+            local topics = stash .. ':topics'
+            -- RFC 8030, section 5.4: a push replaces the outstanding message of its
+            -- topic. Entries keep their format (readers of every version); the topics
+            -- hash names each topic's entry by its start (`entryStart`).
+            local previous = topic and redis.call('HGET', topics, topic)
+            -- One pass over the stash: entries past their own lifetime (lifetimes
+            -- differ by TTL, and the list's expiry follows its newest) and the one this
+            -- push replaces leave; the starts of the rest are kept for the topics below.
+            local kept = {}
             for _, stashed in ipairs(redis.call('LRANGE', stash, 0, -1)) do
-              local start = tonumber(string.match(stashed, '^%d+'))
-              if start and start <= stashOldest then redis.call('LREM', stash, 1, stashed) end
+              local start = entryStart(stashed)
+              local time = tonumber(string.match(stashed, '^%d+'))
+              if (time and time <= stashOldest) or (previous and start == previous) then
+                redis.call('LREM', stash, 1, stashed)
+                if start == previous then previous = nil end
+              else
+                kept[#kept + 1] = start
+              end
+            end
+            -- Kept for the shorter of its TTL and the stash's lifetime (RFC 8030
+            -- section 5.2); a TTL of 0 is not kept at all (no device is listening),
+            -- though it still replaced its topic's message.
+            local keep = math.min(ttl, tonumber(stashLifetime))
+            if keep <= 0 then
+              if topic then redis.call('HDEL', topics, topic) end
+              return 11
             end
             -- An entry's time is where its lifetime would start had it the stash's
             -- whole lifetime (a shorter TTL moves it back), so every reader, of every
             -- version, finds its end at that time plus STASH_TTL.
-            local startText = tostring(now + keep - tonumber(stashLifetime))
-            local entry = startText .. ':' .. body
-            local topics = stash .. ':topics'
+            local entry = tostring(now + keep - tonumber(stashLifetime)) .. ':' .. body
             if topic then
-              -- RFC 8030, section 5.4: it replaces the outstanding message of its topic.
-              -- Entries keep their format (readers of every version); a hash names
-              -- each topic's entry by its start: the time and the message's salt (its
-              -- first 16 bytes, random per message).
-              local previous = redis.call('HGET', topics, topic)
-              if previous then
-                for _, stashed in ipairs(redis.call('LRANGE', stash, 0, -1)) do
-                  if string.sub(stashed, 1, #previous) == previous then
-                    redis.call('LREM', stash, 1, stashed)
-                    break
-                  end
-                end
-              end
-              redis.call('HSET', topics, topic, string.sub(entry, 1, #startText + 17))
+              redis.call('HSET', topics, topic, entryStart(entry))
               redis.call('PEXPIRE', topics, stashLifetime)
             end
             redis.call('RPUSH', stash, entry)
@@ -549,16 +566,12 @@ public enum HotPathScript {
             -- Topics whose message left (trimmed, expired) are forgotten once the hash
             -- holds more than the stash can: it stays as small as the stash.
             if topic and redis.call('HLEN', topics) > stashLimit then
-              local entries, named = redis.call('LRANGE', stash, 0, -1), redis.call('HGETALL', topics)
+              kept[#kept + 1] = entryStart(entry)
+              local present = {}
+              for i = math.max(1, #kept - stashLimit + 1), #kept do present[kept[i]] = true end
+              local named = redis.call('HGETALL', topics)
               for i = 1, #named, 2 do
-                local start, present = named[i + 1], false
-                for _, stashed in ipairs(entries) do
-                  if string.sub(stashed, 1, #start) == start then
-                    present = true
-                    break
-                  end
-                end
-                if not present then redis.call('HDEL', topics, named[i]) end
+                if not present[named[i + 1]] then redis.call('HDEL', topics, named[i]) end
               end
             end
             -- The list's expiry follows its newest message: `StashExpiry` removes each
