@@ -10,7 +10,9 @@ import Synchronization
 /// only for messages accepted before that answer: the ingress queues a push only while
 /// the app's credential is active, so a message accepted later says it may have been
 /// restored meanwhile (`POST /credentials/{id}/verify`), and Postgres is asked again
-/// (at most once a second) instead of failing it for good.
+/// instead of failing it for good: at most once a second, so such a message that
+/// comes within the second waits (`rechecking`) and tries again. (The comparison
+/// trusts the ingress's and the worker's clocks to agree.)
 /// When Postgres cannot be read, the answer read before stays in use (checked again
 /// every `failureLifetime`): sends do not depend on Postgres, and a credential
 /// revoked meanwhile is still caught by APNs's refusal.
@@ -21,6 +23,9 @@ final class CredentialCache: Sendable {
         case missing
         /// Flagged rejected: credential_rejected.
         case rejected
+        /// Flagged rejected, but by an answer older than the message, and Postgres was
+        /// asked under a second ago: try the message again shortly.
+        case rechecking
         /// Postgres did not answer: try the message again later.
         case unavailable
 
@@ -65,9 +70,12 @@ final class CredentialCache: Sendable {
         let now = ContinuousClock.now
         let found: Entry = entries.withLock { entries in
             switch entries[id] {
-            case .ready(.rejected, _, let decidedAt)
-            where acceptedAt > decidedAt && clock() - decidedAt >= recheckIntervalMilliseconds:
-                // Accepted after the rejection was seen: read it again.
+            case .ready(.rejected, let expires, let decidedAt) where acceptedAt > decidedAt:
+                // Accepted after the rejection was seen: read it again, or, within the
+                // second since the last read, wait for the next one.
+                guard clock() - decidedAt >= recheckIntervalMilliseconds else {
+                    return .ready(.rechecking, expires: expires, decidedAt: decidedAt)
+                }
                 let task = Task { await self.load(id, earlier: .rejected) }
                 entries[id] = .loading(task)
                 return .loading(task)
@@ -127,7 +135,7 @@ final class CredentialCache: Sendable {
         switch lookup {
         case .usable, .rejected: expires = .now + lifetime
         case .missing: expires = .now + failureLifetime
-        case .unavailable: expires = .now  // the next message asks again
+        case .unavailable, .rechecking: expires = .now  // the next message asks again (a read never rechecks)
         }
         entries.withLock { $0[id] = .ready(lookup, expires: expires, decidedAt: decidedAt) }
         return lookup
