@@ -154,6 +154,32 @@ import Testing
         }
     }
 
+    /// Once the flag is written the refusal is settled, even if the apps' cached copies
+    /// cannot be dropped yet (Redis away): that is left to the background retries, and
+    /// the message is not sent to APNs again only to be refused again.
+    @Test func aFlagWrittenWhileRedisIsAwayStillSettlesTheRefusal() async throws {
+        try await DeliveryStack.with { stack in
+            let (relay, relayedURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
+            defer { relay.close() }
+            let redis = try RedisClient(
+                url: relayedURL,
+                options: .init(connection: .init(connectTimeout: .seconds(1), commandTimeout: .seconds(1))))
+            defer { redis.close() }
+            relay.cut()
+            let rejecter = CredentialRejecter(
+                postgres: stack.postgres, logger: Logger(component: "test", minimumLevel: .error),
+                invalidationRetryWindow: .seconds(1))
+            let flagged = try await rejecter.reject(
+                credentialID: stack.credentialID, reason: "APNs answered InvalidProviderToken",
+                invalidation: CacheInvalidation(redis: redis, keys: stack.keys))
+            #expect(flagged == [stack.fixture.appID])
+            let status = try await stack.postgres.query(
+                "SELECT status FROM push_credentials WHERE id = \(stack.credentialID)"
+            ).first?.decode("status", as: String.self)
+            #expect(status == "rejected")
+        }
+    }
+
     @Test func aRevokedKeyFlagsTheCredentialRejectedAndTheQuotaIsUnchanged() async throws {
         try await DeliveryStack.with { stack in
             try await stack.startWorker()

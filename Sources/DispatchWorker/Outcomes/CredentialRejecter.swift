@@ -5,9 +5,10 @@ import Synchronization
 /// `status = 'rejected'` with the time and reason, so the admin API shows the
 /// warning, and drops the cached copies of its apps, so the ingress answers 502
 /// (1007) for their pushes. Only the first worker to flag it records the time and
-/// reason; each worker drops the apps' copies once (also when another worker, or a
-/// try of its own whose invalidation failed, flagged it), and a failed invalidation
-/// is tried again in the background (`CacheInvalidation.afterCommit`).
+/// reason; each worker drops the apps' copies once (also when another worker flagged
+/// it). Once the flag is written the refusal is settled: an invalidation that fails
+/// is left to its background retries (`CacheInvalidation.afterCommit`), not thrown,
+/// so the message is not sent to APNs again only to be refused again.
 final class CredentialRejecter: Sendable {
     let postgres: PostgresClient
     private let logger: Logger
@@ -50,10 +51,16 @@ final class CredentialRejecter: Sendable {
             WHERE c.id = \(credentialID) AND c.status = 'rejected' ORDER BY a.id
             """
         ).map { try $0.decode("id", as: String.self) }
-        try await CacheInvalidation.afterCommit(
-            "rejected credential", retryingFor: invalidationRetryWindow, logger: logger
-        ) {
-            for app in apps { try await invalidation.appChanged(app) }
+        do {
+            try await CacheInvalidation.afterCommit(
+                "rejected credential", retryingFor: invalidationRetryWindow, logger: logger
+            ) {
+                for app in apps { try await invalidation.appChanged(app) }
+            }
+        } catch {
+            logger.warning(
+                "cannot drop the cached apps of a rejected credential yet; trying again in the background",
+                metadata: ["credential": credentialID, "error": ThrottledLog.describe(error)])
         }
         handled.withLock { $0[credentialID] = now }
         return changed > 0 ? apps : []
