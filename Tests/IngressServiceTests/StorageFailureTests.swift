@@ -24,7 +24,8 @@ import Testing
     @Test func outagesAre503AndErrorsTheStoreAnsweredAre500() {
         let outages: [any Error] = [
             RedisError(code: .connection, message: "refused"), RedisError(code: .authentication, message: "auth"),
-            RedisError(code: .server("READONLY"), message: "replica"), RedisError(code: .server("LOADING"), message: "x"),
+            RedisError(code: .server("READONLY"), message: "replica"),
+            RedisError(code: .server("LOADING"), message: "loading"),
             PostgresError(code: .connectionClosed, message: "closed"),
         ]
         for error in outages {
