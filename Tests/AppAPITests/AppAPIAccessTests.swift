@@ -29,7 +29,8 @@ import Testing
 
     /// Keys are looked up in Postgres: past `RATE_LIMIT_APP_API_KEY_FAILURES` invalid
     /// keys from one client IP, its requests answer 429 before any lookup, valid key
-    /// or not, until the window moves on.
+    /// or not, until the window moves on. A request without a key needs no lookup and
+    /// never touches that allowance: 401.
     @Test func invalidKeysArePerClientIPLimited() async throws {
         try await DeliveryStack.with(ingress: ["RATE_LIMIT_APP_API_KEY_FAILURES": "2/60"]) { stack in
             let user = try await stack.user()
@@ -43,6 +44,7 @@ import Testing
             #expect(limited.text == #"{"error": "1006 Too many requests"}"#)
             #expect(Int(limited.headers["retry-after"] ?? "") ?? 0 >= 1)
             #expect(try await stack.api("GET", "/users/\(user)/devices", key: key).status == 429)
+            #expect(try await stack.api("GET", "/users/\(user)/devices", key: nil).status == 401)
         }
     }
 

@@ -6,8 +6,14 @@ import Shared
 struct AppAPIAuthenticator: Sendable {
     let keys: AppAPIKeyStore
 
-    func appID(for request: HTTPRequest) async throws -> String {
-        guard let key = DeviceRoutes.bearer(request.headers["Authorization"]) else { throw AppAPIError.missingKey }
+    /// The presented key; missing → 401, without asking anything.
+    func key(in request: HTTPRequest) throws(AppAPIError) -> String {
+        guard let key = DeviceRoutes.bearer(request.headers["Authorization"]) else { throw .missingKey }
+        return key
+    }
+
+    /// The app of `key` (from `key(in:)`).
+    func appID(forKey key: String) async throws -> String {
         let presented = SHA256.hash(key)
         guard let stored = try await keys.key(hash: presented) else {
             _ = ConstantTime.equals(presented, presented)  // same work as a match

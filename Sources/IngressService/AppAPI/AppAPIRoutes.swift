@@ -43,8 +43,10 @@ struct AppAPIRoutes: Sendable {
     }
 
     /// The key's app, within the client's allowance of failed keys: only an unknown
-    /// or revoked key stays counted.
+    /// or revoked key stays counted. A request without a key costs no lookup, so it
+    /// is answered before the allowance is touched.
     private func authenticate(_ request: HTTPRequest) async throws -> String {
+        let key = try authenticator.key(in: request)
         let lookup: FailedLookupLimit.Lookup
         do {
             lookup = try await keyLookups.admit(request.head)
@@ -52,7 +54,7 @@ struct AppAPIRoutes: Sendable {
             throw AppAPIError.tooManyRequests(retryAfter: error.retryAfter ?? 1)
         }
         do {
-            let app = try await authenticator.appID(for: request)
+            let app = try await authenticator.appID(forKey: key)
             await keyLookups.release(lookup)
             return app
         } catch let error as AppAPIError where error == .unknownKey {
