@@ -55,8 +55,9 @@ final class InFlightLimiter: Sendable {
     /// Permits taken and not yet given back: messages and reads in progress.
     var inFlight: Int { state.withLock { limit - $0.available } }
 
-    /// Messages taken and not yet given back (`pushgate_worker_in_flight`).
-    var messagesInFlight: Int { state.withLock { limit - $0.available - $0.reading } }
+    /// Messages taken and not yet given back (`pushgate_worker_in_flight`). Messages a
+    /// read started can finish before the read is settled: never below 0 meanwhile.
+    var messagesInFlight: Int { state.withLock { max(0, limit - $0.available - $0.reading) } }
 
     /// Callers waiting in `acquire`.
     var waiting: Int { state.withLock { $0.waiters.count } }

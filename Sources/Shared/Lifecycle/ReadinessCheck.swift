@@ -36,11 +36,11 @@ public final class ReadinessCheck: Sendable {
         case current
     }
 
-    /// Postgres as a probe finds it.
-    private enum PostgresState: Sendable {
+    /// Postgres as a probe finds it; the raw value is what `/readyz` says.
+    private enum PostgresState: String, Sendable {
         case ok
         case down
-        case schemaBehind
+        case schemaBehind = "schema_behind"
     }
 
     private enum Answer {
@@ -96,19 +96,13 @@ public final class ReadinessCheck: Sendable {
             within: requiringPostgres ? .seconds(2) : .milliseconds(500), otherwise: PostgresState.down
         ) { [self] in try await probePostgres() }
         let (redisOK, database) = await (redisUp, postgresState)
-        let postgresText =
-            switch database {
-            case .ok: "ok"
-            case .down: "down"
-            case .schemaBehind: "schema_behind"
-            }
         let postgresOK =
             switch database {
             case .ok: true
             case .down: !requiringPostgres
             case .schemaBehind: false
             }
-        let body = "{\"redis\":\"\(redisOK ? "ok" : "down")\",\"postgres\":\"\(postgresText)\"}"
+        let body = "{\"redis\":\"\(redisOK ? "ok" : "down")\",\"postgres\":\"\(database.rawValue)\"}"
         return .json(redisOK && postgresOK ? 200 : 503, body)
     }
 
@@ -131,8 +125,8 @@ public final class ReadinessCheck: Sendable {
         do {
             let rows = try await postgres.query("SELECT coalesce(max(version), 0) AS version FROM schema_migrations")
             version = try rows.first?.decode("version", as: Int.self) ?? 0
-        } catch let error as PostgresError where error.sqlState == "42P01" {
-            version = 0  // undefined_table: never migrated
+        } catch let error as PostgresError where error.isUndefinedTable {
+            version = 0  // never migrated
         }
         let current = version >= requiredSchemaVersion
         let before = schema.withLock { seen in

@@ -117,7 +117,7 @@ public struct Migrator: Sendable {
                     )
                 }
                 return
-            } catch let error as PostgresError where error.sqlState == "55P03" && attempt < attempts {
+            } catch let error as PostgresError where error.isLockNotAvailable && attempt < attempts {
                 logger.warning(
                     "migration timed out waiting for a table lock; trying again",
                     metadata: [

@@ -69,4 +69,8 @@ extension PostgresError {
     public var isReadOnlyTransaction: Bool { sqlState == "25006" }
     /// SQLSTATE 23503.
     public var isForeignKeyViolation: Bool { sqlState == "23503" }
+    /// A lock not granted within `lock_timeout`: `lock_not_available`.
+    public var isLockNotAvailable: Bool { sqlState == "55P03" }
+    /// A table that does not exist (a schema never migrated): `undefined_table`.
+    public var isUndefinedTable: Bool { sqlState == "42P01" }
 }
