@@ -173,14 +173,17 @@ public final class TLSStream: EventLoopSelectable {
         finish(TLSError(.connect, lastConnectFailure))
     }
 
+    /// Stops the current address's own time limit (it connected, failed, or the stream ends).
+    private func cancelAddressTimer() {
+        if let timer = addressTimer { loop.cancel(timer) }
+        addressTimer = nil
+    }
+
     /// The current address's TCP connect failed: the next one is tried, if any.
     private func addressFailed(_ reason: String) {
         guard state == .connecting else { return }
         lastConnectFailure = reason
-        if let timer = addressTimer {
-            loop.cancel(timer)
-            addressTimer = nil
-        }
+        cancelAddressTimer()
         if fd >= 0 {
             loop.unregister(fd)
             Foundation.close(fd)
@@ -326,10 +329,7 @@ public final class TLSStream: EventLoopSelectable {
             addressFailed(String(cString: strerror(error)))
             return
         }
-        if let timer = addressTimer {
-            loop.cancel(timer)
-            addressTimer = nil
-        }
+        cancelAddressTimer()
         state = .handshaking
         continueHandshake()
     }
@@ -438,7 +438,7 @@ public final class TLSStream: EventLoopSelectable {
         guard state != .closed else { return }
         state = .closed
         if let timer = connectTimer { loop.cancel(timer) }
-        if let timer = addressTimer { loop.cancel(timer) }
+        cancelAddressTimer()
         if graceful && fd >= 0 {
             startLingering()
         } else {
