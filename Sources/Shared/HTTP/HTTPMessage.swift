@@ -31,6 +31,10 @@ public enum HTTPHeadRejection: Sendable, Equatable {
     /// Both `Content-Length` and `Transfer-Encoding`: where the body ends is ambiguous
     /// (request smuggling), so RFC 9112 (§6.3) has the connection closed after the answer.
     case conflictingLength
+    /// `Content-Length` fields that disagree: libmicrohttpd would frame the body by the
+    /// first and read the rest as another request (smuggling), so RFC 9112 (§6.3) has
+    /// the connection closed after the answer. Repeats of one value are read as it.
+    case conflictingContentLengths
     /// A `Transfer-Encoding` other than `chunked` alone: the body's end cannot be
     /// found, so the answer is 501 (RFC 9112 §6.1) and the connection is closed.
     case unsupportedTransferCoding
@@ -39,7 +43,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
         switch self {
         case .targetTooLong: 414
         case .fieldsTooLarge: 431
-        case .missingHost, .conflictingLength: 400
+        case .missingHost, .conflictingLength, .conflictingContentLengths: 400
         case .unsupportedTransferCoding: 501
         }
     }
@@ -51,6 +55,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
         case .fieldsTooLarge: "request header fields too large"
         case .missingHost: "Host header missing"
         case .conflictingLength: "Content-Length and Transfer-Encoding together"
+        case .conflictingContentLengths: "conflicting Content-Length values"
         case .unsupportedTransferCoding: "transfer coding not supported"
         }
     }
@@ -59,7 +64,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
     /// closed, instead of reading a body whose end is unknown.
     public var closesConnection: Bool {
         switch self {
-        case .conflictingLength, .unsupportedTransferCoding: true
+        case .conflictingLength, .conflictingContentLengths, .unsupportedTransferCoding: true
         case .targetTooLong, .fieldsTooLarge, .missingHost: false
         }
     }
@@ -116,8 +121,17 @@ public struct HTTPRequestHead: Sendable {
                 return .unsupportedTransferCoding
             }
         }
+        if Self.contentLengthsConflict(headers.values("Content-Length")) { return .conflictingContentLengths }
         if version == "HTTP/1.1" && headers["Host"] == nil { return .missingHost }
         return nil
+    }
+
+    /// Whether `Content-Length` fields (each possibly a list, RFC 9110 §8.6) name
+    /// more than one value.
+    static func contentLengthsConflict(_ fields: [String]) -> Bool {
+        guard fields.count > 1 || fields.first?.contains(",") == true else { return false }
+        let values = fields.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        return Set(values).count > 1
     }
 }
 
