@@ -1,11 +1,15 @@
 import Foundation
 import Shared
 
-if MigrationCommand.isRequested() {
-    exit(await MigrationCommand.run(logger: Logger(component: "worker")))
-}
-if DeadLetterReplay.isRequested() {
-    exit(await DeadLetterReplay.run(logger: Logger(component: "worker")))
+let usage = """
+    usage: dispatch-worker                        run a worker (configured by the environment: deploy/README.md)
+           dispatch-worker migrate                apply pending database migrations (DATABASE_URL) and exit
+           dispatch-worker replay-dead-letters    put unreadable dead letters back on WORKER_STREAMS and exit
+    """
+switch ServiceMain.command(usage: usage, commands: [MigrationCommand.name, DeadLetterReplay.name]) {
+case MigrationCommand.name?: exit(await MigrationCommand.run(logger: Logger(component: "worker")))
+case DeadLetterReplay.name?: exit(await DeadLetterReplay.run(logger: Logger(component: "worker")))
+default: break
 }
 
 let configuration = ServiceMain.load { () throws(ConfigurationError) in try WorkerConfiguration() }

@@ -1,7 +1,11 @@
 import Foundation
 import Shared
 
-if MigrationCommand.isRequested() {
+let usage = """
+    usage: ingress-service            run the ingress (configured by the environment: deploy/README.md)
+           ingress-service migrate    apply pending database migrations (DATABASE_URL) and exit
+    """
+if ServiceMain.command(usage: usage, commands: [MigrationCommand.name]) == MigrationCommand.name {
     exit(await MigrationCommand.run(logger: Logger(component: "ingress")))
 }
 

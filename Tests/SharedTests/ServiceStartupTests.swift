@@ -1,3 +1,4 @@
+import Shared
 import TestSupport
 import Testing
 
@@ -35,5 +36,35 @@ import Testing
         let result = try await BuiltExecutable.run(executable, [], environment: environment)
         #expect(result.status == 2)
         #expect(result.standardError == line)
+    }
+
+    /// A mistyped command or flag must not start a service instead (listening, consuming):
+    /// it exits 2 with the usage; `--help` prints the usage and exits 0. Nothing here is
+    /// configured, so a service that started anyway would fail differently.
+    @Test(arguments: ["ingress-service", "dispatch-worker"])
+    func unknownArgumentsExitWithStatusTwoAndTheUsage(executable: String) async throws {
+        for arguments in [["migrte"], ["--port", "8080"], ["migrate", "now"]] {
+            let result = try await BuiltExecutable.run(executable, arguments, environment: [:])
+            #expect(result.status == 2, "\(arguments)")
+            #expect(result.standardError.hasPrefix("unknown arguments: \(arguments.joined(separator: " "))\nusage: "))
+            #expect(result.standardOutput.isEmpty)
+        }
+        let help = try await BuiltExecutable.run(executable, ["--help"], environment: [:])
+        #expect(help.status == 0)
+        #expect(help.standardOutput.hasPrefix("usage: \(executable) "))
+        #expect(help.standardOutput.contains("\(executable) migrate "))
+        #expect(help.standardError.isEmpty)
+    }
+
+    @Test func invocationReadsTheArgumentsAfterTheProgramName() {
+        let commands: Set = ["migrate", "replay-dead-letters"]
+        #expect(ServiceMain.invocation(["worker"], commands: commands) == .service)
+        #expect(ServiceMain.invocation(["worker", "migrate"], commands: commands) == .command("migrate"))
+        #expect(
+            ServiceMain.invocation(["worker", "replay-dead-letters"], commands: commands)
+                == .command("replay-dead-letters"))
+        #expect(ServiceMain.invocation(["worker", "-h"], commands: commands) == .help)
+        #expect(ServiceMain.invocation(["worker", "migrate", "-v"], commands: commands) == .unknown("migrate -v"))
+        #expect(ServiceMain.invocation(["worker", "Migrate"], commands: commands) == .unknown("Migrate"))
     }
 }

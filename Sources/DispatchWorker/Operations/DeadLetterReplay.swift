@@ -11,10 +11,8 @@ import Shared
 /// sends them as if nothing had happened. Entries dead-lettered for other reasons
 /// (handed out too often) already had their outcome reported, so they stay.
 enum DeadLetterReplay {
-    /// Whether the process was started as `<executable> replay-dead-letters`.
-    static func isRequested(_ arguments: [String] = CommandLine.arguments) -> Bool {
-        arguments.dropFirst().first == "replay-dead-letters"
-    }
+    /// The command's name on the worker's command line.
+    static let name = "replay-dead-letters"
 
     /// What one stream's replay did.
     struct Result: Equatable, Sendable {

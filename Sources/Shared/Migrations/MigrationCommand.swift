@@ -3,10 +3,8 @@ import Foundation
 /// `ingress-service migrate` / `dispatch-worker migrate`: applies pending migrations
 /// and exits. Needs only `DATABASE_URL`.
 public enum MigrationCommand {
-    /// Whether the process was started as `<executable> migrate`.
-    public static func isRequested(_ arguments: [String] = CommandLine.arguments) -> Bool {
-        arguments.dropFirst().first == "migrate"
-    }
+    /// The command's name on the executables' command lines.
+    public static let name = "migrate"
 
     /// Runs the migrations; returns the exit status: 0 done, 1 failed, 2 configuration error.
     public static func run(environment: Environment = Environment(), logger: Logger) async -> Int32 {
