@@ -65,7 +65,7 @@ final class WorkerApplication: Sendable {
         }
         acknowledger.start()
         counts.start()
-        for consumer in consumers { try await consumer.start() }
+        for consumer in consumers { await consumer.start() }
         let (gauges, stopping) = (gauges, stopping)
         gaugeTask.withLock {
             $0 = Task { await gauges.run(every: .seconds(2)) { !stopping.isSet } }

@@ -50,4 +50,27 @@ import Testing
             #expect(try await stack.quota() == 600)
         }
     }
+
+    /// A worker that starts while Redis does not answer (a host rebooting, a rollout
+    /// that got ahead of Redis) starts anyway, as the ingress does, instead of exiting;
+    /// once Redis answers it makes the consumer group and sends what was queued.
+    @Test func aWorkerStartedWhileRedisIsDownSendsOnceItIsBack() async throws {
+        let (relay, redisURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
+        defer { relay.close() }
+        try await DeliveryStack.with { stack in
+            let (id, _, _) = try await stack.subscribe()
+            let accepted = try await LifecycleTests.pushMany(stack, subscription: id, count: 20)
+            relay.cut()
+            let (logger, logs) = TestEnvironment.capturingLogger("worker")
+            try await stack.startWorker(["REDIS_URL": redisURL], logger: logger)
+            #expect(logs.all.contains { $0.contains("cannot create the consumer group yet") })
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(stack.recordings().isEmpty)
+            relay.restore()
+            try await eventually("every accepted push delivered") {
+                Set(LifecycleTests.delivered(stack)) == accepted
+            }
+            try await eventually("the queue drained") { try await stack.isDrained() }
+        }
+    }
 }

@@ -48,9 +48,16 @@ final class QueueConsumer: Sendable {
     }
 
     /// Creates the consumer group if needed (from the stream's start, so entries
-    /// added before any worker existed are read), then starts the loops.
-    func start() async throws {
-        try await ensureGroup()
+    /// added before any worker existed are read), then starts the loops. A Redis that
+    /// does not answer yet does not stop the worker from starting (as it does not stop
+    /// the ingress): the read loop retries, and makes the group once Redis answers
+    /// that it is missing.
+    func start() async {
+        do {
+            try await ensureGroup()
+        } catch {
+            logger.warning("cannot create the consumer group yet; reading retries", metadata: ["error": "\(error)"])
+        }
         let loops = [
             Task { await self.readLoop() }, Task { await self.claimLoop() }, Task { await self.retryLoop() },
         ]
