@@ -99,6 +99,40 @@ import Testing
         }
     }
 
+    /// A worker restarted under its name (a pod's container, a systemd unit) sends what
+    /// its dead predecessor left unacknowledged at once, not after the visibility
+    /// timeout (10 minutes here); each entry's delivery count still grows.
+    @Test func aWorkerRestartedUnderItsNameResumesWhatItLeftAtOnce() async throws {
+        try await DeliveryStack.with(ingress: ["RATE_LIMIT_PUSH": "1000000/60"], plan: "enterprise") { stack in
+            let (id, _, _) = try await stack.subscribe()
+            let accepted = try await Self.pushMany(stack, subscription: id, count: 400)
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":3000}"#)
+            // Small reads: the resumption takes several pages.
+            let environment = stack.workerEnvironment(["WORKER_VISIBILITY_TIMEOUT": "600", "WORKER_BATCH_SIZE": "64"])
+            let first = try WorkerProcess(environment: environment)
+            try await eventually("all 400 read by the first worker", timeout: .seconds(30)) {
+                let length = try await stack.streamLength()
+                let pending = try await stack.pendingCount()
+                return length > 0 && pending == length
+            }
+            first.signal(SIGKILL)
+            _ = await first.waitForExit()
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
+            let leftOver = Set(try await Self.queuedCiphertexts(stack))
+            #expect(!leftOver.isEmpty)
+
+            let second = try WorkerProcess(environment: environment)
+            try await eventually("every accepted message delivered", timeout: .seconds(20)) {
+                Set(Self.delivered(stack)).isSuperset(of: accepted)
+            }
+            try await eventually("the queue drained", timeout: .seconds(10)) { try await stack.isDrained() }
+            #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
+            second.signal(SIGTERM)
+            let (exited, status) = await second.waitForExit()
+            #expect(exited && status == 0)
+        }
+    }
+
     @Test func aGracefulStopUnderLoadLosesNothingAndLeavesNothingPending() async throws {
         try await DeliveryStack.with(ingress: ["RATE_LIMIT_PUSH": "1000000/60"], plan: "enterprise") { stack in
             let (id, _, _) = try await stack.subscribe()

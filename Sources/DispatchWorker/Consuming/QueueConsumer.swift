@@ -104,6 +104,9 @@ final class QueueConsumer: Sendable {
     }
 
     private func readLoop() async {
+        // First, before this process reads anything of its own: until then, whatever
+        // is pending under its name was left by a predecessor.
+        await resumeOwnPending()
         var failures = 0
         var expectedEntryBytes = 768
         while !isStopping {
@@ -142,6 +145,54 @@ final class QueueConsumer: Sendable {
         }
     }
 
+    /// A claim script's reply: the next cursor and the entries claimed.
+    static func claimed(_ reply: RedisReply) -> (cursor: String, entries: [StreamEntry]) {
+        let parts = reply.array ?? []
+        let entries = (parts.count > 1 ? parts[1].array ?? [] : []).compactMap { item -> StreamEntry? in
+            guard let fields = item.array, fields.count >= 3, let id = fields[0].string else { return nil }
+            return StreamEntry(
+                id: id, fields: StreamEntryFields(fields[1].array?.compactMap(\.bytes) ?? []),
+                deliveryCount: Int(fields[2].int ?? 1))
+        }
+        return (parts.first?.string ?? "", entries)
+    }
+
+    /// Sends again, at once, the entries pending for this worker's own name: a process
+    /// of that name read them and died (a pod's container and a systemd unit keep their
+    /// name across restarts). Other workers' entries wait for the visibility timeout,
+    /// since their owner may still be sending them; so would these without this pass.
+    /// If Redis cannot be read now, the claim loop takes them in time. Runs before the
+    /// read loop's first read, so it never takes back what this process just read.
+    private func resumeOwnPending() async {
+        var cursor = "-"
+        while !isStopping {
+            let granted = await limiter.acquire(upTo: batchSize)
+            guard granted > 0 else { return }
+            if isStopping {
+                limiter.abandonRead(granted)
+                return
+            }
+            do {
+                let reply = try await redis.run(
+                    QueueScripts.claimOwn, keys: [context.stream],
+                    arguments: [context.group, consumer, cursor, Self.entryCount(permits: granted)])
+                let (next, entries) = Self.claimed(reply)
+                if !entries.isEmpty {
+                    metrics.claimed.increment(by: Double(entries.count))
+                    logger.info(
+                        "resuming entries this worker's name left unacknowledged",
+                        metadata: ["entries": "\(entries.count)"])
+                }
+                limiter.finishRead(granted: granted, messages: processor.start(entries, context: context))
+                guard !next.isEmpty else { return }
+                cursor = next
+            } catch {
+                limiter.abandonRead(granted)
+                return
+            }
+        }
+    }
+
     private func claimLoop() async {
         let interval = min(max(visibilityTimeout / 2, .milliseconds(250)), .seconds(30))
         var lastCleanup = ContinuousClock.now
@@ -163,14 +214,9 @@ final class QueueConsumer: Sendable {
                     let reply = try await redis.run(
                         QueueScripts.claim, keys: [context.stream],
                         arguments: [context.group, consumer, idle, cursor, count])
-                    let parts = reply.array ?? []
-                    cursor = parts.first?.string ?? "0-0"
-                    let entries = (parts.count > 1 ? parts[1].array ?? [] : []).compactMap { item -> StreamEntry? in
-                        guard let fields = item.array, fields.count >= 3, let id = fields[0].string else { return nil }
-                        return StreamEntry(
-                            id: id, fields: StreamEntryFields(fields[1].array?.compactMap(\.bytes) ?? []),
-                            deliveryCount: Int(fields[2].int ?? 1))
-                    }
+                    let entries: [StreamEntry]
+                    (cursor, entries) = Self.claimed(reply)
+                    cursor = cursor.isEmpty ? "0-0" : cursor
                     if !entries.isEmpty {
                         metrics.claimed.increment(by: Double(entries.count))
                         logger.info("claimed entries left unacknowledged", metadata: ["entries": "\(entries.count)"])

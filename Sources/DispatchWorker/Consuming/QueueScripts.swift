@@ -91,6 +91,30 @@ enum QueueScripts {
             return {claimed[1], out}
             """)
 
+    /// The entries pending for the consumer itself after a cursor, claimed again by it
+    /// (`XCLAIM` with no minimum idle time), with their delivery counts: what a process
+    /// of the same name read and never acknowledged before it died.
+    ///
+    /// KEYS: 1 stream. ARGV: 1 group, 2 consumer, 3 cursor (an entry id, exclusive; '-'
+    /// for the first), 4 count. Returns `{next cursor ('' when done), {{id, {fields…},
+    /// delivery count}…}}`; an entry deleted meanwhile only leaves the pending list.
+    static let claimOwn = RedisScript(
+        source: """
+            local start = ARGV[3] == '-' and '-' or '(' .. ARGV[3]
+            local pending = redis.call('XPENDING', KEYS[1], ARGV[1], start, '+', tonumber(ARGV[4]), ARGV[2])
+            if #pending == 0 then return {'', {}} end
+            local ids, deliveries = {}, {}
+            for i, entry in ipairs(pending) do
+              ids[i] = entry[1]
+              deliveries[entry[1]] = entry[4] + 1
+            end
+            local out = {}
+            for _, entry in ipairs(redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(ids))) do
+              if entry and entry[2] then out[#out + 1] = {entry[1], entry[2], deliveries[entry[1]]} end
+            end
+            return {ids[#ids], out}
+            """)
+
     /// Moves due retries back onto the stream as new entries. Any worker may run it.
     ///
     /// KEYS: 1 retry set, 2 stream. ARGV: 1 at most this many. Returns how many moved.

@@ -214,7 +214,9 @@ public struct IngressConfiguration: Sendable {
 /// The dispatch worker's settings.
 ///
 /// Environment variables, beyond `CommonConfiguration`'s:
-/// - `WORKER_ID`: consumer name in the queue's consumer group, default `<hostname>-<pid>`.
+/// - `WORKER_ID`: consumer name in the queue's consumer group, default `<hostname>-<pid>`;
+///   unique among live workers, and best kept across a restart (what a worker left
+///   pending under it is taken back at once, `QueueConsumer`).
 /// - `WORKER_STREAMS`: comma-separated queue streams to read, default `pushgate:queue:{0}`.
 /// - `APNS_CONNECTIONS`: HTTP/2 connections per (credential, environment) pool, default 4.
 /// - `METRICS_LISTEN`: `/metrics`, `/healthz`, `/readyz`, default `127.0.0.1:9091`.
