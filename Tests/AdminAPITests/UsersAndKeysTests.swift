@@ -39,7 +39,9 @@ import Testing
         }
     }
 
-    @Test func revokingAnAuthorizationUnbindsTheUsersSubscriptionsButKeepsThem() async throws {
+    /// Revoking leaves the user's subscriptions bound (the App API skips them), so it
+    /// does not turn them into anonymous ones that no unsubscribe or ban applies to.
+    @Test func revokingAnAuthorizationKeepsTheUsersSubscriptionsBound() async throws {
         let invalidator = RecordingInvalidator()
         try await AdminHarness.with(invalidator: invalidator) { admin in
             let app = try await admin.app(account: try await admin.account())
@@ -52,8 +54,10 @@ import Testing
             #expect(revoked.json["authorized"] as? Bool == false)
             #expect(try await admin.subscriptionExists(bound))
             let owner = try await admin.postgres.query("SELECT user_id FROM subscriptions WHERE id = \(bound)")
-            #expect(try owner[0].decode("user_id", as: String?.self) == nil)
-            #expect(invalidator.events.last == "changed \(bound)")
+            #expect(try owner[0].decode("user_id", as: String?.self) == user)
+            #expect(invalidator.events.last == "user \(user) \(app)")
+            let granted = try await admin.call("PATCH", "/apps/\(app)/users/\(user)", ["authorized": true])
+            #expect(granted.json["authorized"] as? Bool == true)
         }
     }
 

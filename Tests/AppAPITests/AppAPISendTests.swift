@@ -193,6 +193,40 @@ import Testing
         }
     }
 
+    /// Revoking the app's authorization does not make the user's devices anonymous,
+    /// which no unsubscribe or ban applies to: sends to them are skipped and the user's
+    /// device list is empty until the user authorizes the app again. Deleting the
+    /// user unbinds them.
+    @Test func devicesOfAUserWhoRevokedTheAppAreSkippedNotMadeAnonymous() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let key = try await stack.apiKey()
+            let (user, app) = (try await stack.user(), stack.fixture.appID)
+            let device = try await stack.device()
+            #expect(try await stack.bind(device.id, secret: device.secret, user: user, key: key).status == 204)
+            let revoke: PostgresQuery = "DELETE FROM app_authorizations WHERE user_id = \(user) AND app_id = \(app)"
+            let grant: PostgresQuery = "INSERT INTO app_authorizations (user_id, app_id) VALUES (\(user), \(app))"
+            try await stack.postgres.execute("INSERT INTO app_unsubscribes (user_id, app_id) VALUES (\(user), \(app))")
+            try await stack.postgres.execute(revoke)
+            #expect(statuses(try await stack.send([(device.id, DeliveryStack.payload)], key: key)) == ["skipped"])
+            #expect(try await stack.devices(user, key: key).isEmpty)
+            // The revocation alone skips too.
+            try await stack.postgres.execute("DELETE FROM app_unsubscribes WHERE user_id = \(user) AND app_id = \(app)")
+            #expect(statuses(try await stack.send([(device.id, DeliveryStack.payload)], key: key)) == ["skipped"])
+            #expect(stack.recordings(token: device.token).isEmpty)
+
+            // Authorized again: the binding held.
+            try await stack.postgres.execute(grant)
+            #expect(try await stack.devices(user, key: key).count == 1)
+            #expect(statuses(try await stack.send([(device.id, DeliveryStack.payload)], key: key)) == ["sent"])
+            #expect(stack.recordings(token: device.token).count == 1)
+
+            try await stack.postgres.execute("DELETE FROM users WHERE id = \(user)")
+            let owner = try await stack.postgres.query("SELECT user_id FROM subscriptions WHERE id = \(device.id)")
+            #expect(try owner.first?.decode("user_id", as: String?.self) == .some(nil))
+        }
+    }
+
     @Test func bannedAndDisabledUsersAreSkipped() async throws {
         try await DeliveryStack.with { stack in
             let key = try await stack.apiKey()

@@ -24,6 +24,9 @@ import Testing
         }
     }
 
+    /// `recorded(_:)` once every migration of this build ran.
+    static let everyMigration = Migrations.all.map { "\($0.version) \($0.name)" }
+
     @Test func migratingTwiceAppliesTheSchemaOnce() async throws {
         let database = try await ScratchDatabase.create("twice")
         let client = PostgresClient(url: database.url, applicationName: "pushgate-test-migrate")
@@ -32,11 +35,11 @@ import Testing
         let first = try await Migrator(logger: logger).migrate(client)
         let second = try await Migrator(logger: logger).migrate(client)
 
-        #expect(first.map(\.version) == [1])
+        #expect(first.map(\.version) == Migrations.all.map(\.version))
         #expect(second.isEmpty)
-        #expect(try await Self.recorded(client) == ["1 initial schema"])
+        #expect(try await Self.recorded(client) == Self.everyMigration)
         #expect(try await Self.tables(client) == Self.expectedTables)
-        #expect(lines.all.filter { $0.contains("\"message\":\"applied migration\"") }.count == 1)
+        #expect(lines.all.filter { $0.contains("\"message\":\"applied migration\"") }.count == Migrations.all.count)
         client.close()
         try await database.drop()
     }
@@ -51,8 +54,8 @@ import Testing
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
-        #expect(applied.sorted() == [0, 0, 0, 1])
-        #expect(try await Self.recorded(clients[0]) == ["1 initial schema"])
+        #expect(applied.sorted() == [0, 0, 0, Migrations.all.count])
+        #expect(try await Self.recorded(clients[0]) == Self.everyMigration)
         clients.forEach { $0.close() }
         try await database.drop()
     }
@@ -66,11 +69,11 @@ import Testing
         #expect(results.map(\.status) == [0, 0])
         let output = results.map(\.standardError).joined()
         let appliedLines = output.split(separator: "\n").filter { $0.contains("\"message\":\"applied migration\"") }
-        #expect(appliedLines.count == 1)
+        #expect(appliedLines.count == Migrations.all.count)
         #expect(output.split(separator: "\n").filter { $0.contains("\"message\":\"schema is up to date\"") }.count == 1)
 
         let client = PostgresClient(url: database.url)
-        #expect(try await Self.recorded(client) == ["1 initial schema"])
+        #expect(try await Self.recorded(client) == Self.everyMigration)
         #expect(try await Self.tables(client) == Self.expectedTables)
         client.close()
         try await database.drop()
@@ -191,10 +194,15 @@ import Testing
         }
         #expect(foreignTopic.sqlState == "23503")
 
-        // Revoking the authorization unbinds the user; the subscription stays.
+        // Revoking the authorization keeps the binding (version 2); deleting the user
+        // unbinds it; the subscription stays.
+        let boundCount: PostgresQuery = "SELECT count(*) AS n FROM subscriptions WHERE user_id IS NOT NULL"
+        let boundBefore = try await client.query(boundCount)[0].decode("n", as: Int.self)
+        #expect(boundBefore > 0)
         try await client.execute("DELETE FROM app_authorizations WHERE user_id = '123' AND app_id = 'app1'")
-        let bound = try await client.query("SELECT count(*) AS n FROM subscriptions WHERE user_id IS NOT NULL")
-        #expect(try bound[0].decode("n", as: Int.self) == 0)
+        #expect(try await client.query(boundCount)[0].decode("n", as: Int.self) == boundBefore)
+        try await client.execute("DELETE FROM users WHERE id = '123'")
+        #expect(try await client.query(boundCount)[0].decode("n", as: Int.self) == 0)
 
         // Deleting an identifier deletes its subscriptions only.
         #expect(try await client.execute("DELETE FROM app_identifiers WHERE bundle_id = 'com.example.two'") == 1)

@@ -18,10 +18,6 @@ struct RedisCacheInvalidator: CacheInvalidator {
         try await invalidation.subscriptionsDeleted(subscriptionIDs)
     }
 
-    func subscriptionsChanged(_ subscriptionIDs: [String]) async throws {
-        for id in subscriptionIDs { try await invalidation.subscriptionChanged(id) }
-    }
-
     /// Apps using the credential are invalidated by the controller; the worker reads
     /// credentials from Postgres.
     func credentialChanged(_ credentialID: String) async throws {}

@@ -30,16 +30,18 @@ struct AppAPIRepository: Sendable {
         try await postgres.execute("UPDATE subscriptions SET user_id = NULL WHERE id = \(id) AND app_id = \(app)") == 1
     }
 
-    /// The user's active devices in `app`, as the JSON objects of the device list.
+    /// The user's active devices in `app`, as the JSON objects of the device list; none
+    /// while the user has not authorized the app (bindings outlive a revocation).
     func devicesJSON(user: String, app: String) async throws -> [String] {
         let rows = try await postgres.query(
             """
-            SELECT id, sandbox, p256dh, auth,
-                to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
-                to_char(last_push_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS pushed
-            FROM subscriptions
-            WHERE app_id = \(app) AND user_id = \(user) AND state = 'active'
-            ORDER BY created_at, id
+            SELECT s.id, s.sandbox, s.p256dh, s.auth,
+                to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
+                to_char(s.last_push_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS pushed
+            FROM subscriptions s
+            JOIN app_authorizations a ON a.user_id = s.user_id AND a.app_id = s.app_id
+            WHERE s.app_id = \(app) AND s.user_id = \(user) AND s.state = 'active'
+            ORDER BY s.created_at, s.id
             """)
         return try rows.map { row in
             let p256dh: [UInt8]? = try row.decode("p256dh")
@@ -60,7 +62,8 @@ struct AppAPIRepository: Sendable {
     struct SendTarget: Sendable {
         let appID: String
         let active: Bool
-        /// Bound to a user who unsubscribed from this app, is banned, or is disabled in this app.
+        /// Bound to a user who unsubscribed from this app, is banned, is disabled in this
+        /// app, or no longer authorizes it.
         let skipped: Bool
     }
 
@@ -69,7 +72,8 @@ struct AppAPIRepository: Sendable {
             """
             SELECT s.id, s.app_id, s.state = 'active' AS active,
                 (s.user_id IS NOT NULL AND (
-                    EXISTS (SELECT 1 FROM app_unsubscribes u WHERE u.user_id = s.user_id AND u.app_id = s.app_id)
+                    NOT EXISTS (SELECT 1 FROM app_authorizations a WHERE a.user_id = s.user_id AND a.app_id = s.app_id)
+                    OR EXISTS (SELECT 1 FROM app_unsubscribes u WHERE u.user_id = s.user_id AND u.app_id = s.app_id)
                     OR EXISTS (SELECT 1 FROM user_bans b WHERE b.user_id = s.user_id)
                     OR EXISTS (SELECT 1 FROM app_user_disables d WHERE d.user_id = s.user_id AND d.app_id = s.app_id)
                 )) AS skipped

@@ -3,7 +3,7 @@
 /// No table holds notification content: pushes pass through Redis only, and
 /// Postgres keeps subscriptions, configuration, daily counts and the activity log.
 public enum Migrations {
-    public static let all: [Migration] = [initialSchema]
+    public static let all: [Migration] = [initialSchema, bindingOutlivesAuthorization]
 
     /// The version a build's queries need: its newest migration's.
     public static var newestVersion: Int { all.map(\.version).max() ?? 0 }
@@ -171,5 +171,19 @@ public enum Migrations {
                 at          timestamptz NOT NULL DEFAULT now()
             );
             CREATE INDEX activity_log_account_at ON activity_log (account_id, at DESC);
+            """)
+
+    /// A subscription stays bound to its user when the user revokes the app's
+    /// authorization (App API sends to it are then skipped, and it leaves the user's
+    /// device list, until the user authorizes the app again). Unbinding it instead made
+    /// it anonymous, which no unsubscribe, ban or disable applies to: revoking would
+    /// have let the app's backend reach a user who had turned its notifications off.
+    /// Deleting the user still unbinds.
+    static let bindingOutlivesAuthorization = Migration(
+        version: 2, name: "a subscription's user binding outlives the app's authorization",
+        sql: """
+            ALTER TABLE subscriptions DROP CONSTRAINT subscriptions_user_id_app_id_fkey;
+            ALTER TABLE subscriptions ADD CONSTRAINT subscriptions_user_id_fkey
+                FOREIGN KEY (user_id) REFERENCES users (id) ON DELETE SET NULL;
             """)
 }

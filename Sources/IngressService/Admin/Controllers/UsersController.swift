@@ -113,19 +113,19 @@ struct UsersController: Sendable {
     }
 
     /// Sets any of authorized / unsubscribed / disabled (creating the user if new).
-    /// Revoking the authorization unbinds the user's subscriptions in the app.
+    /// Revoking the authorization leaves the user's subscriptions bound (sends to them
+    /// are skipped until it is granted again).
     func updateInApp(_ request: AdminRequest) async throws -> HTTPResponse {
         let appID = request.parameter("app")
         let userID = try AdminValidation.id(request.parameter("id"), "user id")
         let body = try request.decode(AppStateRequest.self)
         let reason = try AdminValidation.reason(body.disabledReason)
-        let (after, unbound) = try await dependencies.postgres.withTransaction { connection in
+        let after = try await dependencies.postgres.withTransaction { connection in
             let app = try await apps.lock(appID, on: connection)
             try await users.upsert(userID, on: connection)
             let before = try await users.state(userID: userID, appID: appID, on: connection)
-            var unbound: [String] = []
             if let authorized = body.authorized, authorized != before.authorized {
-                unbound = try await users.setAuthorized(authorized, userID: userID, appID: appID, on: connection)
+                try await users.setAuthorized(authorized, userID: userID, appID: appID, on: connection)
             }
             if let unsubscribed = body.unsubscribed, unsubscribed != before.unsubscribed {
                 try await users.setUnsubscribed(unsubscribed, userID: userID, appID: appID, on: connection)
@@ -141,12 +141,9 @@ struct UsersController: Sendable {
                     on: connection, accountID: app.accountId, actor: request.actor, action: "app.user.update",
                     subject: "app:\(appID)/user:\(userID)", before: before, after: after)
             }
-            return (after, unbound)
+            return after
         }
-        await dependencies.invalidate("user") {
-            try await dependencies.invalidator.userChanged(userID, appID: appID)
-            if !unbound.isEmpty { try await dependencies.invalidator.subscriptionsChanged(unbound) }
-        }
+        await dependencies.invalidate("user") { try await dependencies.invalidator.userChanged(userID, appID: appID) }
         return AdminResponse.ok(after)
     }
 }

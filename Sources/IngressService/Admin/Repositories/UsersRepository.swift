@@ -69,10 +69,11 @@ struct UsersRepository: Sendable {
             disabledReason: try row.decode("disabled_reason"))
     }
 
-    /// Grants or revokes the authorization; revoking unbinds the user's subscriptions in
-    /// the app (they stay as anonymous ones). Returns the ids of the unbound subscriptions.
+    /// Grants or revokes the authorization. The user's subscriptions in the app stay
+    /// bound to the user either way: while it is revoked, App API sends to them are
+    /// skipped and the user's device list is empty (`AppAPIRepository`).
     func setAuthorized(_ authorized: Bool, userID: String, appID: String, on connection: PostgresConnection)
-        async throws -> [String]
+        async throws
     {
         if authorized {
             try await connection.execute(
@@ -80,13 +81,10 @@ struct UsersRepository: Sendable {
                 INSERT INTO app_authorizations (user_id, app_id) VALUES (\(userID), \(appID))
                 ON CONFLICT DO NOTHING
                 """)
-            return []
+        } else {
+            try await connection.execute(
+                "DELETE FROM app_authorizations WHERE user_id = \(userID) AND app_id = \(appID)")
         }
-        let bound = try await connection.query(
-            "SELECT id FROM subscriptions WHERE user_id = \(userID) AND app_id = \(appID)")
-        try await connection.execute(
-            "DELETE FROM app_authorizations WHERE user_id = \(userID) AND app_id = \(appID)")
-        return try bound.map { try $0.decode("id", as: String.self) }
     }
 
     func setUnsubscribed(_ unsubscribed: Bool, userID: String, appID: String, on connection: PostgresConnection)
