@@ -58,6 +58,8 @@ import Testing
             #expect(invalidator.events.last == "user \(user) \(app)")
             let granted = try await admin.call("PATCH", "/apps/\(app)/users/\(user)", ["authorized": true])
             #expect(granted.json["authorized"] as? Bool == true)
+            let still = try await admin.postgres.query("SELECT user_id FROM subscriptions WHERE id = \(bound)")
+            #expect(try still[0].decode("user_id", as: String?.self) == user)
         }
     }
 

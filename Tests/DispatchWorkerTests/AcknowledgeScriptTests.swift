@@ -131,3 +131,38 @@ import Testing
         }
     }
 }
+
+/// `QueueScripts.claimOwn` pages through the entries pending under one consumer name
+/// only, in order, each claimed again (its delivery count one higher), skipping
+/// entries deleted meanwhile, and says when it is done.
+@Suite struct ClaimOwnScriptTests {
+    @Test func pagesThroughItsOwnPendingEntriesOnly() async throws {
+        try await AcknowledgeScriptTests.Keys.with { redis, keys in
+            var ids: [String] = []
+            for index in 0..<5 {
+                ids.append(try #require(try await redis.send("XADD", keys.stream, "*", "n", index).string))
+            }
+            _ = try await redis.send("XREADGROUP", "GROUP", keys.group, "w1", "COUNT", 4, "STREAMS", keys.stream, ">")
+            _ = try await redis.send("XREADGROUP", "GROUP", keys.group, "w2", "COUNT", 1, "STREAMS", keys.stream, ">")
+            _ = try await redis.send("XDEL", keys.stream, ids[1])  // pending under w1, gone from the stream
+
+            var cursor = "-"
+            var claimed: [(id: String, deliveries: Int)] = []
+            for _ in 0..<10 {
+                let reply = try await redis.run(
+                    QueueScripts.claimOwn, keys: [keys.stream], arguments: [keys.group, "w1", cursor, 2])
+                let (next, entries) = QueueConsumer.claimed(reply)
+                claimed += entries.map { ($0.id, $0.deliveryCount) }
+                if next.isEmpty { break }
+                cursor = next
+            }
+            #expect(cursor == ids[3], "pages of two: then one that finds nothing")
+            #expect(claimed.map(\.id) == [ids[0], ids[2], ids[3]])
+            #expect(claimed.map(\.deliveries) == [2, 2, 2])
+            // w2's entry stays w2's; the deleted one left w1's pending list.
+            let pending = try await redis.send("XPENDING", keys.stream, keys.group, "-", "+", 10).array ?? []
+            let owners = pending.compactMap { $0.array.flatMap { $0.count > 1 ? $0[1].string : nil } }
+            #expect(owners == ["w1", "w1", "w1", "w2"])
+        }
+    }
+}

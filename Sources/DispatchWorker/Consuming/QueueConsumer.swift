@@ -4,6 +4,9 @@ import Synchronization
 
 /// Reads one queue stream as a member of the `workers` consumer group:
 ///
+/// * first, before the reader and the claimer start, the entries still pending
+///   under this worker's own name (a process of that name died) are sent again at
+///   once (`resumeOwnPending()`);
 /// * the reader takes in-flight permits, `XREADGROUP`s new entries for about as
 ///   many messages (blocking up to half a second), read straight out of the reply,
 ///   and hands them to the `EntryProcessor`; under load it lingers a moment between
@@ -50,16 +53,28 @@ final class QueueConsumer: Sendable {
     /// Creates the consumer group if needed (from the stream's start, so entries
     /// added before any worker existed are read), then starts the loops. A Redis that
     /// does not answer yet does not stop the worker from starting (as it does not stop
-    /// the ingress): the read loop retries, and makes the group once Redis answers
-    /// that it is missing.
+    /// the ingress): the loops retry, and make the group once Redis answers that it is
+    /// missing.
     func start() async {
         do {
             try await ensureGroup()
         } catch {
             logger.warning("cannot create the consumer group yet; reading retries", metadata: ["error": "\(error)"])
         }
+        // The reader and the claimer wait for the resumption: until it ends, whatever
+        // is pending under this name was left by a predecessor, and neither takes any.
+        let resumption = Task { await self.resumeOwnPending() }
         let loops = [
-            Task { await self.readLoop() }, Task { await self.claimLoop() }, Task { await self.retryLoop() },
+            resumption,
+            Task {
+                await resumption.value
+                await self.readLoop()
+            },
+            Task {
+                await resumption.value
+                await self.claimLoop()
+            },
+            Task { await self.retryLoop() },
         ]
         tasks.withLock { $0 = loops }
     }
@@ -104,9 +119,6 @@ final class QueueConsumer: Sendable {
     }
 
     private func readLoop() async {
-        // First, before this process reads anything of its own: until then, whatever
-        // is pending under its name was left by a predecessor.
-        await resumeOwnPending()
         var failures = 0
         var expectedEntryBytes = 768
         while !isStopping {
@@ -161,10 +173,11 @@ final class QueueConsumer: Sendable {
     /// of that name read them and died (a pod's container and a systemd unit keep their
     /// name across restarts). Other workers' entries wait for the visibility timeout,
     /// since their owner may still be sending them; so would these without this pass.
-    /// If Redis cannot be read now, the claim loop takes them in time. Runs before the
-    /// read loop's first read, so it never takes back what this process just read.
+    /// Runs before the reader and the claimer start (`start()`), so it never takes back
+    /// what this process read or claimed; tried again until Redis answers.
     private func resumeOwnPending() async {
         var cursor = "-"
+        var failures = 0
         while !isStopping {
             let granted = await limiter.acquire(upTo: batchSize)
             guard granted > 0 else { return }
@@ -186,9 +199,15 @@ final class QueueConsumer: Sendable {
                 limiter.finishRead(granted: granted, messages: processor.start(entries, context: context))
                 guard !next.isEmpty else { return }
                 cursor = next
+                failures = 0
             } catch {
                 limiter.abandonRead(granted)
-                return
+                failures += 1
+                if (error as? RedisError)?.serverPrefix == "NOGROUP" { try? await ensureGroup() }
+                if failures == 1 || failures % 50 == 0 {
+                    logger.warning("cannot resume this worker's pending entries", metadata: ["error": "\(error)"])
+                }
+                try? await sleepUnlessStopping(.milliseconds(200))
             }
         }
     }
@@ -261,6 +280,7 @@ final class QueueConsumer: Sendable {
     }
 
     private func retryLoop() async {
+        var failures = 0
         while !isStopping {
             try? await sleepUnlessStopping(.milliseconds(200))
             do {
@@ -270,8 +290,13 @@ final class QueueConsumer: Sendable {
                         arguments: [1000])
                     if (moved.int ?? 0) < 1000 { break }
                 }
+                failures = 0
             } catch {
-                logger.warning("cannot move due retries", metadata: ["error": "\(error)"])
+                failures += 1
+                // Five a second while Redis is away: the first and every 50th are logged.
+                if failures == 1 || failures % 50 == 0 {
+                    logger.warning("cannot move due retries", metadata: ["error": "\(error)"])
+                }
             }
         }
     }

@@ -30,7 +30,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
     case missingHost
     /// Both `Content-Length` and `Transfer-Encoding`: where the body ends is ambiguous
     /// (request smuggling), so RFC 9112 (§6.3) has the connection closed after the answer.
-    case conflictingLength
+    case contentLengthWithTransferEncoding
     /// `Content-Length` fields that disagree: libmicrohttpd would frame the body by the
     /// first and read the rest as another request (smuggling), so RFC 9112 (§6.3) has
     /// the connection closed after the answer. Repeats of one value are read as it.
@@ -43,7 +43,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
         switch self {
         case .targetTooLong: 414
         case .fieldsTooLarge: 431
-        case .missingHost, .conflictingLength, .conflictingContentLengths: 400
+        case .missingHost, .contentLengthWithTransferEncoding, .conflictingContentLengths: 400
         case .unsupportedTransferCoding: 501
         }
     }
@@ -54,7 +54,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
         case .targetTooLong: "request target too long"
         case .fieldsTooLarge: "request header fields too large"
         case .missingHost: "Host header missing"
-        case .conflictingLength: "Content-Length and Transfer-Encoding together"
+        case .contentLengthWithTransferEncoding: "Content-Length and Transfer-Encoding together"
         case .conflictingContentLengths: "conflicting Content-Length values"
         case .unsupportedTransferCoding: "transfer coding not supported"
         }
@@ -64,7 +64,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
     /// closed, instead of reading a body whose end is unknown.
     public var closesConnection: Bool {
         switch self {
-        case .conflictingLength, .conflictingContentLengths, .unsupportedTransferCoding: true
+        case .contentLengthWithTransferEncoding, .conflictingContentLengths, .unsupportedTransferCoding: true
         case .targetTooLong, .fieldsTooLarge, .missingHost: false
         }
     }
@@ -116,7 +116,7 @@ public struct HTTPRequestHead: Sendable {
         if size.total > limit || size.poolBytes > memoryLimit * 2 / 3 { return .fieldsTooLarge }
         let codings = headers.values("Transfer-Encoding")
         if !codings.isEmpty {
-            if headers["Content-Length"] != nil { return .conflictingLength }
+            if headers["Content-Length"] != nil { return .contentLengthWithTransferEncoding }
             if codings.count > 1 || !codings[0].trimmingCharacters(in: .whitespaces).caseInsensitiveEquals("chunked") {
                 return .unsupportedTransferCoding
             }

@@ -3,7 +3,9 @@
 /// No table holds notification content: pushes pass through Redis only, and
 /// Postgres keeps subscriptions, configuration, daily counts and the activity log.
 public enum Migrations {
-    public static let all: [Migration] = [initialSchema, bindingOutlivesAuthorization]
+    public static let all: [Migration] = [
+        initialSchema, bindingOutlivesAuthorization, bindingOutlivesAuthorizationValidated,
+    ]
 
     /// The version a build's queries need: its newest migration's.
     public static var newestVersion: Int { all.map(\.version).max() ?? 0 }
@@ -178,12 +180,26 @@ public enum Migrations {
     /// device list, until the user authorizes the app again). Unbinding it instead made
     /// it anonymous, which no unsubscribe, ban or disable applies to: revoking would
     /// have let the app's backend reach a user who had turned its notifications off.
-    /// Deleting the user still unbinds.
+    /// Deleting the user still unbinds. (Replaces migration 1's key to
+    /// `app_authorizations`.)
+    ///
+    /// The new key is added `NOT VALID` (every existing binding met the old key, so its
+    /// user exists) and checked by the next migration, in a transaction of its own
+    /// that does not block the table: dropping the old key locks subscriptions
+    /// entirely, and only this short one holds that lock. The index serves deleting a
+    /// user (the key's `SET NULL` finds the user's subscriptions by it).
     static let bindingOutlivesAuthorization = Migration(
         version: 2, name: "a subscription's user binding outlives the app's authorization",
         sql: """
             ALTER TABLE subscriptions DROP CONSTRAINT subscriptions_user_id_app_id_fkey;
             ALTER TABLE subscriptions ADD CONSTRAINT subscriptions_user_id_fkey
-                FOREIGN KEY (user_id) REFERENCES users (id) ON DELETE SET NULL;
+                FOREIGN KEY (user_id) REFERENCES users (id) ON DELETE SET NULL NOT VALID;
+            CREATE INDEX subscriptions_user ON subscriptions (user_id) WHERE user_id IS NOT NULL;
             """)
+
+    /// Checks migration 2's key against the existing rows, without blocking reads or
+    /// writes of subscriptions meanwhile.
+    static let bindingOutlivesAuthorizationValidated = Migration(
+        version: 3, name: "the user binding's key checked",
+        sql: "ALTER TABLE subscriptions VALIDATE CONSTRAINT subscriptions_user_id_fkey;")
 }
