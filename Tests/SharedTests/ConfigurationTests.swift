@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import Shared
@@ -78,6 +79,10 @@ import Testing
         let worker = try WorkerConfiguration(environment: Environment(Self.valid))
         #expect(worker.streams == [WorkerConfiguration.defaultStream])
         #expect(worker.apnsConnections == 4)
+        // A default consumer name is new at every start: two defaults never match.
+        let again = try WorkerConfiguration(environment: Environment(Self.valid))
+        #expect(worker.workerID.hasPrefix("\(ProcessInfo.processInfo.hostName)-\(getpid())-"))
+        #expect(worker.workerID != again.workerID)
         var values = Self.valid
         values["APNS_CONNECTIONS"] = "0"
         #expect(

@@ -214,9 +214,11 @@ public struct IngressConfiguration: Sendable {
 /// The dispatch worker's settings.
 ///
 /// Environment variables, beyond `CommonConfiguration`'s:
-/// - `WORKER_ID`: consumer name in the queue's consumer group, default `<hostname>-<pid>`;
-///   unique among live workers, and best kept across a restart (what a worker left
-///   pending under it is taken back at once, `QueueConsumer`).
+/// - `WORKER_ID`: consumer name in the queue's consumer group; unique among live
+///   workers, and best kept across a restart (what a worker left pending under it is
+///   taken back at once, `QueueConsumer`). The default, `<hostname>-<pid>-<random>`,
+///   is new at every start: containers sharing a host's network share its hostname,
+///   and each may be pid 1.
 /// - `WORKER_STREAMS`: comma-separated queue streams to read, default `pushgate:queue:{0}`.
 /// - `APNS_CONNECTIONS`: HTTP/2 connections per (credential, environment) pool, default 4.
 /// - `METRICS_LISTEN`: `/metrics`, `/healthz`, `/readyz`, default `127.0.0.1:9091`.
@@ -291,7 +293,9 @@ public struct WorkerConfiguration: Sendable {
             "DEAD_LETTER_TTL_SECONDS", default: 86_400, range: 60...31_536_000)
         redisConnections = try environment.integer("REDIS_CONNECTIONS", default: 16, range: 2...1024)
         databaseConnections = try environment.integer("DATABASE_CONNECTIONS", default: 4, range: 1...1024)
-        workerID = environment.optional("WORKER_ID") ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+        workerID =
+            environment.optional("WORKER_ID")
+            ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
         guard workerID.allSatisfy({ !$0.isWhitespace }) else {
             throw ConfigurationError(variable: "WORKER_ID", problem: "must not contain spaces")
         }
