@@ -191,6 +191,32 @@ import Testing
         }
     }
 
+    /// A deleted account's monthly counts go with it: an account created again under its
+    /// id starts at zero, not at (or past) its predecessor's quota.
+    @Test func anAccountCreatedAgainUnderADeletedOnesIDStartsAtZero() async throws {
+        try await Running.with { ingress in
+            let (account, _, _) = try await ingress.pushingApp(plan: "plus")
+            let redis = ingress.application.redis
+            // This month's and last month's (the last day before this month's first).
+            let now = Date()
+            let day = Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "UTC")!, from: now).day!
+            let lastMonth = RedisKeys.quotaMonth(now.addingTimeInterval(-Double(day) * 86_400))
+            let months = [RedisKeys.quotaMonth(now), lastMonth]
+            #expect(months[0] != months[1])
+            for month in months {
+                _ = try await redis.send("SET", ingress.keys.quota(account: account, month: month), 50_000)
+            }
+            #expect(try await ingress.admin("DELETE", "/accounts/\(account)").status == 204)
+            for month in months {
+                #expect(try await redis.send("EXISTS", ingress.keys.quota(account: account, month: month)).int == 0)
+            }
+            #expect(try await ingress.admin("POST", "/accounts", ["id": account, "plan": "plus"]).status == 201)
+            let usage = try await ingress.admin("GET", "/accounts/\(account)/usage")
+            #expect(usage.json["used"] as? Int == 0)
+            #expect(usage.json["remaining"] as? Int == 50_000)
+        }
+    }
+
     @Test func removingABundleIDMakesItsSubscriptionsUnknownAtOnce() async throws {
         try await Running.with { ingress in
             let (_, app, topic) = try await ingress.pushingApp(plan: "pro")

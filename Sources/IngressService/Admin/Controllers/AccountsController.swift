@@ -98,12 +98,23 @@ struct AccountsController: Sendable {
                 before: Snapshot(account), after: nil)
             return (removedApps, subscriptions)
         }
+        let months = Self.quotaMonthsAlive(at: dependencies.now())
         await dependencies.invalidate("account") {
             try await dependencies.invalidator.accountChanged(id)
             for app in removedApps { try await dependencies.invalidator.appChanged(app.id, topics: app.bundleIds) }
             try await dependencies.invalidator.subscriptionsDeleted(subscriptions)
+            try await dependencies.quota.forget(accountID: id, months: months)
         }
         return AdminResponse.noContent
+    }
+
+    /// The quota months whose counters may still live at `now` (they outlive their month
+    /// by some days, `HotPathScript.quotaKeyLifetimeSeconds`): this one and the one before.
+    static func quotaMonthsAlive(at now: Date) -> [String] {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let start = calendar.date(from: calendar.dateComponents([.year, .month], from: now))!
+        return [RedisKeys.quotaMonth(now), RedisKeys.quotaMonth(start.addingTimeInterval(-1))]
     }
 
     func usage(_ request: AdminRequest) async throws -> HTTPResponse {
