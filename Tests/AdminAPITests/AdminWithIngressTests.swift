@@ -191,8 +191,9 @@ import Testing
         }
     }
 
-    /// A deleted account's monthly counts go with it: an account created again under its
-    /// id starts at zero, not at (or past) its predecessor's quota.
+    /// A deleted account's monthly counts go with it, and with its id's next creation
+    /// whatever was left: an account created again under the id starts at zero, not at
+    /// (or past) its predecessor's quota.
     @Test func anAccountCreatedAgainUnderADeletedOnesIDStartsAtZero() async throws {
         try await Running.with { ingress in
             let (account, _, _) = try await ingress.pushingApp(plan: "plus")
@@ -207,14 +208,25 @@ import Testing
                 _ = try await redis.send("SET", ingress.keys.quota(account: account, month: month), 50_000)
             }
             #expect(try await ingress.admin("DELETE", "/accounts/\(account)").status == 204)
+            // The server read its own clock: a month that turned meanwhile proves nothing.
+            try #require(RedisKeys.quotaMonth() == months[0], "the month turned during the test; run it again")
             for month in months {
                 #expect(try await redis.send("EXISTS", ingress.keys.quota(account: account, month: month)).int == 0)
             }
+            // A counter the deletion could not drop (Redis away) goes when the id is created again.
+            _ = try await redis.send("SET", ingress.keys.quota(account: account, month: months[0]), 50_000)
             #expect(try await ingress.admin("POST", "/accounts", ["id": account, "plan": "plus"]).status == 201)
             let usage = try await ingress.admin("GET", "/accounts/\(account)/usage")
             #expect(usage.json["used"] as? Int == 0)
             #expect(usage.json["remaining"] as? Int == 50_000)
         }
+    }
+
+    @Test func theQuotaMonthsOfAnAccountAreLastThisAndNextInUTC() {
+        func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+        #expect(AccountsController.quotaMonths(around: at("2025-01-01T00:00:00Z")) == ["202412", "202501", "202502"])
+        #expect(AccountsController.quotaMonths(around: at("2024-03-01T00:00:00Z")) == ["202402", "202403", "202404"])
+        #expect(AccountsController.quotaMonths(around: at("2024-12-31T23:59:59Z")) == ["202411", "202412", "202501"])
     }
 
     @Test func removingABundleIDMakesItsSubscriptionsUnknownAtOnce() async throws {

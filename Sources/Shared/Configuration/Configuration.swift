@@ -295,7 +295,7 @@ public struct WorkerConfiguration: Sendable {
         databaseConnections = try environment.integer("DATABASE_CONNECTIONS", default: 4, range: 1...1024)
         workerID =
             environment.optional("WORKER_ID")
-            ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+            ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(String(format: "%08x", UInt32.random(in: 0...UInt32.max)))"
         guard workerID.allSatisfy({ !$0.isWhitespace }) else {
             throw ConfigurationError(variable: "WORKER_ID", problem: "must not contain spaces")
         }

@@ -20,7 +20,7 @@ import Foundation
 /// | `<ns>:{t}:stash-due` | zset | ingress | subscription ids with a stash, by when its oldest message's lifetime ends (`StashExpiry`) |
 /// | `<ns>:{t}:rate:pushes:<id>` | list | ingress | per-subscription sliding window: accepted times (ms), newest first (`HotPathScript`) |
 /// | `<ns>:{t}:rate:<scope>:<ip>` | zset | ingress | per-IP sliding windows (`reg`, `dev`) |
-/// | `<ns>:{t}:quota:<account>:<yyyymm>` | string | ingress (+1), worker (−1 on failure) | monthly reservations |
+/// | `<ns>:{t}:quota:<account>:<yyyymm>` | string | ingress (+1), worker (−1 on failure), admin (dropped with the account) | monthly reservations |
 /// | `<ns>:{t}:circuit:<credential>:<environment>` | string | worker | APNs environment failing: answer 502 |
 /// | `<ns>:{t}:lock:<name>` | string | any replica | short leases (`sweep`) |
 /// | `<ns>:{t}:reply:<id>` | list | worker | outcomes for a sender that waits (`QueueMessage`'s reply lists) |

@@ -44,6 +44,9 @@ struct AccountsController: Sendable {
                 before: nil, after: account)
             return account
         }
+        // A counter left by a deleted account of this id (its deletion could not drop
+        // it): the new account has no apps yet, so nothing counts under it now.
+        await forgetQuota(of: id)
         return AdminResponse.created(account)
     }
 
@@ -98,23 +101,38 @@ struct AccountsController: Sendable {
                 before: Snapshot(account), after: nil)
             return (removedApps, subscriptions)
         }
-        let months = Self.quotaMonthsAlive(at: dependencies.now())
         await dependencies.invalidate("account") {
             try await dependencies.invalidator.accountChanged(id)
             for app in removedApps { try await dependencies.invalidator.appChanged(app.id, topics: app.bundleIds) }
             try await dependencies.invalidator.subscriptionsDeleted(subscriptions)
-            try await dependencies.quota.forget(accountID: id, months: months)
         }
+        await forgetQuota(of: id)
         return AdminResponse.noContent
     }
 
-    /// The quota months whose counters may still live at `now` (they outlive their month
-    /// by some days, `HotPathScript.quotaKeyLifetimeSeconds`): this one and the one before.
-    static func quotaMonthsAlive(at now: Date) -> [String] {
+    /// Drops the account id's monthly quota counters, once: at deletion (a hard delete
+    /// leaves nothing behind) and at creation (what a failed drop left). Not retried
+    /// later, when an account of that id might already be counting again.
+    private func forgetQuota(of id: String) async {
+        do {
+            try await dependencies.quota.forget(accountID: id, months: Self.quotaMonths(around: dependencies.now()))
+        } catch {
+            dependencies.logger.warning(
+                "cannot drop the quota counters of a deleted account id; they expire within 40 days",
+                metadata: ["account": id, "error": "\(error)"])
+        }
+    }
+
+    /// The quota months a push of an account may have been counted in at `now`: this
+    /// one, the one before (its counters outlive it, `HotPathScript.quotaKeyLifetimeSeconds`)
+    /// and the next (a replica whose clock runs ahead at a month's end).
+    static func quotaMonths(around now: Date) -> [String] {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC")!
         let start = calendar.date(from: calendar.dateComponents([.year, .month], from: now))!
-        return [RedisKeys.quotaMonth(now), RedisKeys.quotaMonth(start.addingTimeInterval(-1))]
+        let next = calendar.date(byAdding: .month, value: 1, to: start)!
+        let previous = start.addingTimeInterval(-1)
+        return [RedisKeys.quotaMonth(previous), RedisKeys.quotaMonth(now), RedisKeys.quotaMonth(next)]
     }
 
     func usage(_ request: AdminRequest) async throws -> HTTPResponse {
