@@ -155,7 +155,9 @@ func buildWorker(
     let processor = EntryProcessor(
         sender: MessageSender(
             apns: apns, credentials: credentials, configuration: configuration.common, metrics: metrics),
-        recorder: recorder, maxDeliveries: configuration.maxDeliveries)
+        recorder: recorder,
+        retriedCheck: RetriedSubscriptionCheck(postgres: postgres, logger: logger.child("sender")),
+        maxDeliveries: configuration.maxDeliveries)
     let contexts = configuration.streams.map { StreamContext(keys: RedisKeys(stream: $0, namespace: namespace)) }
     let consumers = contexts.map {
         QueueConsumer(

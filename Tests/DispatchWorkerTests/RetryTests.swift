@@ -34,6 +34,33 @@ import Testing
         }
     }
 
+    /// A retried message whose subscription was deleted meanwhile (the device's DELETE,
+    /// its bundle id or app removed) is not sent again: it is acknowledged, its quota
+    /// released, counted nowhere.
+    @Test func aRetryOfASubscriptionDeletedMeanwhileIsNotSent() async throws {
+        try await DeliveryStack.with { stack in
+            let (kept, _, keptToken) = try await stack.subscribe()
+            let (deleted, _, deletedToken) = try await stack.subscribe()
+            try await stack.controlRequest("POST", "/faults", #"{"status":503,"count":1000000}"#)
+            let worker = try await stack.startWorker(["WORKER_RETRY_BASE_MS": "300", "WORKER_RETRY_CAP_MS": "300"])
+            #expect(try await stack.push(kept).status == 201)
+            #expect(try await stack.push(deleted).status == 201)
+            try await eventually("both tried once") { worker.metrics.retries.value("ServiceUnavailable") >= 2 }
+            try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(deleted)")
+            try await stack.controlRequest("DELETE", "/faults")
+            try await eventually("the kept one delivered") { stack.recordings(token: keptToken).count == 1 }
+            try await eventually("the queue empty") {
+                let length = try await stack.streamLength()
+                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
+                return length == 0 && retries == 0
+            }
+            #expect(stack.recordings(token: deletedToken).isEmpty)
+            #expect(worker.metrics.sends.value("discarded", "subscription_deleted") == 1)
+            #expect(try await stack.quota() == 1)
+            #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
+        }
+    }
+
     @Test func tooManyRequestsIsRetriedAfterABackoff() async throws {
         try await DeliveryStack.with { stack in
             let worker = try await stack.startWorker(["WORKER_RETRY_BASE_MS": "1000", "WORKER_RETRY_CAP_MS": "1000"])

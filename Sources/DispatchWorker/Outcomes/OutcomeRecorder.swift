@@ -11,6 +11,7 @@ import Shared
 /// | gone | subscription deleted (unless updated after Apple's verdict), daily `gone` +1 | tombstone + cache/stash dropped (before), quota released, reply `gone` |
 /// | credential rejected | credential flagged (before), daily `failed` +1 | app caches dropped (before), quota released, reply `failed` |
 /// | failed, expired | daily `failed` +1 | quota released, reply `failed` |
+/// | subscription deleted (a retry found it gone) | — | quota released, reply `not_found` |
 /// | retry, postponed, or unsent at shutdown | — | put on the delayed-retry set; quota stays reserved |
 /// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed` (its own script) |
 ///
@@ -173,6 +174,17 @@ final class OutcomeRecorder: Sendable {
             // Unsent at shutdown: back on the stream through the retry set at once (not
             // an attempt), so the entry's other messages, sent, are not sent again.
             putBack(delivery, afterMilliseconds: 0, attempts: message.attempts, cause: "shutdown")
+
+        case .subscriptionDeleted:
+            // Nothing reached Apple for it since: not a send of the day, in no count.
+            metrics.sends.increment(by: 1, "discarded", "subscription_deleted")
+            settle(
+                delivery,
+                Acknowledgement.Item(
+                    delivery: delivery, tally: nil, releaseQuota: true,
+                    replyJSON: !message.hasReplyKey
+                        ? nil : ReplyJSON.make(messageID: message.messageID, status: "not_found", reason: ""),
+                    retry: nil))
         }
     }
 

@@ -22,6 +22,9 @@ enum DeliveryOutcome: Sendable, Equatable {
     /// The client is shutting down before the send finished: another worker sends it
     /// (it goes back through the delayed-retry set).
     case abandoned
+    /// Not sent again: its subscription was deleted after it was accepted
+    /// (`RetriedSubscriptionCheck`).
+    case subscriptionDeleted
 
     /// The spec's `failed` reasons, plus `expired` for a TTL that passed unsent.
     enum FailureReason: String, Sendable {
