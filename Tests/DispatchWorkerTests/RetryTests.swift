@@ -61,6 +61,27 @@ import Testing
         }
     }
 
+    /// So is a retry of an app whose push was switched off meanwhile.
+    @Test func aRetryOfAnAppSwitchedOffMeanwhileIsNotSent() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            try await stack.controlRequest("POST", "/faults", #"{"status":503,"count":1000000}"#)
+            let worker = try await stack.startWorker(["WORKER_RETRY_BASE_MS": "300", "WORKER_RETRY_CAP_MS": "300"])
+            #expect(try await stack.push(id).status == 201)
+            try await eventually("tried once") { worker.metrics.retries.value("ServiceUnavailable") >= 1 }
+            try await stack.postgres.execute("UPDATE apps SET push_enabled = false WHERE id = \(stack.fixture.appID)")
+            try await stack.controlRequest("DELETE", "/faults")
+            try await eventually("dropped") { worker.metrics.sends.value("discarded", "push_disabled") == 1 }
+            try await eventually("the queue empty") {
+                let length = try await stack.streamLength()
+                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
+                return length == 0 && retries == 0
+            }
+            #expect(stack.recordings(token: token).isEmpty)
+            #expect(try await stack.quota() == 0)
+        }
+    }
+
     @Test func tooManyRequestsIsRetriedAfterABackoff() async throws {
         try await DeliveryStack.with { stack in
             let worker = try await stack.startWorker(["WORKER_RETRY_BASE_MS": "1000", "WORKER_RETRY_CAP_MS": "1000"])

@@ -4,8 +4,8 @@ import Shared
 /// What happens to the entries of one read: each is decoded into its messages and
 /// dead-lettered whole if it cannot be read or was handed out too often; otherwise
 /// each message is failed if its TTL passed, dropped if it is a retry whose
-/// subscription was deleted meanwhile (`RetriedSubscriptionCheck`), or sent, with its
-/// outcome recorded.
+/// subscription was deleted or whose app stopped pushing meanwhile
+/// (`RetriedSubscriptionCheck`), or sent, with its outcome recorded.
 /// The checks run in the reader's task; the messages to send go to the sender
 /// together in one task, and a `sent` outcome is recorded where the answer arrives,
 /// so the common case costs no task per message. Each message holds an in-flight
@@ -61,8 +61,8 @@ final class EntryProcessor: Sendable {
         guard !sends.isEmpty else { return permits }
         let (sender, recorder, retriedCheck) = (sender, recorder, retriedCheck)
         Task {
-            let (sends, deleted) = await retriedCheck.partition(sends)
-            for delivery in deleted { await recorder.record(.subscriptionDeleted, delivery) }
+            let (sends, dropped) = await retriedCheck.partition(sends)
+            for (delivery, outcome) in dropped { await recorder.record(outcome, delivery) }
             await sender.send(sends) { delivery, outcome in
                 guard !recorder.recordAtOnce(outcome, delivery) else { return }
                 Task { await recorder.record(outcome, delivery) }

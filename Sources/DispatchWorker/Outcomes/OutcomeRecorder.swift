@@ -11,7 +11,7 @@ import Shared
 /// | gone | subscription deleted (unless updated after Apple's verdict), daily `gone` +1 | tombstone + cache/stash dropped (before), quota released, reply `gone` |
 /// | credential rejected | credential flagged (before), daily `failed` +1 | app caches dropped (before), quota released, reply `failed` |
 /// | failed, expired | daily `failed` +1 | quota released, reply `failed` |
-/// | subscription deleted (a retry found it gone) | — | quota released, reply `not_found` |
+/// | subscription deleted, push disabled (a retry found it so) | — | quota released, reply `not_found`, or `failed`/`push_disabled` |
 /// | retry, postponed, or unsent at shutdown | — | put on the delayed-retry set; quota stays reserved |
 /// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed` (its own script) |
 ///
@@ -176,16 +176,25 @@ final class OutcomeRecorder: Sendable {
             putBack(delivery, afterMilliseconds: 0, attempts: message.attempts, cause: "shutdown")
 
         case .subscriptionDeleted:
-            // Nothing reached Apple for it since: not a send of the day, in no count.
-            metrics.sends.increment(by: 1, "discarded", "subscription_deleted")
-            settle(
-                delivery,
-                Acknowledgement.Item(
-                    delivery: delivery, tally: nil, releaseQuota: true,
-                    replyJSON: !message.hasReplyKey
-                        ? nil : ReplyJSON.make(messageID: message.messageID, status: "not_found", reason: ""),
-                    retry: nil))
+            discard(delivery, reason: "subscription_deleted", status: "not_found", replyReason: "")
+
+        case .pushDisabled:
+            discard(delivery, reason: "push_disabled", status: "failed", replyReason: "push_disabled")
         }
+    }
+
+    /// A retry not sent (`RetriedSubscriptionCheck`): it never reached Apple since its
+    /// acceptance was counted, so it is no send of the day and in no count.
+    private func discard(_ delivery: Delivery, reason: String, status: String, replyReason: String) {
+        metrics.sends.increment(by: 1, "discarded", reason)
+        let message = delivery.message
+        settle(
+            delivery,
+            Acknowledgement.Item(
+                delivery: delivery, tally: nil, releaseQuota: true,
+                replyJSON: !message.hasReplyKey
+                    ? nil : ReplyJSON.make(messageID: message.messageID, status: status, reason: replyReason),
+                retry: nil))
     }
 
     /// Moves an entry that cannot be handled (unreadable, or handed out too often) to

@@ -25,6 +25,9 @@ enum DeliveryOutcome: Sendable, Equatable {
     /// Not sent again: its subscription was deleted after it was accepted
     /// (`RetriedSubscriptionCheck`).
     case subscriptionDeleted
+    /// Not sent again: its app's push was switched off (or its owner's plan lost push)
+    /// after it was accepted (`RetriedSubscriptionCheck`).
+    case pushDisabled
 
     /// The spec's `failed` reasons, plus `expired` for a TTL that passed unsent.
     enum FailureReason: String, Sendable {
