@@ -156,7 +156,7 @@ func buildWorker(
         sender: MessageSender(
             apns: apns, credentials: credentials, configuration: configuration.common, metrics: metrics),
         recorder: recorder,
-        retriedCheck: RetriedSubscriptionCheck(postgres: postgres, logger: logger.child("sender")),
+        retriedCheck: RetriedSubscriptionCheck(postgres: postgres, logger: logger.child("retried_check")),
         maxDeliveries: configuration.maxDeliveries)
     let contexts = configuration.streams.map { StreamContext(keys: RedisKeys(stream: $0, namespace: namespace)) }
     let consumers = contexts.map {

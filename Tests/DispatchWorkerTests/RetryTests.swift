@@ -61,6 +61,26 @@ import Testing
         }
     }
 
+    /// A first attempt that waited (claimed from a dead worker, postponed) is checked
+    /// too; a fresh one goes out without the check.
+    @Test func aFirstAttemptThatWaitedAMinuteForADeletedSubscriptionIsNotSent() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            var message = try await stack.message(subscription: id, token: token)
+            message.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(id)")
+            try await stack.enqueue(message)
+            let fresh = try await stack.message(subscription: id, token: token)
+            try await stack.enqueue(fresh)
+            let worker = try await stack.startWorker()
+            try await eventually("the fresh one sent") { stack.recordings(token: token).count == 1 }
+            try await eventually("the one that waited dropped") {
+                worker.metrics.sends.value("discarded", "subscription_deleted") == 1
+            }
+            #expect(stack.recordings(token: token).count == 1)
+        }
+    }
+
     /// So is a retry of an app whose push was switched off meanwhile.
     @Test func aRetryOfAnAppSwitchedOffMeanwhileIsNotSent() async throws {
         try await DeliveryStack.with { stack in

@@ -3,10 +3,11 @@ import Shared
 
 /// What happens to the entries of one read: each is decoded into its messages and
 /// dead-lettered whole if it cannot be read or was handed out too often; otherwise
-/// each message is failed if its TTL passed, dropped if it is a retry whose
-/// subscription was deleted or whose app stopped pushing meanwhile
-/// (`RetriedSubscriptionCheck`), or sent, with its outcome recorded.
-/// The checks run in the reader's task; the messages to send go to the sender
+/// each message is failed if its TTL passed, or sent, with its outcome recorded; a
+/// retry (or one that waited) is dropped instead if its subscription was deleted or
+/// its app stopped pushing meanwhile (`RetriedSubscriptionCheck`).
+/// The checks run in the reader's task (but that one, which needs Postgres, in the
+/// send task, after the others went out); the messages to send go to the sender
 /// together in one task, and a `sent` outcome is recorded where the answer arrives,
 /// so the common case costs no task per message. Each message holds an in-flight
 /// permit (an unreadable entry one) until its entry is settled.
@@ -16,7 +17,9 @@ final class EntryProcessor: Sendable {
     let retriedCheck: RetriedSubscriptionCheck
     let maxDeliveries: Int
 
-    init(sender: MessageSender, recorder: OutcomeRecorder, retriedCheck: RetriedSubscriptionCheck, maxDeliveries: Int) {
+    init(
+        sender: MessageSender, recorder: OutcomeRecorder, retriedCheck: RetriedSubscriptionCheck, maxDeliveries: Int
+    ) {
         self.sender = sender
         self.recorder = recorder
         self.retriedCheck = retriedCheck
@@ -59,14 +62,22 @@ final class EntryProcessor: Sendable {
             }
         }
         guard !sends.isEmpty else { return permits }
+        var waited: [Delivery] = []
+        if sends.contains(where: { RetriedSubscriptionCheck.needsCheck($0.message, nowMilliseconds: now) }) {
+            waited = sends.filter { RetriedSubscriptionCheck.needsCheck($0.message, nowMilliseconds: now) }
+            sends.removeAll { RetriedSubscriptionCheck.needsCheck($0.message, nowMilliseconds: now) }
+        }
         let (sender, recorder, retriedCheck) = (sender, recorder, retriedCheck)
         Task {
-            let (sends, dropped) = await retriedCheck.partition(sends)
-            for (delivery, outcome) in dropped { await recorder.record(outcome, delivery) }
-            await sender.send(sends) { delivery, outcome in
+            let completion: MessageSender.Completion = { delivery, outcome in
                 guard !recorder.recordAtOnce(outcome, delivery) else { return }
                 Task { await recorder.record(outcome, delivery) }
             }
+            await sender.send(sends, completion: completion)
+            guard !waited.isEmpty else { return }
+            let (live, dropped) = await retriedCheck.partition(waited)
+            for (delivery, outcome) in dropped { await recorder.record(outcome, delivery) }
+            await sender.send(live, completion: completion)
         }
         return permits
     }

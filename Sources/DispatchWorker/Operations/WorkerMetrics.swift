@@ -6,7 +6,7 @@ import Shared
 /// retained and released field by field each time.
 final class WorkerMetrics: Sendable {
     let registry: MetricsRegistry
-    /// Final outcomes by `outcome` (sent, gone, failed, expired) and `reason`.
+    /// Final outcomes by `outcome` (sent, gone, failed, expired, discarded) and `reason`.
     let sends: Counter
     let apnsLatency: Histogram
     /// `apnsLatency`'s one series, resolved once (the per-send update takes one lock).

@@ -11,7 +11,7 @@ import Shared
 /// | gone | subscription deleted (unless updated after Apple's verdict), daily `gone` +1 | tombstone + cache/stash dropped (before), quota released, reply `gone` |
 /// | credential rejected | credential flagged (before), daily `failed` +1 | app caches dropped (before), quota released, reply `failed` |
 /// | failed, expired | daily `failed` +1 | quota released, reply `failed` |
-/// | subscription deleted, push disabled (a retry found it so) | — | quota released, reply `not_found`, or `failed`/`push_disabled` |
+/// | subscription deleted, push disabled (found so before a retry, or a send that waited) | — | quota released, reply `not_found`, or `failed`/`push_disabled` |
 /// | retry, postponed, or unsent at shutdown | — | put on the delayed-retry set; quota stays reserved |
 /// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed` (its own script) |
 ///
@@ -183,8 +183,8 @@ final class OutcomeRecorder: Sendable {
         }
     }
 
-    /// A retry not sent (`RetriedSubscriptionCheck`): it never reached Apple since its
-    /// acceptance was counted, so it is no send of the day and in no count.
+    /// A message not sent after waiting (`RetriedSubscriptionCheck`): APNs never took it
+    /// (its attempts failed, if it had any), so it is no send of the day and in no count.
     private func discard(_ delivery: Delivery, reason: String, status: String, replyReason: String) {
         metrics.sends.increment(by: 1, "discarded", reason)
         let message = delivery.message

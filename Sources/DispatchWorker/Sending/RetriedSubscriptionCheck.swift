@@ -1,52 +1,67 @@
+import Foundation
 import Shared
+import Synchronization
 
-/// Before a retried message goes out again, whether its subscription still exists and
-/// its app still pushes.
+/// Before a message that waited goes out (a retry, or one postponed or claimed a
+/// minute after its acceptance), whether its subscription still exists and its app
+/// still pushes.
 ///
 /// A first attempt follows its acceptance within milliseconds, but a retry (APNs
 /// failing meanwhile) comes minutes later, after the device's DELETE, the removal of
 /// its bundle id, or the deletion of its app or account may have hard-deleted the
 /// subscription (sending it then would reach a device the service no longer knows),
 /// or after its app's push was switched off or its owner's plan lost push.
-/// One query per batch of retried messages; first attempts cost nothing. When
-/// Postgres cannot answer, the messages go out as before (the check only narrows a
-/// window, it never holds a send back).
-struct RetriedSubscriptionCheck: Sendable {
+///
+/// One query per batch of such messages; the others are sent without waiting for it
+/// (`EntryProcessor`). When Postgres cannot answer, the messages go out as before,
+/// and the check pauses a while rather than make every later batch wait on a dead
+/// database: it only narrows a window.
+final class RetriedSubscriptionCheck: Sendable {
     let postgres: PostgresClient
-    let failures: ThrottledLog
+    private let failures: ThrottledLog
+    /// Until when the check is skipped after a failed query.
+    private let pausedUntil = Mutex<ContinuousClock.Instant?>(nil)
+    static let pauseAfterFailure: Duration = .seconds(30)
+    /// Age (since acceptance) from which a message is checked even on its first attempt.
+    static let checkedAge: Int64 = 60_000
 
     init(postgres: PostgresClient, logger: Logger) {
         self.postgres = postgres
         failures = ThrottledLog(logger: logger, interval: .seconds(60))
     }
 
-    /// `deliveries` split into those to send and the retried ones not to send, with
-    /// the outcome of each of those.
+    /// Whether `message` is checked before it goes out: a retry, or one that waited.
+    static func needsCheck(_ message: QueueMessage, nowMilliseconds: Int64) -> Bool {
+        message.attempts > 0 || nowMilliseconds - message.acceptedAt > checkedAge
+    }
+
+    /// `deliveries` (each `needsCheck`) split into those to send and those not to,
+    /// with the outcome of each of those.
     func partition(_ deliveries: [Delivery]) async -> (send: [Delivery], dropped: [(Delivery, DeliveryOutcome)]) {
-        let retried = Set(deliveries.lazy.filter { $0.message.attempts > 0 }.map(\.message.subscriptionID))
-        guard !retried.isEmpty else { return (deliveries, []) }
-        // Each retried subscription that still exists: whether its app still pushes.
+        if let until = pausedUntil.withLock({ $0 }), ContinuousClock.now < until { return (deliveries, []) }
+        let ids = Array(Set(deliveries.map(\.message.subscriptionID)))
+        // Each subscription that still exists: whether its app still pushes.
         var pushes: [String: Bool] = [:]
         do {
-            let ids = Array(retried)
             let rows = try await postgres.query(
                 """
-                SELECT s.id, a.push_enabled AND c.plan <> 'lite' AS pushes
+                SELECT s.id, a.push_enabled, c.plan
                 FROM subscriptions s JOIN apps a ON a.id = s.app_id JOIN accounts c ON c.id = a.account_id
                 WHERE s.id = ANY(\(ids))
                 """)
-            for row in rows { pushes[try row.decode("id", as: String.self)] = try row.decode("pushes", as: Bool.self) }
+            for row in rows {
+                let plan = Plan(rawValue: try row.decode("plan"))
+                pushes[try row.decode("id", as: String.self)] =
+                    try row.decode("push_enabled", as: Bool.self) && plan.monthlyPushLimit != 0
+            }
         } catch {
-            failures.warning("cannot check retried messages' subscriptions; sending them", error: error)
+            pausedUntil.withLock { $0 = .now + Self.pauseAfterFailure }
+            failures.warning("cannot check waiting messages' subscriptions; sending them", error: error)
             return (deliveries, [])
         }
         var send: [Delivery] = []
         var dropped: [(Delivery, DeliveryOutcome)] = []
         for delivery in deliveries {
-            guard delivery.message.attempts > 0 else {
-                send.append(delivery)
-                continue
-            }
             switch pushes[delivery.message.subscriptionID] {
             case nil: dropped.append((delivery, .subscriptionDeleted))
             case false?: dropped.append((delivery, .pushDisabled))

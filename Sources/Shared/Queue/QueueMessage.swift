@@ -58,10 +58,11 @@ import Foundation
 /// entry's acknowledgement, the worker `RPUSH`es one JSON object
 /// `{"mid":"<message id>","status":"<status>","reason":"<reason>"}` and sets the
 /// list's lifetime to `REPLY_TTL_SECONDS` (default 60), so an abandoned list
-/// disappears. `status` is the spec's per-message status: `sent`, `gone` or
-/// `failed`; `reason` is empty except for `failed`: `credential_missing`,
-/// `credential_rejected`, `provider_error`, or `expired` (the message's TTL passed
-/// before it could be sent). A message retried after a 429/5xx answers only once,
+/// disappears. `status` is the spec's per-message status: `sent`, `gone`, `failed`,
+/// or `not_found` (a message that waited, whose subscription was deleted meanwhile);
+/// `reason` is empty except for `failed`: `credential_missing`,
+/// `credential_rejected`, `provider_error`, `push_disabled` (switched off while the
+/// message waited), or `expired` (the message's TTL passed before it could be sent). A message retried after a 429/5xx answers only once,
 /// with its final outcome; at-least-once delivery means a sender may in rare cases
 /// (a worker crash between send and acknowledgement) see two objects for one `mid`.
 public struct QueueMessage: Sendable, Equatable {
