@@ -169,6 +169,26 @@ final class QueueConsumer: Sendable {
         return (parts.first?.string ?? "", entries)
     }
 
+    /// In-flight permits for a claim, or nil when stopping (none held then).
+    private func claimPermits() async -> Int? {
+        let granted = await limiter.acquire(upTo: batchSize)
+        guard granted > 0 else { return nil }
+        if isStopping {
+            limiter.abandonRead(granted)
+            return nil
+        }
+        return granted
+    }
+
+    /// Hands claimed `entries` to the processor, with the permits `granted` for them.
+    private func start(claimed entries: [StreamEntry], granted: Int, _ note: String) {
+        if !entries.isEmpty {
+            metrics.claimed.increment(by: Double(entries.count))
+            logger.info(note, metadata: ["entries": "\(entries.count)"])
+        }
+        limiter.finishRead(granted: granted, messages: processor.start(entries, context: context))
+    }
+
     /// Sends again, at once, the entries pending for this worker's own name: a process
     /// of that name read them and died (a pod's container and a systemd unit keep their
     /// name across restarts). Other workers' entries wait for the visibility timeout,
@@ -179,24 +199,13 @@ final class QueueConsumer: Sendable {
         var cursor = "-"
         var failures = 0
         while !isStopping {
-            let granted = await limiter.acquire(upTo: batchSize)
-            guard granted > 0 else { return }
-            if isStopping {
-                limiter.abandonRead(granted)
-                return
-            }
+            guard let granted = await claimPermits() else { return }
             do {
                 let reply = try await redis.run(
                     QueueScripts.claimOwn, keys: [context.stream],
                     arguments: [context.group, consumer, cursor, Self.entryCount(permits: granted)])
                 let (next, entries) = Self.claimed(reply)
-                if !entries.isEmpty {
-                    metrics.claimed.increment(by: Double(entries.count))
-                    logger.info(
-                        "resuming entries this worker's name left unacknowledged",
-                        metadata: ["entries": "\(entries.count)"])
-                }
-                limiter.finishRead(granted: granted, messages: processor.start(entries, context: context))
+                start(claimed: entries, granted: granted, "resuming entries this worker's name left unacknowledged")
                 guard !next.isEmpty else { return }
                 cursor = next
                 failures = 0
@@ -222,12 +231,7 @@ final class QueueConsumer: Sendable {
             try? await sleepUnlessStopping(interval)
             var cursor = "0-0"
             repeat {
-                let granted = await limiter.acquire(upTo: batchSize)
-                guard granted > 0 else { return }
-                if isStopping {
-                    limiter.abandonRead(granted)
-                    return
-                }
+                guard let granted = await claimPermits() else { return }
                 do {
                     let count = Self.entryCount(permits: granted)
                     let reply = try await redis.run(
@@ -236,11 +240,7 @@ final class QueueConsumer: Sendable {
                     let entries: [StreamEntry]
                     (cursor, entries) = Self.claimed(reply)
                     cursor = cursor.isEmpty ? "0-0" : cursor
-                    if !entries.isEmpty {
-                        metrics.claimed.increment(by: Double(entries.count))
-                        logger.info("claimed entries left unacknowledged", metadata: ["entries": "\(entries.count)"])
-                    }
-                    limiter.finishRead(granted: granted, messages: processor.start(entries, context: context))
+                    start(claimed: entries, granted: granted, "claimed entries left unacknowledged")
                 } catch {
                     limiter.abandonRead(granted)
                     if (error as? RedisError)?.serverPrefix == "NOGROUP" { try? await ensureGroup() }
