@@ -6,6 +6,15 @@
 
 unsigned long pg_shim_openssl_version_number(void) { return OPENSSL_VERSION_NUMBER; }
 
+/* OpenSSL frees its global state from an atexit handler. A process that exits while
+   another of its threads still uses OpenSSL (an event loop in a TLS handshake, a
+   test process whose servers are still up) then crashes inside exit(): "double free
+   or corruption", exit status 134 instead of 0. Without the handler the memory simply
+   goes with the process. Runs at load, before any other OpenSSL call decides. */
+__attribute__((constructor)) static void pg_shim_openssl_without_atexit_cleanup(void) {
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+}
+
 EVP_PKEY *pg_shim_EVP_EC_gen(const char *curve) { return EVP_EC_gen(curve); }
 
 long pg_shim_BIO_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
