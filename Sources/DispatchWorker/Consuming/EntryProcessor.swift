@@ -62,11 +62,9 @@ final class EntryProcessor: Sendable {
             }
         }
         guard !sends.isEmpty else { return permits }
-        var waited: [Delivery] = []
-        if sends.contains(where: { RetriedSubscriptionCheck.needsCheck($0.message, nowMilliseconds: now) }) {
-            waited = sends.filter { RetriedSubscriptionCheck.needsCheck($0.message, nowMilliseconds: now) }
-            sends.removeAll { RetriedSubscriptionCheck.needsCheck($0.message, nowMilliseconds: now) }
-        }
+        // Usually none: a fresh read holds first attempts only.
+        let waited = sends.filter { RetriedSubscriptionCheck.needsCheck($0.message, nowMilliseconds: now) }
+        if !waited.isEmpty { sends.removeAll { RetriedSubscriptionCheck.needsCheck($0.message, nowMilliseconds: now) } }
         let (sender, recorder, retriedCheck) = (sender, recorder, retriedCheck)
         Task {
             let completion: MessageSender.Completion = { delivery, outcome in

@@ -127,21 +127,29 @@ struct AccountsController: Sendable {
     /// one, the one before (its counters outlive it, `HotPathScript.quotaKeyLifetimeSeconds`)
     /// and the next (a replica whose clock runs ahead at a month's end).
     static func quotaMonths(around now: Date) -> [String] {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let start = calendar.date(from: calendar.dateComponents([.year, .month], from: now))!
-        let next = calendar.date(byAdding: .month, value: 1, to: start)!
+        let start = monthStart(of: now)
+        let next = utcCalendar.date(byAdding: .month, value: 1, to: start)!
         let previous = start.addingTimeInterval(-1)
         return [RedisKeys.quotaMonth(previous), RedisKeys.quotaMonth(now), RedisKeys.quotaMonth(next)]
+    }
+
+    /// The quota's calendar: Gregorian months in UTC.
+    private static let utcCalendar: Calendar = {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        return calendar
+    }()
+
+    /// The first instant of `date`'s UTC month.
+    private static func monthStart(of date: Date) -> Date {
+        utcCalendar.date(from: utcCalendar.dateComponents([.year, .month], from: date))!
     }
 
     func usage(_ request: AdminRequest) async throws -> HTTPResponse {
         let id = request.parameter("id")
         let now = dependencies.now()
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let start = calendar.date(from: calendar.dateComponents([.year, .month], from: now))!
-        let parts = calendar.dateComponents([.year, .month], from: now)
+        let start = Self.monthStart(of: now)
+        let parts = Self.utcCalendar.dateComponents([.year, .month], from: now)
         let (account, sent) = try await dependencies.postgres.withConnection { connection in
             let account = try await accounts.require(id, on: connection)
             return (account, try await accounts.sentSince(start, accountID: id, on: connection))
