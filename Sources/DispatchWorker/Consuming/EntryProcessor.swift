@@ -33,6 +33,9 @@ final class EntryProcessor: Sendable {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         var sends: [Delivery] = []
         sends.reserveCapacity(entries.count)
+        // Messages that waited, checked before they go (usually none: a fresh read holds
+        // first attempts only).
+        var waited: [Delivery] = []
         var permits = 0
         for entry in entries {
             guard let messages = decode(entry, context: context) else {
@@ -56,15 +59,14 @@ final class EntryProcessor: Sendable {
                 if now > OutcomeRecorder.deadline(of: message) {
                     let recorder = recorder
                     Task { await recorder.record(.failed(.expired, detail: "expired"), delivery) }
+                } else if RetriedSubscriptionCheck.needsCheck(message, nowMilliseconds: now) {
+                    waited.append(delivery)
                 } else {
                     sends.append(delivery)
                 }
             }
         }
-        guard !sends.isEmpty else { return permits }
-        // Usually none: a fresh read holds first attempts only.
-        let waited = sends.filter { RetriedSubscriptionCheck.needsCheck($0.message, nowMilliseconds: now) }
-        if !waited.isEmpty { sends.removeAll { RetriedSubscriptionCheck.needsCheck($0.message, nowMilliseconds: now) } }
+        guard !sends.isEmpty || !waited.isEmpty else { return permits }
         let (sender, recorder, retriedCheck) = (sender, recorder, retriedCheck)
         Task {
             let completion: MessageSender.Completion = { delivery, outcome in

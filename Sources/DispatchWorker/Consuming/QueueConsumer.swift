@@ -197,7 +197,7 @@ final class QueueConsumer: Sendable {
     /// what this process read or claimed; tried again until Redis answers.
     private func resumeOwnPending() async {
         var cursor = "-"
-        var failures = 0
+        let failures = ThrottledLog(logger: logger, interval: .seconds(10))
         while !isStopping {
             guard let granted = await claimPermits() else { return }
             do {
@@ -208,14 +208,13 @@ final class QueueConsumer: Sendable {
                 start(claimed: entries, granted: granted, "resuming entries this worker's name left unacknowledged")
                 guard !next.isEmpty else { return }
                 cursor = next
-                failures = 0
             } catch {
                 limiter.abandonRead(granted)
-                failures += 1
-                if (error as? RedisError)?.serverPrefix == "NOGROUP" { try? await ensureGroup() }
-                if failures == 1 || failures % 50 == 0 {
-                    logger.warning("cannot resume this worker's pending entries", metadata: ["error": "\(error)"])
-                }
+                // Whatever the reply (a script's error may not keep Redis's NOGROUP
+                // prefix): the reader waits for this pass, so a missing group must not
+                // keep it failing. Making one that exists is answered BUSYGROUP.
+                try? await ensureGroup()
+                failures.warning("cannot resume this worker's pending entries", error: error)
                 try? await sleepUnlessStopping(.milliseconds(200))
             }
         }
@@ -280,7 +279,7 @@ final class QueueConsumer: Sendable {
     }
 
     private func retryLoop() async {
-        var failures = 0
+        let failures = ThrottledLog(logger: logger, interval: .seconds(10))
         while !isStopping {
             try? await sleepUnlessStopping(.milliseconds(200))
             do {
@@ -290,13 +289,9 @@ final class QueueConsumer: Sendable {
                         arguments: [1000])
                     if (moved.int ?? 0) < 1000 { break }
                 }
-                failures = 0
             } catch {
-                failures += 1
-                // Five a second while Redis is away: the first and every 50th are logged.
-                if failures == 1 || failures % 50 == 0 {
-                    logger.warning("cannot move due retries", metadata: ["error": "\(error)"])
-                }
+                // Five a second while Redis is away.
+                failures.warning("cannot move due retries", error: error)
             }
         }
     }

@@ -187,14 +187,7 @@ final class OutcomeRecorder: Sendable {
     /// (its attempts failed, if it had any), so it is no send of the day and in no count.
     private func discard(_ delivery: Delivery, reason: String, status: String, replyReason: String) {
         metrics.sends.increment(by: 1, "discarded", reason)
-        let message = delivery.message
-        settle(
-            delivery,
-            Acknowledgement.Item(
-                delivery: delivery, tally: nil, releaseQuota: true,
-                replyJSON: !message.hasReplyKey
-                    ? nil : ReplyJSON.make(messageID: message.messageID, status: status, reason: replyReason),
-                retry: nil))
+        finish(delivery, status: status, reason: replyReason, tally: nil, releaseQuota: true)
     }
 
     /// Moves an entry that cannot be handled (unreadable, or handed out too often) to
@@ -235,7 +228,7 @@ final class OutcomeRecorder: Sendable {
 
     /// Settles the message in its entry; it is counted (`tally`) once acknowledged.
     private func finish(
-        _ delivery: Delivery, status: String, reason: String, tally: DailyCounts.Kind, releaseQuota: Bool
+        _ delivery: Delivery, status: String, reason: String, tally: DailyCounts.Kind?, releaseQuota: Bool
     ) {
         settle(
             delivery,

@@ -52,7 +52,7 @@ final class RetriedSubscriptionCheck: Sendable {
             for row in rows {
                 let plan = Plan(rawValue: try row.decode("plan"))
                 pushes[try row.decode("id", as: String.self)] =
-                    try row.decode("push_enabled", as: Bool.self) && plan.monthlyPushLimit != 0
+                    try row.decode("push_enabled", as: Bool.self) && plan.offersPush
             }
         } catch {
             pausedUntil.withLock { $0 = .now + Self.pauseAfterFailure }

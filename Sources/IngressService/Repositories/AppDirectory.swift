@@ -13,7 +13,7 @@ struct AppDirectory: Sendable {
         let pushEnabled: Bool
         let plan: Plan
         /// Push enabled and offered by the plan.
-        var acceptsPush: Bool { pushEnabled && plan.monthlyPushLimit != 0 }
+        var acceptsPush: Bool { pushEnabled && plan.offersPush }
     }
 
     func owner(ofTopic topic: String) async throws -> TopicOwner? {

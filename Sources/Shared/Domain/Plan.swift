@@ -10,6 +10,9 @@ public struct Plan: RawRepresentable, Sendable, Hashable {
 
     /// Pushes per UTC month: nil for unlimited, 0 where push is not offered (Lite,
     /// and any plan this build does not know).
+    /// Whether the plan offers push at all.
+    public var offersPush: Bool { monthlyPushLimit != 0 }
+
     public var monthlyPushLimit: Int? {
         switch self {
         case .plus: 50_000

@@ -121,17 +121,23 @@ public struct HTTPRequestHead: Sendable {
                 return .unsupportedTransferCoding
             }
         }
-        if Self.contentLengthsConflict(headers.values("Content-Length")) { return .conflictingContentLengths }
+        if hasConflictingContentLengths { return .conflictingContentLengths }
         if version == "HTTP/1.1" && headers["Host"] == nil { return .missingHost }
         return nil
     }
 
-    /// Whether `Content-Length` fields (each possibly a list, RFC 9110 §8.6) name
-    /// more than one value.
-    static func contentLengthsConflict(_ fields: [String]) -> Bool {
-        guard fields.count > 1 || fields.first?.contains(",") == true else { return false }
-        let values = fields.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
-        return Set(values).count > 1
+    /// Whether `Content-Length` fields disagree. One pass, allocating only for a
+    /// second field; a field holding a list (`5, 5`) libmicrohttpd refuses itself.
+    private var hasConflictingContentLengths: Bool {
+        var first: String?
+        for (name, value) in headers where name.caseInsensitiveEquals("Content-Length") {
+            guard let seen = first else {
+                first = value
+                continue
+            }
+            if seen.trimmingCharacters(in: .whitespaces) != value.trimmingCharacters(in: .whitespaces) { return true }
+        }
+        return false
     }
 }
 

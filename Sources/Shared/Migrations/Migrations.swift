@@ -183,23 +183,27 @@ public enum Migrations {
     /// Deleting the user still unbinds. (Replaces migration 1's key to
     /// `app_authorizations`.)
     ///
-    /// The new key is added `NOT VALID` (every existing binding met the old key, so its
-    /// user exists) and checked by the next migration, in a transaction of its own
-    /// that does not block the table: dropping the old key locks subscriptions
-    /// entirely, and only this short one holds that lock. The index serves deleting a
-    /// user (the key's `SET NULL` finds the user's subscriptions by it).
+    /// Dropping the old key locks subscriptions entirely, so this migration does only
+    /// that and adds the new key `NOT VALID` (every existing binding met the old key, so
+    /// its user exists): both are instant. The next migration, in a transaction of its
+    /// own, builds the key's index and checks it, which blocks no reads.
     static let bindingOutlivesAuthorization = Migration(
         version: 2, name: "a subscription's user binding outlives the app's authorization",
         sql: """
             ALTER TABLE subscriptions DROP CONSTRAINT subscriptions_user_id_app_id_fkey;
             ALTER TABLE subscriptions ADD CONSTRAINT subscriptions_user_id_fkey
                 FOREIGN KEY (user_id) REFERENCES users (id) ON DELETE SET NULL NOT VALID;
-            CREATE INDEX subscriptions_user ON subscriptions (user_id) WHERE user_id IS NOT NULL;
             """)
 
-    /// Checks migration 2's key against the existing rows, without blocking reads or
-    /// writes of subscriptions meanwhile.
+    /// Migration 2's key: an index led by the user, which serves deleting a user (the
+    /// key's `SET NULL` finds the user's subscriptions by it) and a user's device list
+    /// (so it replaces `subscriptions_app_user`), then the check of the existing rows.
+    /// Building the index blocks writes of subscriptions, not reads; checking blocks neither.
     static let bindingOutlivesAuthorizationValidated = Migration(
-        version: 3, name: "the user binding's key checked",
-        sql: "ALTER TABLE subscriptions VALIDATE CONSTRAINT subscriptions_user_id_fkey;")
+        version: 3, name: "the user binding's key indexed and checked",
+        sql: """
+            CREATE INDEX subscriptions_user_app ON subscriptions (user_id, app_id) WHERE user_id IS NOT NULL;
+            DROP INDEX subscriptions_app_user;
+            ALTER TABLE subscriptions VALIDATE CONSTRAINT subscriptions_user_id_fkey;
+            """)
 }

@@ -154,8 +154,7 @@ struct AccountsController: Sendable {
             let account = try await accounts.require(id, on: connection)
             return (account, try await accounts.sentSince(start, accountID: id, on: connection))
         }
-        let counted = try await dependencies.quota.used(
-            accountID: id, month: String(format: "%04d%02d", parts.year!, parts.month!))
+        let counted = try await dependencies.quota.used(accountID: id, month: RedisKeys.quotaMonth(now))
         let used = counted ?? sent
         let limit = account.plan.monthlyLimit
         return AdminResponse.ok(

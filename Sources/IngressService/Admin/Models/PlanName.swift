@@ -11,5 +11,5 @@ enum PlanName: String, Sendable, Codable, CaseIterable {
     var monthlyLimit: Int? { plan.monthlyPushLimit }
 
     /// Lite has no push.
-    var allowsPush: Bool { monthlyLimit != 0 }
+    var allowsPush: Bool { plan.offersPush }
 }
