@@ -185,6 +185,14 @@ import Testing
         }
     }
 
+    @Test func quotaMonthClockCountsTheSecondsToTheNextMonth() {
+        let clock = QuotaMonthClock()
+        // 2026-12-31 23:59:59 UTC → 1; 2027-01-01 00:00:00 → all of January; 2024-02-29 00:00 (leap) → a day.
+        for (seconds, expected) in [(1_798_761_599, 1), (1_798_761_600, 31 * 86_400), (1_709_164_800, 86_400)] {
+            #expect(clock.secondsToNextMonth(from: Date(timeIntervalSince1970: TimeInterval(seconds))) == expected)
+        }
+    }
+
     @Test func postgresNeverReceivesNotificationContent() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)

@@ -50,7 +50,7 @@ public struct PushAPIError: Error, Sendable, Equatable, CustomStringConvertible 
     public let status: Int
     /// What exactly is invalid (1001 only), appended as `: detail`. Never echoes input.
     public let detail: String?
-    /// Seconds for `Retry-After` (429).
+    /// Seconds for `Retry-After` (429: 1006 and 1009).
     public let retryAfter: Int?
 
     public init(_ code: Code, status: Int? = nil, detail: String? = nil, retryAfter: Int? = nil) {
@@ -69,7 +69,13 @@ public struct PushAPIError: Error, Sendable, Equatable, CustomStringConvertible 
     public static let storageFailed = PushAPIError(.storageError, status: 500)
     public static let deliveryFailed = PushAPIError(.deliveryFailed)
     public static let unknownApp = PushAPIError(.unknownApp)
-    public static let quotaExceeded = PushAPIError(.quotaExceeded)
+    /// The quota frees up at the next month, or sooner after an upgrade or a failed
+    /// send's release: `Retry-After` says the sooner of the month's end and
+    /// `quotaRetryCeiling`, so a sender that honours it does not wait out the month.
+    public static func quotaExceeded(secondsToNextMonth: Int64) -> PushAPIError {
+        PushAPIError(.quotaExceeded, retryAfter: Int(min(max(secondsToNextMonth, 1), quotaRetryCeiling)))
+    }
+    public static let quotaRetryCeiling: Int64 = 3600
     public static let pushDisabled = PushAPIError(.pushDisabled)
     /// A path without a route.
     public static let noSuchEndpoint = PushAPIError(.invalidParameters, status: 404, detail: "no such endpoint")

@@ -24,6 +24,16 @@ final class QuotaMonthClock: Sendable {
         }
     }
 
+    /// Whole seconds from `date` to the start of the next quota month (at least 1).
+    func secondsToNextMonth(from date: Date) -> Int64 {
+        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
+        let end = month.withLock { month in
+            if seconds < month.start || seconds >= month.end { month = Self.month(containing: seconds) }
+            return month.end
+        }
+        return max(end - seconds, 1)
+    }
+
     private static func month(containing seconds: Int64) -> Month {
         var time = time_t(seconds)
         var parts = tm()
