@@ -157,6 +157,7 @@ func buildWorker(
             apns: apns, credentials: credentials, configuration: configuration.common, metrics: metrics),
         recorder: recorder,
         retriedCheck: RetriedSubscriptionCheck(postgres: postgres, logger: logger.child("retried_check")),
+        topics: TopicSupersession(redis: redis, logger: logger.child("topics")),
         maxDeliveries: configuration.maxDeliveries)
     let contexts = configuration.streams.map { StreamContext(keys: RedisKeys(stream: $0, namespace: namespace)) }
     let consumers = contexts.map {

@@ -3,6 +3,7 @@ import Shared
 import TestSupport
 import Testing
 
+@testable import APNsSimulator
 @testable import DispatchWorker
 
 /// 429/5xx/connection failures go through the delayed-retry set with backoff; the
@@ -99,6 +100,42 @@ import Testing
             }
             #expect(stack.recordings(token: token).isEmpty)
             #expect(try await stack.quota() == 0)
+        }
+    }
+
+    /// RFC 8030 §5.4: a newer message of a topic replaces an outstanding one. A retry
+    /// must not overtake it: APNs would show the older one last (the topic is its
+    /// collapse id). Another topic's newer message does not replace it.
+    @Test func aRetryIsDroppedOnceANewerMessageOfItsTopicWasTakenUp() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            let (otherID, _, otherToken) = try await stack.subscribe()
+            let worker = try await stack.startWorker(["WORKER_RETRY_BASE_MS": "1000", "WORKER_RETRY_CAP_MS": "1000"])
+            try await stack.controlRequest("POST", "/faults", #"{"status":503,"count":2}"#)
+            let inbox = Fixture.pushHeaders + [("Topic", "inbox")]
+            let (older, newer) = (Fixture.message(), Fixture.message())
+            #expect(try await stack.push(id, body: older, headers: inbox).status == 201)
+            #expect(try await stack.push(otherID, body: older, headers: inbox).status == 201)
+            try await eventually("both failed once") { worker.metrics.retries.value("ServiceUnavailable") >= 2 }
+            #expect(try await stack.push(id, body: newer, headers: inbox).status == 201)
+            #expect(try await stack.push(id, headers: Fixture.pushHeaders + [("Topic", "calendar")]).status == 201)
+            try await eventually("the older one's retry dropped") {
+                worker.metrics.sends.value("discarded", "topic_replaced") == 1
+            }
+            try await eventually("the queue empty") {
+                let length = try await stack.streamLength()
+                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
+                return length == 0 && retries == 0
+            }
+            let delivered = stack.recordings(token: token).map { String(decoding: $0.payload, as: UTF8.self) }
+            #expect(delivered.count == 2)
+            #expect(delivered.contains { $0.contains(Base64URL.encode(newer)) })
+            #expect(!delivered.contains { $0.contains(Base64URL.encode(older)) })
+            // The other subscription's retry of the same topic was not replaced.
+            try await eventually("the other subscription's retry sent") {
+                stack.recordings(token: otherToken).count == 1
+            }
+            #expect(try await stack.quota() == 3)
         }
     }
 

@@ -5,9 +5,10 @@ import Shared
 /// dead-lettered whole if it cannot be read or was handed out too often; otherwise
 /// each message is failed if its TTL passed, or sent, with its outcome recorded; a
 /// retry (or one that waited) is dropped instead if its subscription was deleted or
-/// its app stopped pushing meanwhile (`RetriedSubscriptionCheck`).
-/// The checks run in the reader's task (but that one, which needs Postgres, in the
-/// send task, after the others went out); the messages to send go to the sender
+/// its app stopped pushing meanwhile (`RetriedSubscriptionCheck`), or a newer message
+/// of its Web Push topic was taken up (`TopicSupersession`).
+/// The checks run in the reader's task (but those of waiting messages, which need
+/// Postgres and Redis, in the send task, after the others went out); the messages to send go to the sender
 /// together in one task, and a `sent` outcome is recorded where the answer arrives,
 /// so the common case costs no task per message. Each message holds an in-flight
 /// permit (an unreadable entry one) until its entry is settled.
@@ -15,14 +16,17 @@ final class EntryProcessor: Sendable {
     let sender: MessageSender
     let recorder: OutcomeRecorder
     let retriedCheck: RetriedSubscriptionCheck
+    let topics: TopicSupersession
     let maxDeliveries: Int
 
     init(
-        sender: MessageSender, recorder: OutcomeRecorder, retriedCheck: RetriedSubscriptionCheck, maxDeliveries: Int
+        sender: MessageSender, recorder: OutcomeRecorder, retriedCheck: RetriedSubscriptionCheck,
+        topics: TopicSupersession, maxDeliveries: Int
     ) {
         self.sender = sender
         self.recorder = recorder
         self.retriedCheck = retriedCheck
+        self.topics = topics
         self.maxDeliveries = maxDeliveries
     }
 
@@ -67,17 +71,21 @@ final class EntryProcessor: Sendable {
             }
         }
         guard !sends.isEmpty || !waited.isEmpty else { return permits }
-        let (sender, recorder, retriedCheck) = (sender, recorder, retriedCheck)
+        let (sender, recorder, retriedCheck, topics) = (sender, recorder, retriedCheck, topics)
         Task {
             let completion: MessageSender.Completion = { delivery, outcome in
                 guard !recorder.recordAtOnce(outcome, delivery) else { return }
                 Task { await recorder.record(outcome, delivery) }
             }
+            topics.mark(sends)
             await sender.send(sends, completion: completion)
             guard !waited.isEmpty else { return }
             let (live, dropped) = await retriedCheck.partition(waited)
             for (delivery, outcome) in dropped { await recorder.record(outcome, delivery) }
-            await sender.send(live, completion: completion)
+            let (current, replaced) = await topics.partition(live)
+            for delivery in replaced { await recorder.record(.replaced, delivery) }
+            topics.mark(current)
+            await sender.send(current, completion: completion)
         }
         return permits
     }

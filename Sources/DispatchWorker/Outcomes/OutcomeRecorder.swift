@@ -12,6 +12,7 @@ import Shared
 /// | credential rejected | credential flagged (before), daily `failed` +1 | app caches dropped (before), quota released, reply `failed` |
 /// | failed, expired | daily `failed` +1 | quota released, reply `failed` |
 /// | subscription deleted, push disabled (found so before a retry, or a send that waited) | — | quota released, reply `not_found`, or `failed`/`push_disabled` |
+/// | replaced (a newer message of its Web Push topic taken up before its retry) | — | quota released |
 /// | retry, postponed, or unsent at shutdown | — | put on the delayed-retry set; quota stays reserved |
 /// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed` (its own script) |
 ///
@@ -180,10 +181,14 @@ final class OutcomeRecorder: Sendable {
 
         case .pushDisabled:
             discard(delivery, reason: "push_disabled", status: "failed", replyReason: "push_disabled")
+
+        case .replaced:
+            // Web Push only: App API messages carry no topic, so no reply list waits.
+            discard(delivery, reason: "topic_replaced", status: "failed", replyReason: "provider_error")
         }
     }
 
-    /// A message not sent after waiting (`RetriedSubscriptionCheck`): APNs never took it
+    /// A message not sent after waiting (`RetriedSubscriptionCheck`, `TopicSupersession`): APNs never took it
     /// (its attempts failed, if it had any), so it is no send of the day and in no count.
     private func discard(_ delivery: Delivery, reason: String, status: String, replyReason: String) {
         metrics.sends.increment(by: 1, "discarded", reason)
