@@ -50,7 +50,9 @@ final class TopicSupersession: Sendable {
         guard !topical.isEmpty else { return (deliveries, []) }
         let marks: [RedisReply]
         do {
-            let keys = topical.map { $0.context.keys.topicMark($0.message.subscriptionID, topic: $0.message.collapseID!) }
+            let keys = topical.map {
+                $0.context.keys.topicMark($0.message.subscriptionID, topic: $0.message.collapseID ?? "")
+            }
             marks = try await redis.send(RedisCommand("MGET", arguments: keys)).throwingError().array ?? []
         } catch {
             failures.warning("cannot read topics taken up; sending waiting messages", error: error)
