@@ -46,12 +46,11 @@ public struct CacheInvalidation: Sendable {
         try await invalidate([keys.subscription(id)], alsoDeleting: keys.pendingStash(id))
     }
 
-    /// Drops the cache, the pending stash and the rate window of each subscription.
+    /// Drops the cache, the pending stash, the rate window and the topic marks of each
+    /// subscription.
     public func subscriptionsDeleted(_ ids: [String]) async throws {
         for batch in stride(from: 0, to: ids.count, by: 500).map({ ids[$0..<min($0 + 500, ids.count)] }) {
-            try await invalidate(
-                batch.map(keys.subscription),
-                alsoDeleting: batch.flatMap { keys.pendingStash($0) + [keys.pushRate($0)] })
+            try await invalidate(batch.map(keys.subscription), alsoDeleting: batch.flatMap(keys.subscriptionState))
         }
     }
 
@@ -61,7 +60,7 @@ public struct CacheInvalidation: Sendable {
     public func subscriptionGone(_ id: String, app: String) async throws {
         _ = try await redis.pipeline([
             RedisCommand("SET", keys.tombstone(id), app, "EX", tombstoneLifetimeSeconds),
-            RedisCommand("DEL", arguments: [keys.subscription(id)] + keys.pendingStash(id) + [keys.pushRate(id)]),
+            RedisCommand("DEL", arguments: [keys.subscription(id)] + keys.subscriptionState(id)),
         ]).map { try $0.throwingError() }
     }
 

@@ -22,7 +22,7 @@ import Foundation
 /// | `<ns>:{t}:rate:<scope>:<ip>` | zset | ingress | per-IP sliding windows (`reg`, `dev`) |
 /// | `<ns>:{t}:quota:<account>:<yyyymm>` | string | ingress (+1), worker (−1 on failure), admin (dropped with the account) | monthly reservations |
 /// | `<ns>:{t}:circuit:<credential>:<environment>` | string | worker | APNs environment failing: answer 502 |
-/// | `<ns>:{t}:topic:<id>:<topic>` | string | worker | acceptance (ms) of the newest message of a Web Push Topic taken up; older retries of it are dropped (`TopicSupersession`) |
+/// | `<ns>:{t}:topics:<id>` | hash | worker | per Web Push Topic, the acceptance (ms) of its newest message taken up; older retries of it are dropped (`TopicSupersession`) |
 /// | `<ns>:{t}:lock:<name>` | string | any replica | short leases (`sweep`) |
 /// | `<ns>:{t}:reply:<id>` | list | worker | outcomes for a sender that waits (`QueueMessage`'s reply lists) |
 /// | `<ns>:{t}:retry:<stream>` | zset | worker | delayed retries: msgpack'd entry fields, scored by due time (ms) |
@@ -79,10 +79,13 @@ public struct RedisKeys: Sendable, Equatable {
     public func circuit(credential: String, environment: String) -> String {
         prefix + "circuit:\(credential):\(environment)"
     }
-    /// The acceptance time (UNIX ms) of the newest message of a subscription's Web Push
-    /// `Topic` that a worker took up (`TopicSupersession`); `topic` is base64url.
-    public func topicMark(_ subscriptionID: String, topic: String) -> String {
-        prefix + "topic:" + subscriptionID + ":" + topic
+    /// Per Web Push `Topic` of a subscription, the acceptance time (UNIX ms) of its
+    /// newest message a worker took up (`TopicSupersession`).
+    public func topicMarks(_ subscriptionID: String) -> String { prefix + "topics:" + subscriptionID }
+    /// What a subscription leaves in Redis besides its cache entry: the pending stash,
+    /// the rate window and the topic marks, deleted with it.
+    public func subscriptionState(_ subscriptionID: String) -> [String] {
+        pendingStash(subscriptionID) + [pushRate(subscriptionID), topicMarks(subscriptionID)]
     }
     public func lock(_ name: String) -> String { prefix + "lock:" + name }
     /// A reply list for a sender waiting for outcomes; `id` is the sender's (unique) choice.
