@@ -8,6 +8,34 @@ static void forward_log(void *cls, const char *format, va_list arguments) {
     target->handler(target->cls, message);
 }
 
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/// libmicrohttpd's own unescaping of the path and query (`%HH`, in place), except that
+/// `%00` stays as its three characters: the handler receives the path as a C string,
+/// so a decoded NUL would end it there, and `/p/<id>%00junk` would act on `<id>`.
+static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *connection, char *text) {
+    (void)cls;
+    (void)connection;
+    char *read = text, *write = text;
+    while (*read != '\0') {
+        int high = read[0] == '%' ? hex_digit(read[1]) : -1;
+        int low = high >= 0 ? hex_digit(read[2]) : -1;
+        if (low >= 0 && (high | low) != 0) {
+            *write++ = (char)(high * 16 + low);
+            read += 3;
+        } else {
+            *write++ = *read++;
+        }
+    }
+    *write = '\0';
+    return (size_t)(write - text);
+}
+
 /// The options after the logger, which libmicrohttpd wants first (so it can report
 /// problems with the rest).
 /// `pool` holds the thread pool size, or nothing for a daemon without a pool
@@ -21,6 +49,7 @@ static void forward_log(void *cls, const char *format, va_list arguments) {
     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (o)->connection_memory_limit, \
     MHD_OPTION_LISTEN_BACKLOG_SIZE, (o)->listen_backlog, \
     MHD_OPTION_NOTIFY_COMPLETED, (o)->completed_handler, (o)->completed_cls, \
+    MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL, \
     MHD_OPTION_END
 
 struct MHD_Daemon *pg_shim_mhd_start(const pg_shim_mhd_options *o) {

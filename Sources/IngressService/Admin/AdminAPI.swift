@@ -54,7 +54,9 @@ public struct AdminAPI: HTTPHandler {
             switch rejection {
             case .targetTooLong: "uri_too_long"
             case .fieldsTooLarge: "headers_too_large"
-            case .missingHost, .contentLengthWithTransferEncoding, .conflictingContentLengths: "invalid_request"
+            case .missingHost, .contentLengthWithTransferEncoding, .conflictingContentLengths, .malformedField,
+                .invalidHost:
+                "invalid_request"
             case .unsupportedTransferCoding: "not_implemented"
             }
         return AdminResponse.error(AdminError(rejection.status, code, rejection.reason))

@@ -38,12 +38,24 @@ public enum HTTPHeadRejection: Sendable, Equatable {
     /// A `Transfer-Encoding` other than `chunked` alone: the body's end cannot be
     /// found, so the answer is 501 (RFC 9112 §6.1) and the connection is closed.
     case unsupportedTransferCoding
+    /// A field name that is not a token (RFC 9110 §5.1: empty, or holding a space,
+    /// which RFC 9112 §5.1 forbids before the colon, or another separator), a value
+    /// holding CR or LF (RFC 9110 §5.5), or a name that merely starts like
+    /// `Content-Length` or `Transfer-Encoding` (what libmicrohttpd makes of a folded
+    /// line). libmicrohttpd reads such fields leniently: `Content-Length : 5` reached
+    /// the handler as a field named `Content-Length ` and the body as the next request
+    /// (smuggling). 400, and the connection is closed.
+    case malformedField
+    /// More than one `Host`, or one that is no `host[:port]` (RFC 9112 §3.2: 400).
+    case invalidHost
 
     public var status: Int {
         switch self {
         case .targetTooLong: 414
         case .fieldsTooLarge: 431
-        case .missingHost, .contentLengthWithTransferEncoding, .conflictingContentLengths: 400
+        case .missingHost, .contentLengthWithTransferEncoding, .conflictingContentLengths, .malformedField,
+            .invalidHost:
+            400
         case .unsupportedTransferCoding: 501
         }
     }
@@ -57,6 +69,8 @@ public enum HTTPHeadRejection: Sendable, Equatable {
         case .contentLengthWithTransferEncoding: "Content-Length and Transfer-Encoding together"
         case .conflictingContentLengths: "conflicting Content-Length values"
         case .unsupportedTransferCoding: "transfer coding not supported"
+        case .malformedField: "malformed header field"
+        case .invalidHost: "invalid Host header"
         }
     }
 
@@ -64,8 +78,10 @@ public enum HTTPHeadRejection: Sendable, Equatable {
     /// closed, instead of reading a body whose end is unknown.
     public var closesConnection: Bool {
         switch self {
-        case .contentLengthWithTransferEncoding, .conflictingContentLengths, .unsupportedTransferCoding: true
-        case .targetTooLong, .fieldsTooLarge, .missingHost: false
+        case .contentLengthWithTransferEncoding, .conflictingContentLengths, .unsupportedTransferCoding,
+            .malformedField:
+            true
+        case .targetTooLong, .fieldsTooLarge, .missingHost, .invalidHost: false
         }
     }
 }
@@ -87,7 +103,9 @@ public struct HTTPRequestHead: Sendable {
     }
 
     public let method: String
-    /// The path without the query string, percent-decoding left to the router.
+    /// The path without the query string, percent-decoded by libmicrohttpd (but `%00`,
+    /// kept as its three characters: a NUL would end the path there), in origin form
+    /// (an absolute-form target's scheme and authority dropped, `originForm(of:)`).
     public let path: String
     public let query: [(name: String, value: String)]
     public let headers: HTTPHeaders
@@ -122,8 +140,71 @@ public struct HTTPRequestHead: Sendable {
             }
         }
         if hasConflictingContentLengths { return .conflictingContentLengths }
-        if version == "HTTP/1.1" && headers["Host"] == nil { return .missingHost }
+        if hasMalformedField { return .malformedField }
+        var hosts = 0
+        for (name, value) in headers where name.caseInsensitiveEquals("Host") {
+            hosts += 1
+            if hosts > 1 || !Self.isHost(value) { return .invalidHost }
+        }
+        if hosts == 0 && version.hasPrefix("HTTP/1.") && version != "HTTP/1.0" { return .missingHost }
         return nil
+    }
+
+    /// See `HTTPHeadRejection.malformedField`.
+    private var hasMalformedField: Bool {
+        for (name, value) in headers {
+            if name.utf8.isEmpty || !name.utf8.allSatisfy(Self.isTokenByte) { return true }
+            if value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) { return true }
+            if name.utf8.count > 14 && Self.hasCaseInsensitivePrefix(name, "content-length") { return true }
+            if name.utf8.count > 17 && Self.hasCaseInsensitivePrefix(name, "transfer-encoding") { return true }
+        }
+        return false
+    }
+
+    /// RFC 9110 §5.6.2 `tchar`.
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
+    private static func hasCaseInsensitivePrefix(_ text: String, _ lowercasePrefix: String) -> Bool {
+        var characters = text.utf8.makeIterator()
+        for expected in lowercasePrefix.utf8 {
+            guard let byte = characters.next() else { return false }
+            let lowered = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+            guard lowered == expected else { return false }
+        }
+        return true
+    }
+
+    /// RFC 9112 §3.2 `Host`: `uri-host [":" port]`, possibly empty (a target without
+    /// authority). Checked by its characters: those of a reg-name, an IPv4 address or
+    /// an IP literal (`[...]`) and the port; no space, `/`, `@`, `?` or `#`.
+    static func isHost(_ value: String) -> Bool {
+        value.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            default: "-._~%!$&'()*+,;=:[]".utf8.contains(byte)
+            }
+        }
+    }
+
+    /// A request target in origin form: an absolute-form target (`http://host/path`,
+    /// which RFC 9112 §3.2.2 has servers accept) loses its scheme and authority.
+    public static func originForm(of target: String) -> String {
+        guard target.utf8.first != UInt8(ascii: "/") else { return target }
+        guard hasCaseInsensitivePrefix(target, "http://") || hasCaseInsensitivePrefix(target, "https://"),
+            let schemeEnd = target.range(of: "://")
+        else { return target }
+        let authorityAndPath = target[schemeEnd.upperBound...]
+        guard let slash = authorityAndPath.firstIndex(of: "/") else { return "/" }
+        return String(authorityAndPath[slash...])
     }
 
     /// Whether `Content-Length` fields disagree. One pass, allocating only for a

@@ -32,7 +32,17 @@ final class HTTPRequestContext: Sendable {
     init(head: HTTPRequestHead, bodyLimit: Int) {
         self.head = head
         self.bodyLimit = bodyLimit
-        declaredBodyLength = head.headers["Content-Length"].flatMap(Int.init)
+        declaredBodyLength = head.headers["Content-Length"].flatMap(Self.length)
+    }
+
+    /// A `Content-Length` value as a length: one too large for `Int` (libmicrohttpd
+    /// takes up to 2^64 − 1) is `Int.max`, over every limit; nil if it is no number.
+    static func length(_ value: String) -> Int? {
+        let digits = value.utf8.drop { $0 == 0x20 || $0 == 0x09 }.prefix { $0 != 0x20 && $0 != 0x09 }
+        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return nil
+        }
+        return Int(Substring(digits)) ?? .max
     }
 }
 
@@ -47,7 +57,7 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
     guard let existing = conCls.pointee else {
         let head = HTTPRequestHead(
             method: method.map { String(cString: $0) } ?? "",
-            path: url.map { String(cString: $0) } ?? "/",
+            path: url.map { HTTPRequestHead.originForm(of: String(cString: $0)) } ?? "/",
             query: connectionValues(connection, kind: .GET_ARGUMENT_KIND),
             headers: HTTPHeaders(connectionValues(connection, kind: .HEADER_KIND)),
             peerAddress: peerAddress(connection))
@@ -181,6 +191,7 @@ enum HTTPServerLogText {
         text.contains("request for") || text.contains("when reading request")
             || text.hasPrefix("Error processing request") || text.hasPrefix("Failed to parse")
             || text.hasPrefix("Not enough memory in pool") || text.contains("failed to create response header")
+            || text.contains("closed by remote side") || text.hasPrefix("Too large value of")
     }
 
     /// `text` with the request path it quotes (`request for `/api/push/p/…'`, or
@@ -230,6 +241,8 @@ private func queue(
 
 /// The connection's values of one kind, in order. The callback appends to the
 /// caller's array through the context pointer: no collector object per request.
+/// (libmicrohttpd 0.9.75 cuts a value at a NUL before anyone sees it, with its
+/// length too: a NUL in a field value cannot be refused here.)
 private func connectionValues(_ connection: OpaquePointer, kind: MHD_ValueKind) -> [(name: String, value: String)] {
     var values: [(name: String, value: String)] = []
     withUnsafeMutablePointer(to: &values) { pointer in
