@@ -268,7 +268,8 @@ import Testing
             }
             // Well-formed fields of every token character pass.
             let fine = "GET / HTTP/1.1\r\nHost: x\r\nX-A!#$%&'*+.^_`|~9: v\r\nConnection: close\r\n\r\n"
-            #expect(try RawHTTPClient.parse(try await RawHTTPClient(port: server.port).exchange(Array(fine.utf8))).status == 201)
+            let passed = try await RawHTTPClient(port: server.port).exchange(Array(fine.utf8))
+            #expect(try RawHTTPClient.parse(passed).status == 201)
         }
     }
 
