@@ -329,6 +329,41 @@ import Testing
         }
     }
 
+    /// A body far over the limit (past `oversizedBodyDrain`) is not read to its end:
+    /// declared, it is answered 413 at its first bytes (libmicrohttpd asks the handler
+    /// again only when some arrive) and the connection closed; streamed (chunked), its
+    /// connection is closed unanswered once that much was dropped (libmicrohttpd takes
+    /// no answer in the middle of a chunked body). A body a little over is still read
+    /// first, then answered.
+    @Test(arguments: pollings) func answersABodyFarOverTheLimitWithoutReadingIt(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling, { $0.oversizedBodyDrain = 16 * 1024 }) { server in
+            let declared = try HeldConnection(port: server.port)
+            declared.send(Array("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000000\r\n\r\n".utf8))
+            try await Task.sleep(for: .milliseconds(100))
+            declared.send([UInt8](repeating: 0x61, count: 10))
+            let declaredAnswer = try RawHTTPClient.parse(await declared.receiveAll())
+            #expect(declaredAnswer.status == 413)
+            #expect(declaredAnswer.headers["connection"]?.lowercased() == "close")
+
+            let streamed = try HeldConnection(port: server.port)
+            streamed.send(Array("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".utf8))
+            var refused = false
+            for size in [9000, 17000, 10, 10, 10] where !refused {
+                let chunk = Array((String(size, radix: 16) + "\r\n").utf8) + [UInt8](repeating: 0x61, count: size)
+                refused = !streamed.send(chunk + Array("\r\n".utf8))
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(refused, "closed once 16 KiB past the limit were dropped")
+
+            // Within the drain, the body is read and the connection kept.
+            let near = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n" + String(repeating: "a", count: 10000)
+                + "GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            let both = String(decoding: try await RawHTTPClient(port: server.port).exchange(Array(near.utf8)), as: UTF8.self)
+            #expect(both.hasPrefix("HTTP/1.1 413"))
+            #expect(both.contains("GET /after"))
+        }
+    }
+
     /// Every request waits until all of them are inside the handler at once. With
     /// one server thread this only completes if waiting handlers do not hold it.
     @Test(arguments: [Polling.threads(1), .eventLoop])
@@ -643,7 +678,8 @@ import Testing
 
         init(port: Int) throws { fd = try ClientSocket.connect(port: port) }
 
-        func send(_ bytes: [UInt8]) { ClientSocket.send(bytes, on: fd) }
+        /// False once the server stopped taking the bytes (it closed the connection).
+        @discardableResult func send(_ bytes: [UInt8]) -> Bool { ClientSocket.send(bytes, on: fd) }
 
         /// Everything until the server closes.
         func receiveAll() async -> [UInt8] {

@@ -17,6 +17,10 @@ final class HTTPRequestContext: Sendable {
     /// When the head arrived: a body still arriving `bodyTimeout` later is cut off.
     let startedAt = ContinuousClock.now
     nonisolated(unsafe) var bodyTooLarge = false
+    /// Bytes of a body over its limit read and dropped so far.
+    nonisolated(unsafe) var droppedBodyBytes = 0
+    /// Answered before its body's end: the answer closes the connection.
+    nonisolated(unsafe) var answeredEarly = false
     /// The server's body memory ran out while this body arrived: it is dropped and
     /// the request answered `unavailable`.
     nonisolated(unsafe) var bodyOverMemory = false
@@ -74,7 +78,7 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
             limit: configuration.headerLimit, memoryLimit: configuration.headerMemoryLimit, version: httpVersion)
         {
             let response = server.handler.rejected(head, rejection)
-            if rejection.closesConnection {
+            if rejection.closesConnection || (context.declaredBodyLength ?? 0) > configuration.oversizedBodyDrain {
                 return queue(response, on: connection, server: server, closing: true)
             }
             // As below: a client waiting for "100 Continue" is answered at once.
@@ -86,10 +90,17 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
         }
         // A client that waits for "100 Continue" before sending a body declared over
         // the limit is answered now: libmicrohttpd sends no "100 Continue" once a
-        // response is queued, and closes instead of reading the body. (A client that
-        // sends at once has its body read and dropped first: closing with it unread
-        // could reset the connection before the answer arrives.)
-        if context.bodyTooLarge, head.headers["Expect"]?.caseInsensitiveEquals("100-continue") == true {
+        // response is queued, and closes instead of reading the body. So is one that
+        // declares far more than the limit (at its body's first bytes: libmicrohttpd
+        // asks the handler again only when some arrive), and the connection closed.
+        // (A client that sends a body a little too large at once has it read and
+        // dropped first: closing with it unread could reset the connection before the
+        // answer arrives.)
+        if context.bodyTooLarge,
+            head.headers["Expect"]?.caseInsensitiveEquals("100-continue") == true
+                || (context.declaredBodyLength ?? 0) - limit > configuration.oversizedBodyDrain
+        {
+            context.answeredEarly = true
             return dispatch(HTTPRequest(head: head, body: []), of: context, on: connection, server: server)
         }
         return .YES
@@ -97,7 +108,8 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
     let context = Unmanaged<HTTPRequestContext>.fromOpaque(existing).takeUnretainedValue()
 
     if let response = context.response.withLock({ $0 }) {
-        return queue(response, on: connection, server: server)
+        uploadSize.pointee = 0  // the rest of a body answered early: dropped
+        return queue(response, on: connection, server: server, closing: context.answeredEarly)
     }
     if uploadSize.pointee > 0 {
         // A body that trickles in (a byte now and then, never idle long enough for the
@@ -108,7 +120,8 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
             return .NO
         }
         let size = uploadSize.pointee
-        if !context.bodyTooLarge && !context.bodyOverMemory && context.headRejection == nil {
+        let dropping = context.bodyTooLarge || context.bodyOverMemory || context.headRejection != nil
+        if !dropping {
             let needed = context.body.count + size
             if needed > context.bodyLimit {
                 context.bodyTooLarge = true
@@ -123,6 +136,16 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
             }
         }
         uploadSize.pointee = 0  // consumed (or discarded past the limit, never buffered)
+        if dropping {
+            // A chunked body that goes on far past its limit has its connection closed
+            // unanswered: libmicrohttpd takes no answer in the middle of one. (A declared
+            // one that long was answered at its head or its first bytes.)
+            context.droppedBodyBytes += size
+            if context.declaredBodyLength == nil && context.droppedBodyBytes > server.configuration.oversizedBodyDrain {
+                server.releaseBody(of: context)
+                return .NO
+            }
+        }
         return .YES
     }
     if let rejection = context.headRejection { return queue(rejection, on: connection, server: server) }
@@ -192,6 +215,7 @@ enum HTTPServerLogText {
             || text.hasPrefix("Error processing request") || text.hasPrefix("Failed to parse")
             || text.hasPrefix("Not enough memory in pool") || text.contains("failed to create response header")
             || text.contains("closed by remote side") || text.hasPrefix("Too large value of")
+            || text.hasPrefix("Application reported internal error")  // a connection the handler closes
     }
 
     /// `text` with the request path it quotes (`request for `/api/push/p/…'`, or

@@ -51,6 +51,12 @@ public final class HTTPServer: Sendable {
         /// it the connection is closed (a body trickling in a byte at a time is never
         /// idle long enough for `connectionTimeoutSeconds`).
         public var bodyTimeout: Duration
+        /// How much of a body over its limit is read and dropped before the answer: a
+        /// client that sends a body a little too large gets its 413 once it has sent it
+        /// (closing with the body unread could reset the connection before the client
+        /// reads the answer), while one declaring or streaming far more is answered at
+        /// once and its connection closed, instead of being read for `bodyTimeout`.
+        public var oversizedBodyDrain: Int
         /// The loop that runs the daemon instead of its own `threads` (which are then
         /// not started): handlers answering from this loop's thread (a Redis
         /// multiplexer on it) then cost no thread hand-off at all.
@@ -60,9 +66,10 @@ public final class HTTPServer: Sendable {
             address: ListenAddress, threads: Int = 2, connectionLimit: Int = 10_000, connectionsPerIP: Int = 0,
             connectionTimeoutSeconds: Int = 30,
             headerLimit: Int = 8 * 1024, headerMemoryLimit: Int = 24 * 1024, bodyMemoryLimit: Int = 256 << 20,
-            bodyTimeout: Duration = .seconds(60), eventLoop: EventLoop? = nil
+            bodyTimeout: Duration = .seconds(60), oversizedBodyDrain: Int = 1 << 20, eventLoop: EventLoop? = nil
         ) {
             self.bodyTimeout = bodyTimeout
+            self.oversizedBodyDrain = oversizedBodyDrain
             self.eventLoop = eventLoop
             self.address = address
             self.threads = threads
