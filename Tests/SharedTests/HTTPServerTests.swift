@@ -336,7 +336,8 @@ import Testing
     /// no answer in the middle of a chunked body). A body a little over is still read
     /// first, then answered.
     @Test(arguments: pollings) func answersABodyFarOverTheLimitWithoutReadingIt(polling: Polling) async throws {
-        try await withServer(EchoHandler(), polling: polling, { $0.oversizedBodyDrain = 16 * 1024 }) { server in
+        let drain: (inout HTTPServer.Configuration) -> Void = { $0.oversizedBodyDrain = 16 * 1024 }
+        try await withServer(EchoHandler(), polling: polling, drain) { server in
             let declared = try HeldConnection(port: server.port)
             declared.send(Array("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000000\r\n\r\n".utf8))
             try await Task.sleep(for: .milliseconds(100))
@@ -356,9 +357,11 @@ import Testing
             #expect(refused, "closed once 16 KiB past the limit were dropped")
 
             // Within the drain, the body is read and the connection kept.
-            let near = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n" + String(repeating: "a", count: 10000)
+            let near =
+                "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n" + String(repeating: "a", count: 10000)
                 + "GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-            let both = String(decoding: try await RawHTTPClient(port: server.port).exchange(Array(near.utf8)), as: UTF8.self)
+            let received = try await RawHTTPClient(port: server.port).exchange(Array(near.utf8))
+            let both = String(decoding: received, as: UTF8.self)
             #expect(both.hasPrefix("HTTP/1.1 413"))
             #expect(both.contains("GET /after"))
         }
