@@ -50,6 +50,7 @@ static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *connection,
     MHD_OPTION_LISTEN_BACKLOG_SIZE, (o)->listen_backlog, \
     MHD_OPTION_NOTIFY_COMPLETED, (o)->completed_handler, (o)->completed_cls, \
     MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL, \
+    MHD_OPTION_NOTIFY_CONNECTION, (o)->connection_handler, (o)->connection_cls, \
     MHD_OPTION_END
 
 struct MHD_Daemon *pg_shim_mhd_start(const pg_shim_mhd_options *o) {

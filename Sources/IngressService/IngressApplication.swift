@@ -200,6 +200,15 @@ func buildApplication(
             connectionTimeoutSeconds: configuration.connectionTimeoutSeconds,
             bodyMemoryLimit: configuration.bodyMemoryMegabytes << 20, eventLoop: frontLoop),
         handler: handler, logger: logger.child("http"))
+    // Weak: the server reaches the registry through its handler.
+    metrics.registry.sampledGauge(
+        "pushgate_ingress_open_connections",
+        help: "Client connections open; at INGRESS_CONNECTION_LIMIT new ones wait in the listen backlog."
+    ) { [weak server] in Double(server?.openConnections ?? 0) }
+    metrics.registry.sampledGauge(
+        "pushgate_ingress_body_memory_bytes",
+        help: "Memory held by request bodies still arriving; at INGRESS_BODY_MEMORY_MB requests answer 503."
+    ) { [weak server] in Double(server?.heldBodyBytes ?? 0) }
     let sweeper = SubscriptionSweeper(
         redis: redis, keys: keys, subscriptions: subscriptions, invalidation: invalidation,
         maximumAgeSeconds: configuration.subscriptionMaximumAgeSeconds,

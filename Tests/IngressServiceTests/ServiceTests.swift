@@ -38,6 +38,10 @@ import Testing
                     #"pushgate_ingress_request_duration_seconds_bucket{route="POST /p/{id}",le="+Inf"} 2"#))
             #expect(!metrics.text.contains(id))
             #expect(metrics.text.contains("pushgate_ingress_cache_refresh_failures_total 0\n"))
+            // Levels read at the scrape: at least the scrape's own connection is open.
+            let open = metrics.text.split(separator: "\n").first { $0.hasPrefix("pushgate_ingress_open_connections ") }
+            #expect(open.flatMap { Double($0.split(separator: " ")[1]) }.map { $0 >= 1 } == true)
+            #expect(metrics.text.contains("pushgate_ingress_body_memory_bytes 0\n"))
         }
     }
 

@@ -367,6 +367,26 @@ import Testing
         }
     }
 
+    /// Whether `condition` holds within 5 s.
+    static func waitFor(_ condition: () -> Bool) async throws -> Bool {
+        for _ in 0..<500 {
+            if condition() { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
+    /// `openConnections` follows the connections libmicrohttpd holds (for `/metrics`).
+    @Test(arguments: pollings) func countsOpenConnections(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
+            let held = try (0..<3).map { _ in try HeldConnection(port: server.port) }
+            for connection in held { connection.send(Array("GET / HTTP/1.1\r\nHost: x\r\n".utf8)) }
+            #expect(try await Self.waitFor { server.openConnections == 3 })
+            for connection in held { connection.close() }
+            #expect(try await Self.waitFor { server.openConnections == 0 })
+        }
+    }
+
     /// Every request waits until all of them are inside the handler at once. With
     /// one server thread this only completes if waiting handlers do not hold it.
     @Test(arguments: [Polling.threads(1), .eventLoop])

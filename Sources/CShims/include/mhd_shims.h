@@ -30,6 +30,8 @@ typedef struct {
     void *access_cls;
     MHD_RequestCompletedCallback completed_handler;
     void *completed_cls;
+    MHD_NotifyConnectionCallback connection_handler; /// told of each connection opened and closed
+    void *connection_cls;
     pg_shim_mhd_log_target *log_target; /// optional
 } pg_shim_mhd_options;
 

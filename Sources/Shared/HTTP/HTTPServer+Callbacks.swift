@@ -192,6 +192,13 @@ let httpServerCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
     server.inFlight.subtract(1, ordering: .releasing)
 }
 
+/// Counts the server's open connections.
+let httpServerConnection: MHD_NotifyConnectionCallback = { cls, _, _, event in
+    guard let cls else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    server.connections.add(event == .CONNECTION_NOTIFY_CLOSED ? -1 : 1, ordering: .relaxed)
+}
+
 /// libmicrohttpd's own error messages. Those about one connection (a client that
 /// went away, a malformed request) are routine and any client can cause them: debug
 /// level. The rest (epoll, accept, memory, the connection limit) are warnings, at most

@@ -90,6 +90,11 @@ public final class HTTPServer: Sendable {
     private let state = Mutex(State())
     /// Requests begun and not yet completed (for draining on shutdown).
     let inFlight = Atomic<Int>(0)
+    /// Connections open (`httpServerConnection`): near `connectionLimit`, new ones wait.
+    let connections = Atomic<Int>(0)
+    public var openConnections: Int { connections.load(ordering: .relaxed) }
+    /// Bytes of request bodies held while they arrive (`bodyMemoryLimit`).
+    public var heldBodyBytes: Int { bodyMemory.load(ordering: .relaxed) }
     /// Connections waiting for their handlers' answers.
     let suspended = SuspendedConnections()
     /// libmicrohttpd's server-level warnings, at most one per 5 s.
@@ -194,6 +199,8 @@ public final class HTTPServer: Sendable {
             options.access_cls = retained.toOpaque()
             options.completed_handler = httpServerCompleted
             options.completed_cls = retained.toOpaque()
+            options.connection_handler = httpServerConnection
+            options.connection_cls = retained.toOpaque()
             options.log_target = logTarget
             return pg_shim_mhd_start(&options)
         }

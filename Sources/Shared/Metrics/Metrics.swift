@@ -19,6 +19,12 @@ public final class MetricsRegistry: Sendable {
         register(Gauge(name: name, help: help, labelNames: labels))
     }
 
+    /// A gauge without labels whose value `sample` reads when the metrics are rendered
+    /// (a level another object keeps, such as open connections).
+    public func sampledGauge(_ name: String, help: String, sample: @escaping @Sendable () -> Double) {
+        _ = register(SampledGauge(name: name, help: help, sample: sample))
+    }
+
     /// `buckets` are upper bounds in seconds (or the unit in the name), ascending.
     public func histogram(
         _ name: String, help: String, labels: [String] = [], buckets: [Double] = Histogram.latencyBuckets
@@ -166,6 +172,24 @@ public final class Gauge: MetricFamily {
         for (labels, value) in values.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
             output += "\(name)\(renderLabels(labelNames, labels)) \(formatNumber(value))\n"
         }
+    }
+}
+
+/// A gauge read at rendering (`MetricsRegistry.sampledGauge`).
+final class SampledGauge: MetricFamily {
+    let name: String
+    let help: String
+    var typeName: String { "gauge" }
+    private let sample: @Sendable () -> Double
+
+    init(name: String, help: String, sample: @escaping @Sendable () -> Double) {
+        self.name = name
+        self.help = help
+        self.sample = sample
+    }
+
+    func render(into output: inout String) {
+        output += "\(name) \(formatNumber(sample()))\n"
     }
 }
 
