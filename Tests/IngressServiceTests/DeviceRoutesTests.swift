@@ -51,6 +51,11 @@ import Testing
 
     static let invalidBodies: [(String, String)] = [
         ("{not json", "body is not valid JSON"),
+        // What Foundation's decoder let through: a trailing comma, a repeated name (it
+        // kept the first, where most parsers keep the last).
+        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false,}"#, "body is not valid JSON"),
+        (#"{"topic": "TOPIC", "token": "TOKEN", "token": "zz", "sandbox": false}"#, "body is not valid JSON"),
+        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": true, "\u0073andbox": false}"#, "body is not valid JSON"),
         ("[1, 2]", "body must be a JSON object"),
         (#"{"topic": "TOPIC", "token": 12345, "sandbox": false}"#, "token must be a string"),
         (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": "no"}"#, "sandbox must be a boolean"),

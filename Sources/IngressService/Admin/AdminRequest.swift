@@ -36,6 +36,9 @@ struct AdminRequest: Sendable {
     /// The JSON body as `Body`; no body reads as `{}` (most bodies have only optional
     /// fields; a missing required one is named). Messages name the field, never its value.
     func decode<Body: Decodable>(_ type: Body.Type) throws(AdminError) -> Body {
+        guard http.body.isEmpty || StrictJSON.isWellFormed(http.body) else {
+            throw .invalid("the request body is not valid JSON")
+        }
         do {
             return try AdminJSON.decoder.decode(Body.self, from: http.body.isEmpty ? Data("{}".utf8) : Data(http.body))
         } catch let error as AdminError {

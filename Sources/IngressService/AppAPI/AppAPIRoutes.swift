@@ -67,7 +67,8 @@ struct AppAPIRoutes: Sendable {
 
     /// `POST /subscriptions/bind` `{subscriptionId, secret, userId}` → 204.
     func bind(_ request: HTTPRequest, app: String) async throws -> HTTPResponse {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
+        guard StrictJSON.isWellFormed(request.body),
+            let object = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
             let id = object["subscriptionId"] as? String, let secret = object["secret"] as? String,
             let user = object["userId"] as? String, !id.isEmpty, !secret.isEmpty, !user.isEmpty
         else { throw AppAPIError.invalid("subscriptionId, secret and userId are required strings") }

@@ -20,7 +20,8 @@ struct SendBatch: Sendable {
     let messages: [Message]
 
     init(json body: [UInt8]) throws(AppAPIError) {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+        guard StrictJSON.isWellFormed(body),
+            let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
             let list = object["messages"] as? [Any]
         else { throw AppAPIError.invalid("body must be {\"messages\": [...]}") }
         guard (1...Self.maximumMessages).contains(list.count) else {

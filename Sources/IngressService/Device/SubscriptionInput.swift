@@ -55,6 +55,12 @@ struct SubscriptionInput: Sendable, Equatable {
     }
 
     init(json: [UInt8]) throws(PushAPIError) {
+        // Foundation's decoder lets through a trailing comma, UTF-16, invalid UTF-8 in
+        // a member it skips, and keeps the first of repeated names (most parsers the
+        // last, so a proxy that checks the body would read another one).
+        guard StrictJSON.isWellFormed(json) else {
+            throw .invalid("body is not valid JSON")
+        }
         let body: Body
         do {
             body = try JSONDecoder().decode(Body.self, from: Data(json))
