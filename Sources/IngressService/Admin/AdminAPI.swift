@@ -55,7 +55,7 @@ public struct AdminAPI: HTTPHandler {
             case .targetTooLong: "uri_too_long"
             case .fieldsTooLarge: "headers_too_large"
             case .missingHost, .contentLengthWithTransferEncoding, .conflictingContentLengths, .malformedField,
-                .invalidHost:
+                .invalidHost, .transferCodingInHTTP10:
                 "invalid_request"
             case .unsupportedTransferCoding: "not_implemented"
             }

@@ -48,13 +48,17 @@ public enum HTTPHeadRejection: Sendable, Equatable {
     case malformedField
     /// More than one `Host`, or one that is no `host[:port]` (RFC 9112 §3.2: 400).
     case invalidHost
+    /// `Transfer-Encoding` in an HTTP/1.0 request: RFC 9112 §6.1 has its framing
+    /// treated as faulty (an HTTP/1.0 hop would not see the body) and the connection
+    /// closed. 400.
+    case transferCodingInHTTP10
 
     public var status: Int {
         switch self {
         case .targetTooLong: 414
         case .fieldsTooLarge: 431
         case .missingHost, .contentLengthWithTransferEncoding, .conflictingContentLengths, .malformedField,
-            .invalidHost:
+            .invalidHost, .transferCodingInHTTP10:
             400
         case .unsupportedTransferCoding: 501
         }
@@ -71,6 +75,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
         case .unsupportedTransferCoding: "transfer coding not supported"
         case .malformedField: "malformed header field"
         case .invalidHost: "invalid Host header"
+        case .transferCodingInHTTP10: "Transfer-Encoding in an HTTP/1.0 request"
         }
     }
 
@@ -79,7 +84,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
     public var closesConnection: Bool {
         switch self {
         case .contentLengthWithTransferEncoding, .conflictingContentLengths, .unsupportedTransferCoding,
-            .malformedField:
+            .malformedField, .transferCodingInHTTP10:
             true
         case .targetTooLong, .fieldsTooLarge, .missingHost, .invalidHost: false
         }
@@ -129,18 +134,20 @@ public struct HTTPRequestHead: Sendable {
     /// little left to write any answer, and closes the connection unanswered), HTTP/1.1
     /// without `Host`, or a body framed in a way libmicrohttpd cannot or should not read.
     func rejection(limit: Int, memoryLimit: Int, version: String) -> HTTPHeadRejection? {
-        let size = size
-        if size.target > limit / 2 { return .targetTooLong }
-        if size.total > limit || size.poolBytes > memoryLimit * 2 / 3 { return .fieldsTooLarge }
+        // Framing first: a refusal for size keeps the connection, so a head both too
+        // large and ambiguously framed must be refused for its framing (and closed).
         let codings = headers.values("Transfer-Encoding")
         if !codings.isEmpty {
             if headers["Content-Length"] != nil { return .contentLengthWithTransferEncoding }
-            if codings.count > 1 || !codings[0].trimmingCharacters(in: .whitespaces).caseInsensitiveEquals("chunked") {
-                return .unsupportedTransferCoding
-            }
+            if version == "HTTP/1.0" { return .transferCodingInHTTP10 }
+            // Compared as libmicrohttpd frames it: `chunked ` (a trailing space) is not.
+            if codings.count > 1 || !codings[0].caseInsensitiveEquals("chunked") { return .unsupportedTransferCoding }
         }
         if hasConflictingContentLengths { return .conflictingContentLengths }
         if hasMalformedField { return .malformedField }
+        let size = size
+        if size.target > limit / 2 { return .targetTooLong }
+        if size.total > limit || size.poolBytes > memoryLimit * 2 / 3 { return .fieldsTooLarge }
         var hosts = 0
         for (name, value) in headers where name.caseInsensitiveEquals("Host") {
             hosts += 1

@@ -116,15 +116,21 @@ public final class HTTPServer: Sendable {
     /// The least a body's reservation grows by, and the most a declared length alone
     /// reserves.
     static let reservationStep = 64 * 1024
+    /// The least a chunked body's (no declared length) reservation grows by: its first
+    /// bytes would otherwise hold a whole step, so a few thousand connections each
+    /// sending one small chunk would fill the body memory.
+    static let chunkedReservationStep = 4 * 1024
 
     /// Grows `context`'s reservation so its body can hold `needed` bytes: to twice
-    /// `needed` (as the array would grow), at least 64 KiB, but no more than its declared
-    /// `Content-Length` (a Web Push body is reserved whole at once) nor its limit; false,
+    /// `needed` (as the array would grow), at least 64 KiB (4 KiB for a chunked body),
+    /// but no more than its declared `Content-Length` (a Web Push body is reserved
+    /// whole at once) nor its limit; false,
     /// reserving nothing, when that passes the server's body memory. A declared length
     /// alone reserves no more than 64 KiB, so a client cannot hold a megabyte of the
     /// budget by sending one byte. The body's capacity follows the reservation.
     func reserveBodyCapacity(_ needed: Int, for context: HTTPRequestContext) -> Bool {
-        let step = max(2 * needed, Self.reservationStep)
+        let least = context.declaredBodyLength == nil ? Self.chunkedReservationStep : Self.reservationStep
+        let step = max(2 * needed, least)
         let target = min(max(needed, min(context.declaredBodyLength ?? step, step)), context.bodyLimit)
         let bytes = target - context.reservedBodyBytes
         let large = context.bodyLimit > Self.largeBodySize
