@@ -28,6 +28,8 @@ final class IngressApplication: Sendable {
     let adminServer: HTTPServer?
     /// `/readyz`; also asked once at start, so a schema older than this build is logged then.
     let readiness: ReadinessCheck
+    /// Set when shutdown begins: App API sends stop waiting for outcomes (`ReplyCollector`).
+    let stopping: StopFlag
     let logger: Logger
     private let sweepTask = Mutex<Task<Void, Never>?>(nil)
     private let stashExpiryTask = Mutex<Task<Void, Never>?>(nil)
@@ -36,9 +38,10 @@ final class IngressApplication: Sendable {
         configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, replyRedis: RedisClient,
         hotPath: RedisMultiplexer, postgres: PostgresClient, fillPostgres: PostgresClient,
         keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, stashExpiry: StashExpiry,
-        invalidation: CacheInvalidation, readiness: ReadinessCheck,
+        invalidation: CacheInvalidation, readiness: ReadinessCheck, stopping: StopFlag,
         adminServer: HTTPServer? = nil, frontLoop: EventLoop? = nil, logger: Logger
     ) {
+        self.stopping = stopping
         self.frontLoop = frontLoop
         self.configuration = configuration
         self.server = server
@@ -77,6 +80,7 @@ final class IngressApplication: Sendable {
     /// Stops accepting, finishes requests in flight (up to `deadline`), stops the
     /// sweep and closes the pools.
     func shutdown(deadline: Duration = .seconds(10)) async {
+        stopping.set()
         async let admin: Void? = adminServer?.shutdown(deadline: deadline)
         await server.shutdown(deadline: deadline)
         _ = await admin
@@ -119,6 +123,7 @@ func buildApplication(
     // connections of their own; one that cannot get one soon stops waiting.
     let replyRedis = try redisPool(
         connections: configuration.appAPIReplyConnections, acquireTimeout: .milliseconds(500))
+    let stopping = StopFlag()
     // One thread: libmicrohttpd runs on the loop that reads the hot path's Redis
     // replies, so a push is parsed, sent, answered and written without a thread
     // hand-off. With more threads, libmicrohttpd's own pool hands each push to the
@@ -171,7 +176,7 @@ func buildApplication(
         keyLookups: FailedLookupLimit(limiter: limiter, scope: .appAPIKeyFailures, clientIP: clientIP),
         sender: AppAPISender(
             repository: appRepository, redis: redis, keys: keys, cache: cache,
-            replies: ReplyCollector(redis: replyRedis),
+            replies: ReplyCollector(redis: replyRedis, stopping: stopping),
             maximumTTLSeconds: configuration.maximumPushTTLSeconds,
             deadline: .milliseconds(configuration.appAPISendDeadlineMilliseconds)),
         failureLog: failureLog)
@@ -232,6 +237,7 @@ func buildApplication(
     return IngressApplication(
         configuration: configuration, server: server, redis: redis, replyRedis: replyRedis, hotPath: hotPath,
         postgres: postgres, fillPostgres: fillPostgres, keys: keys, metrics: metrics, sweeper: sweeper,
-        stashExpiry: stashExpiry, invalidation: invalidation, readiness: readiness, adminServer: adminServer,
+        stashExpiry: stashExpiry, invalidation: invalidation, readiness: readiness, stopping: stopping,
+        adminServer: adminServer,
         frontLoop: frontLoop, logger: logger)
 }

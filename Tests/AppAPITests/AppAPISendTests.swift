@@ -130,6 +130,21 @@ import Testing
         }
     }
 
+    /// A send still waiting for outcomes when the ingress starts stopping answers what
+    /// it has (`queued`) within about a second, inside the drain. The drain's end cut
+    /// it off with a 503 instead, which hid the queued message (a retry sends it twice).
+    @Test func aSendWaitingWhenTheIngressStopsAnswersQueued() async throws {
+        // A send deadline past the drain's: only the stop can end the wait in time.
+        try await DeliveryStack.with(ingress: ["APP_API_SEND_DEADLINE_MS": "30000"]) { stack in
+            let key = try await stack.apiKey()
+            let device = try await stack.device()
+            let sending = Task { try await stack.send([(device.id, DeliveryStack.payload)], key: key) }
+            try await eventually("queued") { try await stack.queuedMessages() == 1 }
+            await stack.ingress.shutdown(deadline: .seconds(4))
+            #expect(statuses(try await sending.value) == ["queued"])
+        }
+    }
+
     /// Sends waiting on workers that do not answer (none runs here) wait on
     /// connections of their own: the pool every other route and `/readyz` use stays
     /// free, and a send that finds the reply connections busy answers `queued`.

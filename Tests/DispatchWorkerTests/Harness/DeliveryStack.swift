@@ -108,9 +108,13 @@ final class DeliveryStack: @unchecked Sendable {
     func stop() async {
         for worker in workers { await worker.shutdown(deadline: .seconds(2)) }
         await simulator.shutdown()
-        let found = (try? await redis.send("KEYS", namespace + ":*"))?.array ?? []
-        let names = found.compactMap(\.bytes)
-        if !names.isEmpty { _ = try? await redis.send(argv: [Array("DEL".utf8)] + names) }
+        // A client of its own: a test may have shut the ingress (and its pools) down.
+        if let cleaner = try? RedisClient(url: TestEnvironment.redisURL) {
+            let found = (try? await cleaner.send("KEYS", namespace + ":*"))?.array ?? []
+            let names = found.compactMap(\.bytes)
+            if !names.isEmpty { _ = try? await cleaner.send(argv: [Array("DEL".utf8)] + names) }
+            cleaner.close()
+        }
         await ingress.shutdown(deadline: .seconds(2))
         try? FileManager.default.removeItem(at: directory)
     }
