@@ -305,6 +305,9 @@ import Testing
                 // The series alerts watch for rare events are there at 0 before the first.
                 #"pushgate_worker_dead_letters_total{reason="deliveries"} 0"#,
                 #"pushgate_worker_sends_total{outcome="failed",reason="credential_rejected"} 0"#,
+                #"pushgate_worker_sends_total{outcome="failed",reason="credential_missing"} 0"#,
+                #"pushgate_worker_retries_total{cause="ServiceUnavailable"} 0"#,
+                #"pushgate_worker_retries_total{cause="credential_key"} 0"#,
                 "pushgate_worker_circuit_raised_total 0",
             ] {
                 #expect(metrics.contains(name), "\(name) missing")

@@ -139,6 +139,26 @@ import Testing
         }
     }
 
+    /// A worker whose `CREDENTIAL_KEY` is not the one the credentials were sealed with
+    /// (a deployment mistake) leaves their messages waiting instead of failing them as
+    /// `credential_missing`: a worker with the right key sends them.
+    @Test func aWorkerWithTheWrongCredentialKeyLeavesMessagesWaiting() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            #expect(try await stack.push(id).status == 201)
+            let wrong = try await stack.startWorker([
+                "CREDENTIAL_KEY": Data(SecureRandom.bytes(32)).base64EncodedString()
+            ])
+            try await eventually("postponed") { wrong.metrics.retries.value("credential_key") >= 1 }
+            #expect(wrong.metrics.sends.value("failed", "credential_missing") == 0)
+            await wrong.shutdown(deadline: .seconds(2))
+            #expect(stack.recordings(token: token).isEmpty)
+            let right = try await stack.startWorker()
+            try await eventually("sent with the right key") { stack.recordings(token: token).count == 1 }
+            #expect(right.metrics.sends.value("failed", "credential_missing") == 0)
+        }
+    }
+
     @Test func tooManyRequestsIsRetriedAfterABackoff() async throws {
         try await DeliveryStack.with { stack in
             let worker = try await stack.startWorker(["WORKER_RETRY_BASE_MS": "1000", "WORKER_RETRY_CAP_MS": "1000"])

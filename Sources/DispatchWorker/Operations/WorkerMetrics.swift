@@ -71,6 +71,15 @@ final class WorkerMetrics: Sendable {
         // The series alerts watch, at 0 until they happen (`Counter.initialize`).
         for reason in ["deliveries", "unreadable"] { deadLetters.initialize(reason) }
         sends.initialize("failed", "credential_rejected")
+        sends.initialize("failed", "credential_missing")
+        // The causes of deploy/README's "APNs trouble" and "wrong CREDENTIAL_KEY" rows:
+        // a first burst must be a rise from 0 for `rate`/`increase` to see it.
+        for cause in [
+            "connection", "timeout", "untrusted_server", "protocol_error", "InternalServerError", "ServiceUnavailable",
+            "Shutdown", "credential_key",
+        ] {
+            retries.initialize(cause)
+        }
         claimed.initialize()
         circuitRaised.initialize()
         ciphertextOmitted.initialize()

@@ -134,7 +134,9 @@ final class OutcomeRecorder: Sendable {
                 || reason == .credentialMissing
             {
                 operatorLog.warning(
-                    "APNs refused a notification for a configuration reason",
+                    reason == .credentialMissing
+                        ? "a notification failed: its app has no push credential"
+                        : "APNs refused a notification for a configuration reason",
                     key: "\(detail):\(message.appID):\(message.topic)",
                     metadata: [
                         "apns.reason": detail, "app": message.appID, "topic": message.topic,

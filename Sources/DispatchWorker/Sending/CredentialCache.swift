@@ -19,8 +19,12 @@ import Synchronization
 final class CredentialCache: Sendable {
     enum Lookup: Sendable {
         case usable(APNsCredential)
-        /// No credential chosen, deleted, or its key does not open: credential_missing.
+        /// No credential chosen, or deleted: credential_missing.
         case missing
+        /// Its sealed key does not open with this worker's `CREDENTIAL_KEY`: a
+        /// deployment mistake of ours (a key other than the ingress's), not the app
+        /// owner's, so its messages wait (until their TTL) instead of failing for good.
+        case unopenable
         /// Flagged rejected: credential_rejected.
         case rejected
         /// Flagged rejected, but by an answer older than the message, and Postgres was
@@ -50,6 +54,8 @@ final class CredentialCache: Sendable {
     private let logger: Logger
     /// While Postgres is away every send asks again: one line now and then, not one per batch.
     private let readFailureLog: ThrottledLog
+    /// A wrong `CREDENTIAL_KEY` fails every credential, again every `failureLifetime`.
+    private let keyFailureLog: ThrottledLog
     private let entries = Mutex<[String: Entry]>([:])
 
     init(
@@ -62,6 +68,7 @@ final class CredentialCache: Sendable {
         self.failureLifetime = failureLifetime
         self.logger = logger
         readFailureLog = ThrottledLog(logger: logger, interval: .seconds(10))
+        keyFailureLog = ThrottledLog(logger: logger, interval: .seconds(60))
     }
 
     /// The credential for messages accepted at `acceptedAt` (UNIX ms) or before.
@@ -119,6 +126,11 @@ final class CredentialCache: Sendable {
                 ? .usable(
                     APNsCredential(id: id, teamID: stored.teamID, keyID: stored.keyID, privateKey: stored.privateKey))
                 : .rejected
+        } catch let failure as PushCredentialReader.Failure where failure.code == .cannotOpen {
+            keyFailureLog.error(
+                "a push credential does not open with this worker's CREDENTIAL_KEY (not the ingress's?); its"
+                    + " messages wait", metadata: ["credential": id])
+            lookup = .unopenable
         } catch let failure as PushCredentialReader.Failure {
             logger.warning("credential unusable", metadata: ["credential": id, "error": failure.description])
             lookup = .missing
@@ -134,7 +146,7 @@ final class CredentialCache: Sendable {
         let expires: ContinuousClock.Instant
         switch lookup {
         case .usable, .rejected: expires = .now + lifetime
-        case .missing: expires = .now + failureLifetime
+        case .missing, .unopenable: expires = .now + failureLifetime
         case .unavailable, .rechecking: expires = .now  // the next message asks again (a read never rechecks)
         }
         entries.withLock { $0[id] = .ready(lookup, expires: expires, decidedAt: decidedAt) }

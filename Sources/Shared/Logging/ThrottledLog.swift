@@ -17,6 +17,18 @@ public final class ThrottledLog: Sendable {
     }
 
     public func warning(_ message: String, metadata: Logger.Metadata = [:]) {
+        guard let suppressed = due() else { return }
+        logger.warning(message, metadata: metadata.merging(["suppressed": String(suppressed)]) { $1 })
+    }
+
+    /// As `warning`, for a failure an operator must fix (a wrong key, say).
+    public func error(_ message: String, metadata: Logger.Metadata = [:]) {
+        guard let suppressed = due() else { return }
+        logger.error(message, metadata: metadata.merging(["suppressed": String(suppressed)]) { $1 })
+    }
+
+    /// How many lines were left out since the last one, if one is due now.
+    private func due() -> Int? {
         let now = ContinuousClock.now
         let suppressed: Int? = state.withLock { state in
             if let last = state.last, now - last < interval {
@@ -27,8 +39,7 @@ public final class ThrottledLog: Sendable {
             state = (now, 0)
             return count
         }
-        guard let suppressed else { return }
-        logger.warning(message, metadata: metadata.merging(["suppressed": String(suppressed)]) { $1 })
+        return suppressed
     }
 
     /// The error's own safe description (Redis and Postgres errors never carry values).
