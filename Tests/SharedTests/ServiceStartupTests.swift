@@ -38,6 +38,17 @@ import Testing
         #expect(result.standardError == line)
     }
 
+    /// `migrate` refuses a `DATABASE_URL` libpq cannot parse as the services do: exit 2,
+    /// one line naming the variable, the value (and its password) not echoed.
+    @Test(arguments: ["ingress-service", "dispatch-worker"])
+    func migrateWithAnUnparsableDatabaseURLExitsWithStatusTwo(executable: String) async throws {
+        let result = try await BuiltExecutable.run(
+            executable, ["migrate"], environment: ["DATABASE_URL": "host=127.0.0.1 password=S3cretPW bogus"])
+        #expect(result.status == 2)
+        #expect(result.standardError.hasPrefix("configuration error: DATABASE_URL is not a libpq connection string"))
+        #expect(!result.standardError.contains("S3cretPW"))
+    }
+
     /// A mistyped command or flag must not start a service instead (listening, consuming):
     /// it exits 2 with the usage; `--help` prints the usage and exits 0. Nothing here is
     /// configured, so a service that started anyway would fail differently.
