@@ -71,6 +71,24 @@ import Testing
         #expect(await readiness.response(requiringPostgres: false).status == 503)  // asked again
     }
 
+    /// The start-up check (`schemaIsBehind`) says why Postgres does not answer, once,
+    /// as a warning: with `/readyz` probed for Redis alone (the manifests), nothing else
+    /// would tell an operator before registrations fail. The URL is never quoted.
+    @Test func anUnreachablePostgresAtStartIsLoggedWithWhy() async throws {
+        let postgres = PostgresClient(url: "postgresql://pushgate:S3cretPW@127.0.0.1:1/pushgate", maximumConnections: 1)
+        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        defer {
+            redis.close()
+            postgres.close()
+        }
+        let (logger, lines) = TestEnvironment.capturingLogger()
+        #expect(await !ReadinessCheck(redis: redis, postgres: postgres, logger: logger).schemaIsBehind())
+        let warnings = lines.all.filter { $0.contains("Postgres does not answer") }
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.contains(#""error":"#) == true)
+        #expect(!lines.all.joined().contains("S3cretPW"))
+    }
+
     /// A database behind this build's schema (a rollout before its `migrate`): not
     /// ready, also with Postgres excluded, logged once with both versions; once
     /// migrated, ready again.

@@ -108,12 +108,26 @@ public final class ReadinessCheck: Sendable {
 
     /// Whether Postgres answered, within two seconds, that its schema is older than
     /// this build needs (logged once, as an error). False when it is current, and when
-    /// Postgres cannot be asked: that is no reason to hold anything up. It leaves the
-    /// answers `/readyz` reuses alone, so a service can ask at start: an operator who
-    /// runs no probes learns of a missed `migrate` too.
+    /// Postgres cannot be asked: that is no reason to hold anything up, but it is
+    /// logged (a warning, with why). It leaves the answers `/readyz` reuses alone, so a
+    /// service can ask at start: an operator who runs no probes (or only Redis's, as the
+    /// manifests do) learns of a missed `migrate` or an unreachable database too.
     public func schemaIsBehind() async -> Bool {
-        await Self.answer(within: .seconds(2), otherwise: PostgresState.down) { [self] in try await probePostgres() }
-            == .schemaBehind
+        let (state, problem) = await Self.answer(
+            within: .seconds(2), otherwise: (PostgresState.down, "no answer within 2 s")
+        ) { [self] () async throws -> (PostgresState, String?) in
+            do {
+                return (try await probePostgres(), nil)
+            } catch {
+                return (.down, ThrottledLog.describe(error))
+            }
+        }
+        if let problem {
+            logger?.warning(
+                "Postgres does not answer; registrations, the admin API and outcome writes fail until it does",
+                metadata: ["error": problem])
+        }
+        return state == .schemaBehind
     }
 
     /// Whether Postgres answers and, until it was seen current, its schema version.
