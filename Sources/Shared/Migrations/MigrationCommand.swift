@@ -15,7 +15,8 @@ public enum MigrationCommand {
                 // As the services say it, without echoing the value (it holds the password).
                 throw ConfigurationError(
                     variable: "DATABASE_URL",
-                    problem: "is not a libpq connection string or postgresql:// URL (percent-encode special characters)")
+                    problem: "is not a libpq connection string or postgresql:// URL (percent-encode special characters)"
+                )
             }
         } catch {
             FileHandle.standardError.write(Data((error.description + "\n").utf8))
