@@ -87,11 +87,16 @@ final class WorkerApplication: Sendable {
         // Sends still waiting fail with `shutdown` and go back through the retry set.
         await apns.shutdown(deadline: drained ? .seconds(1) : .zero)
         if !drained {
+            // The sends cut off go back through the retry set (any worker sends them);
+            // only what is still held after that stays pending, for a claim.
             drained = await limiter.drain(until: .now + .seconds(2))
-            logger.warning(
-                "stopping with messages unfinished; they stay pending, claimable",
-                metadata: ["in_flight": "\(limiter.inFlight)"]
-            )
+            if drained {
+                logger.notice("stopped before every send finished; the unfinished ones were put back for retry")
+            } else {
+                logger.warning(
+                    "stopping with messages unfinished; they stay pending, claimable",
+                    metadata: ["in_flight": "\(limiter.inFlight)"])
+            }
         }
         await acknowledger.stop()
         await counts.stop()

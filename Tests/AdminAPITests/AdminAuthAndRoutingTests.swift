@@ -39,6 +39,13 @@ import Testing
             #expect(wrong.status == 401)
             #expect(
                 wrong.text == #"{"error":{"code":"unauthorized","message":"a valid admin bearer token is required"}}"#)
+            // Refusals are logged a line a minute, without the actor the client claims.
+            for _ in 0..<20 {
+                _ = try await admin.call("GET", "/accounts", token: "x", headers: [("X-Actor", "mallory")])
+            }
+            let refusals = admin.logs.all.filter { $0.contains("admin requests refused") }
+            #expect(refusals.count == 1)
+            #expect(!admin.logs.all.contains { $0.contains("mallory") })
         }
     }
 

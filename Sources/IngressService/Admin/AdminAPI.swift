@@ -15,10 +15,14 @@ public struct AdminAPI: HTTPHandler {
     private let tokenHash: [UInt8]
     private let routes: [AdminRoute]
     private let logger: Logger
+    /// Requests refused for their token: any client can send them, so a line now and
+    /// then (with how many were left out), not one each.
+    private let refusedLog: ThrottledLog
 
     init(token: String, dependencies: AdminDependencies) {
         tokenHash = SHA256.hash(token)
         logger = dependencies.logger
+        refusedLog = ThrottledLog(logger: dependencies.logger, interval: .seconds(60))
         routes =
             AccountsController(dependencies: dependencies).routes
             + CredentialsController(dependencies: dependencies).routes
@@ -64,6 +68,13 @@ public struct AdminAPI: HTTPHandler {
 
     public func handle(_ request: HTTPRequest) async -> HTTPResponse {
         let response = await answer(request)
+        if response.status == 401 {
+            // No actor: an unauthenticated `X-Actor` is whatever the client claims.
+            refusedLog.warning(
+                "admin requests refused: token missing or wrong",
+                metadata: ["method": request.method, "path": request.path])
+            return response
+        }
         logger.info(
             "admin request",
             metadata: [
