@@ -67,6 +67,14 @@ struct Arguments {
         guard positionals.isEmpty else { throw .usage("unexpected argument \(positionals[0])") }
     }
 
+    /// `--limit`: a whole number from 1 on, checked here so a typo is a usage error (2),
+    /// not the admin API's refusal (1).
+    func limit() throws(PushctlError) -> String? {
+        guard let text = value("limit") else { return nil }
+        guard let number = Int(text), number > 0 else { throw .usage("--limit must be a whole number from 1") }
+        return String(number)
+    }
+
     /// `true`/`false` (also yes/no, on/off, 1/0).
     func boolean(_ name: String) throws(PushctlError) -> Bool? {
         guard let text = value(name) else { return nil }

@@ -105,7 +105,7 @@ struct Pushctl {
             let arguments = try Arguments(rest, options: ["limit", "after"], flags: [])
             try arguments.none()
             var query: [(String, String)] = []
-            if let limit = arguments.value("limit") { query.append(("limit", limit)) }
+            if let limit = try arguments.limit() { query.append(("limit", limit)) }
             if let after = arguments.value("after") { query.append(("after", after)) }
             output.show(
                 try await client.call("GET", "/accounts", query: query), list: "accounts", columns: accountColumns)
@@ -350,9 +350,10 @@ struct Pushctl {
     private func activity(_ arguments: Arguments) async throws(PushctlError) {
         try arguments.none()
         var query: [(String, String)] = []
-        for name in ["account", "subject", "limit", "before"] {
+        for name in ["account", "subject", "before"] {
             if let value = arguments.value(name) { query.append((name, value)) }
         }
+        if let limit = try arguments.limit() { query.append(("limit", limit)) }
         output.show(
             try await client.call("GET", "/activity", query: query), list: "entries",
             columns: ["id", "at", "actor", "action", "subject", "before", "after"])

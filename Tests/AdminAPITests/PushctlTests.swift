@@ -48,6 +48,11 @@ import Testing
             ], port: 1)
         #expect(unreadable.status == 2)
         #expect(unreadable.error.hasPrefix("pushctl: cannot read /nonexistent/AuthKey.p8"))
+        for arguments in [["account", "list", "--limit", "abc"], ["activity", "--limit", "0"]] {
+            let limit = try await Self.pushctl(arguments, port: 1)
+            #expect(limit.status == 2, "\(arguments)")
+            #expect(limit.error.hasPrefix("pushctl: --limit must be a whole number from 1"))
+        }
     }
 
     @Test func anUnreachableAdminAPIExits3() async throws {
