@@ -46,10 +46,20 @@ public struct CommonConfiguration: Sendable {
         apnsProductionURL = try environment.httpsURL("APNS_PRODUCTION_URL", default: "https://api.push.apple.com")
         apnsSandboxURL = try environment.httpsURL("APNS_SANDBOX_URL", default: "https://api.sandbox.push.apple.com")
         apnsCAFile = try environment.readableFile("APNS_CA_FILE")
+        // A file that holds no certificate would only fail at the first TLS handshake,
+        // as an APNs outage (every send retried, the circuit raised).
+        if let apnsCAFile, !(FileManager.default.contents(atPath: apnsCAFile).map(Self.holdsPEMCertificate) ?? false) {
+            throw ConfigurationError(
+                variable: "APNS_CA_FILE", problem: "holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        }
         logLevel = try Self.logLevel(environment)
         tombstoneLifetimeSeconds = try environment.integer(
             "TOMBSTONE_TTL_SECONDS", default: CacheInvalidation.defaultTombstoneLifetimeSeconds,
             range: 1...3650 * 86_400)
+    }
+
+    static func holdsPEMCertificate(_ contents: Data) -> Bool {
+        String(decoding: contents, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----")
     }
 
     static func logLevel(_ environment: Environment) throws(ConfigurationError) -> Logger.Level {
