@@ -106,7 +106,7 @@ import Testing
     /// RFC 8030 §5.4: a newer message of a topic replaces an outstanding one. A retry
     /// must not overtake it: APNs would show the older one last (the topic is its
     /// collapse id). Another topic's newer message does not replace it.
-    @Test func aRetryIsDroppedOnceANewerMessageOfItsTopicWasTakenUp() async throws {
+    @Test func aRetryIsDroppedOnceANewerMessageOfItsTopicWasQueued() async throws {
         try await DeliveryStack.with { stack in
             let (id, _, token) = try await stack.subscribe()
             let (otherID, _, otherToken) = try await stack.subscribe()
@@ -136,6 +136,28 @@ import Testing
                 stack.recordings(token: otherToken).count == 1
             }
             #expect(try await stack.quota() == 3)
+        }
+    }
+
+    /// Two messages of one topic queued before a worker reads them: only the newer goes
+    /// out (RFC 8030 §5.4), whatever the order they are read and sent in.
+    @Test func ofTwoQueuedMessagesOfATopicOnlyTheNewerIsSent() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            let inbox = Fixture.pushHeaders + [("Topic", "inbox")]
+            let (older, newer) = (Fixture.message(), Fixture.message())
+            #expect(try await stack.push(id, body: older, headers: inbox).status == 201)
+            #expect(try await stack.push(id, body: newer, headers: inbox).status == 201)
+            let worker = try await stack.startWorker()
+            try await eventually("the older one dropped") {
+                worker.metrics.sends.value("discarded", "topic_replaced") == 1
+            }
+            try await eventually("the newer one sent") { stack.recordings(token: token).count == 1 }
+            let payload = String(decoding: try #require(stack.recordings(token: token).first).payload, as: UTF8.self)
+            #expect(payload.contains(Base64URL.encode(newer)))
+            try await eventually("the queue empty") { try await stack.isDrained() }
+            #expect(stack.recordings(token: token).count == 1)
+            #expect(try await stack.quota() == 1)
         }
     }
 

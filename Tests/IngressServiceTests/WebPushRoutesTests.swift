@@ -555,6 +555,39 @@ import Testing
         }
     }
 
+    /// A queued push with a `Topic` records its message as the topic's newest (the
+    /// worker drops older ones, RFC 8030 §5.4); a stashed one, or one without a topic,
+    /// records nothing; the marks go with the subscription.
+    @Test func aQueuedPushWithATopicMarksItsTopicsNewestMessage() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, secret) = try await app.subscribe(topic: fixture.topic)
+            let marks = app.keys.topicMarks(id)
+            func messageID(_ response: RawHTTPClient.Response) -> String? {
+                response.headers["location"].map { String($0.split(separator: "/").last ?? "") }
+            }
+            let inbox = Fixture.pushHeaders + [("Topic", "inbox")]
+            let first = try await app.push(id, headers: inbox)
+            #expect(first.status == 201)
+            #expect(try await app.redis.send("HGET", marks, "inbox").string == messageID(first))
+            let second = try await app.push(id, headers: inbox)
+            #expect(try await app.redis.send("HGET", marks, "inbox").string == messageID(second))
+            #expect(try await app.push(id).status == 201)  // no topic
+            #expect(try await app.redis.send("HLEN", marks).int == 1)
+            let ttl = try await app.redis.send("PTTL", marks).int ?? 0
+            #expect(ttl > 0 && ttl <= Int64(RedisKeys.topicMarksLifetimeMilliseconds))
+
+            let (pending, _) = try await app.subscribe(topic: fixture.topic, activate: false)
+            #expect(try await app.push(pending, headers: inbox).status == 201)  // stashed
+            #expect(try await app.redis.send("EXISTS", app.keys.topicMarks(pending)).int == 0)
+
+            let deleted = try await app.request(
+                "DELETE", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")])
+            #expect(deleted.status == 204)
+            #expect(try await app.redis.send("EXISTS", marks).int == 0)
+        }
+    }
+
     @Test func bodyOver8KBAnswers413AfterTheEarlierChecks() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)

@@ -5,10 +5,11 @@ import Shared
 /// dead-lettered whole if it cannot be read or was handed out too often; otherwise
 /// each message is failed if its TTL passed, or sent, with its outcome recorded; a
 /// retry (or one that waited) is dropped instead if its subscription was deleted or
-/// its app stopped pushing meanwhile (`RetriedSubscriptionCheck`), or a newer message
-/// of its Web Push topic was taken up (`TopicSupersession`).
-/// The checks run in the reader's task (but those of waiting messages, which need
-/// Postgres and Redis, in the send task, after the others went out); the messages to send go to the sender
+/// its app stopped pushing meanwhile (`RetriedSubscriptionCheck`); and any message with
+/// a Web Push topic is dropped once a newer one of its topic was queued
+/// (`TopicSupersession`).
+/// The checks run in the reader's task (but those that ask Postgres or Redis in the
+/// send task, after the messages without them went out); the messages to send go to the sender
 /// together in one task, and a `sent` outcome is recorded where the answer arrives,
 /// so the common case costs no task per message. Each message holds an in-flight
 /// permit (an unreadable entry one) until its entry is settled.
@@ -77,14 +78,18 @@ final class EntryProcessor: Sendable {
                 guard !recorder.recordAtOnce(outcome, delivery) else { return }
                 Task { await recorder.record(outcome, delivery) }
             }
-            topics.mark(sends)
-            await sender.send(sends, completion: completion)
-            guard !waited.isEmpty else { return }
-            let (live, dropped) = await retriedCheck.partition(waited)
-            for (delivery, outcome) in dropped { await recorder.record(outcome, delivery) }
-            let (current, replaced) = await topics.partition(live)
+            // Messages with a topic wait for one read of their topics' marks; the rest go now.
+            let topical = sends.contains { $0.message.hasCollapseID }
+            await sender.send(topical ? sends.filter { !$0.message.hasCollapseID } : sends, completion: completion)
+            var checked = topical ? sends.filter(\.message.hasCollapseID) : []
+            if !waited.isEmpty {
+                let (live, dropped) = await retriedCheck.partition(waited)
+                for (delivery, outcome) in dropped { await recorder.record(outcome, delivery) }
+                checked += live
+            }
+            guard !checked.isEmpty else { return }
+            let (current, replaced) = await topics.partition(checked)
             for delivery in replaced { await recorder.record(.replaced, delivery) }
-            topics.mark(current)
             await sender.send(current, completion: completion)
         }
         return permits

@@ -12,7 +12,7 @@ import Shared
 /// | credential rejected | credential flagged (before), daily `failed` +1 | app caches dropped (before), quota released, reply `failed` |
 /// | failed, expired | daily `failed` +1 | quota released, reply `failed` |
 /// | subscription deleted, push disabled (found so before a retry, or a send that waited) | — | quota released, reply `not_found`, or `failed`/`push_disabled` |
-/// | replaced (a newer message of its Web Push topic taken up before its retry) | — | quota released |
+/// | replaced (a newer message of its Web Push topic was queued) | — | quota released |
 /// | retry, postponed, or unsent at shutdown | — | put on the delayed-retry set; quota stays reserved |
 /// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed` (its own script) |
 ///

@@ -28,8 +28,8 @@ enum DeliveryOutcome: Sendable, Equatable {
     /// Not sent again: its app's push was switched off (or its owner's plan lost push)
     /// after it was accepted (`RetriedSubscriptionCheck`).
     case pushDisabled
-    /// Not sent again: a newer message of its Web Push `Topic` was taken up meanwhile,
-    /// which replaces it (RFC 8030 §5.4; `TopicSupersession`).
+    /// Not sent: a newer message of its Web Push `Topic` was queued, which replaces it
+    /// (RFC 8030 §5.4; `TopicSupersession`).
     case replaced
 
     /// The spec's `failed` reasons, plus `expired` for a TTL that passed unsent.

@@ -103,8 +103,15 @@ public enum HotPathScript {
             self.acceptedAt = acceptedAt
         }
 
-        /// The script's mode: `app`, or the scope's (`push`, `check`, `exists`).
-        var mode: String { replyKey != nil ? "app" : scope.rawValue }
+        /// The script's mode: `app`, or the scope's (`push`, `check`, `exists`); a push
+        /// with a Web Push `Topic` is `t:<message id>:<topic>` (a push in every other
+        /// respect), so that queueing it records it as its topic's newest message
+        /// (`RedisKeys.topicMarks`) without the script parsing any push's message part.
+        var mode: String {
+            if replyKey != nil { return "app" }
+            if scope == .push, let collapseID { return "t:" + messageID + ":" + collapseID }
+            return scope.rawValue
+        }
 
         /// The queue entry's message part (`QueueMessage.messagePart`), which the
         /// script passes through.
@@ -301,6 +308,12 @@ public enum HotPathScript {
     //   XADD per run instead of one per push, and the worker reads, acknowledges and
     //   deletes one entry per run. Should that XADD fail, none of the run's pushes is
     //   queued: each queued push's element is the error, and nothing is reserved.
+    // - A queued push with a Web Push `Topic` (mode `t:<message id>:<topic>`) records its
+    //   message id as the topic's newest in the subscription's topic marks (RFC 8030
+    //   section 5.4: it replaces any outstanding message of the topic; a worker drops an
+    //   older one it meets, `TopicSupersession`). Written once the run's entry is on the
+    //   stream, in the run's order, so a push refused or not queued replaces nothing.
+    //   Only such pushes pay for it (two or three commands); the others cost one byte test.
     // - Times go to Redis as strings made once per run (a Lua number argument costs
     //   Redis a float formatting).
     // - The quota is counted in the run and written once per quota key at its end
@@ -356,6 +369,8 @@ public enum HotPathScript {
         local apps, accounts = {}, {}
         -- The run's queue entry (format 4): its version, then three values per queued push.
         local entryFields = {'v', '4'}
+        -- Topic marks to write once the entry is on the stream: subscription, topic, message id.
+        local topicMarks = {}
 
         -- What the stash keeps of a message part (`QueueMessage.messagePart`): its
         -- first item, the ciphertext; its seventh, the Web Push Topic (an optional
@@ -592,6 +607,10 @@ public enum HotPathScript {
           entryFields[n + 1], entryFields[n + 2], entryFields[n + 3] = 's', sub[2], 'm'
           entryFields[n + 4], entryFields[n + 5], entryFields[n + 6] = message, 'd', app.decision
           account.reserved = account.reserved + 1
+          if string.byte(mode, 1) == 116 then -- 't': a push with a topic
+            local messageID, topic = string.match(mode, '^t:([^:]+):(.+)$')
+            if messageID then topicMarks[#topicMarks + 1] = {id, topic, messageID} end
+          end
           return true
         end
 
@@ -611,6 +630,17 @@ public enum HotPathScript {
           return results
         end
         for _, index in ipairs(queued) do results[index] = entry end
+        -- Each queued topic's newest message (see above); pcall, as below: the pushes
+        -- are queued already.
+        for _, mark in ipairs(topicMarks) do
+          local key = prefix .. '\(RedisKeys.topicMarksPrefix)' .. mark[1]
+          if redis.pcall('HSET', key, mark[2], mark[3]) == 1
+            and redis.pcall('HLEN', key) > \(RedisKeys.topicMarksLimit) then
+            redis.pcall('DEL', key)
+            redis.pcall('HSET', key, mark[2], mark[3])
+          end
+          redis.pcall('PEXPIRE', key, '\(RedisKeys.topicMarksLifetimeMilliseconds)')
+        end
         -- The run's reservations, one write per quota key; a key this run created
         -- gets its lifetime. Its pushes are on the queue by now, so an error here
         -- (a key of the wrong type) must not turn their answers into failures:

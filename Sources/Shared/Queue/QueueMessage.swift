@@ -187,6 +187,8 @@ public struct QueueMessage: Sendable, Equatable {
     public var subscriptionIDBytes: ArraySlice<UInt8> { storage[spans.subscriptionID.range] }
     /// Whether there is a reply list, without making its name.
     public var hasReplyKey: Bool { spans.replyKey != nil }
+    /// Whether there is a collapse id (a Web Push `Topic`), without making it.
+    public var hasCollapseID: Bool { spans.collapseID != nil }
 
     /// Whether both name the same credential (compared as bytes, no strings made).
     public func hasSameCredential(as other: QueueMessage) -> Bool {

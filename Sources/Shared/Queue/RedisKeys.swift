@@ -22,7 +22,7 @@ import Foundation
 /// | `<ns>:{t}:rate:<scope>:<ip>` | zset | ingress | per-IP sliding windows (`reg`, `dev`) |
 /// | `<ns>:{t}:quota:<account>:<yyyymm>` | string | ingress (+1), worker (−1 on failure), admin (dropped with the account) | monthly reservations |
 /// | `<ns>:{t}:circuit:<credential>:<environment>` | string | worker | APNs environment failing: answer 502 |
-/// | `<ns>:{t}:topics:<id>` | hash | worker | per Web Push Topic, the acceptance (ms) of its newest message taken up; older retries of it are dropped (`TopicSupersession`) |
+/// | `<ns>:{t}:topicmarks:<id>` | hash | ingress | per Web Push Topic, the id of its newest message queued; workers drop older ones of the topic (`TopicSupersession`) |
 /// | `<ns>:{t}:lock:<name>` | string | any replica | short leases (`sweep`) |
 /// | `<ns>:{t}:reply:<id>` | list | worker | outcomes for a sender that waits (`QueueMessage`'s reply lists) |
 /// | `<ns>:{t}:retry:<stream>` | zset | worker | delayed retries: msgpack'd entry fields, scored by due time (ms) |
@@ -79,9 +79,16 @@ public struct RedisKeys: Sendable, Equatable {
     public func circuit(credential: String, environment: String) -> String {
         prefix + "circuit:\(credential):\(environment)"
     }
-    /// Per Web Push `Topic` of a subscription, the acceptance time (UNIX ms) of its
-    /// newest message a worker took up (`TopicSupersession`).
-    public func topicMarks(_ subscriptionID: String) -> String { prefix + "topics:" + subscriptionID }
+    /// Per Web Push `Topic` of a subscription, the id of its newest message queued
+    /// (`HotPathScript`); a worker drops an older one of the topic (`TopicSupersession`).
+    public func topicMarks(_ subscriptionID: String) -> String { prefix + Self.topicMarksPrefix + subscriptionID }
+    /// What `topicMarks` puts before the subscription id (the scripts build the keys).
+    public static let topicMarksPrefix = "topicmarks:"
+    /// How long a subscription's topic marks live after the last one was written, and
+    /// the most topics they hold (a sender naming a new topic per message starts them
+    /// afresh). A message waiting longer than that is no longer compared.
+    public static let topicMarksLifetimeMilliseconds = 86_400_000
+    public static let topicMarksLimit = 256
     /// What a subscription leaves in Redis besides its cache entry: the pending stash,
     /// the rate window and the topic marks, deleted with it.
     public func subscriptionState(_ subscriptionID: String) -> [String] {
