@@ -57,7 +57,7 @@ public enum StrictJSON {
 
     /// The length of the well-formed UTF-8 sequence starting at `index`, or nil.
     @inline(__always)
-    public static func sequenceLength(in bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> Int? {
+    static func sequenceLength(in bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> Int? {
         let lead = bytes[index]
         if lead < 0x80 { return 1 }
         // The allowed range of the second byte, and how many bytes follow the lead.
@@ -85,7 +85,7 @@ public enum StrictJSON {
     /// classic SWAR tests ("has a zero byte", "has a byte less than n"): exact for
     /// whether any byte matches, which is all that is asked.
     @inline(__always)
-    public static func hasStringSpecialByte(_ word: UInt64) -> Bool {
+    static func hasStringSpecialByte(_ word: UInt64) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
         func hasZeroByte(_ value: UInt64) -> UInt64 { (value &- ones) & ~value & highs }
@@ -145,14 +145,16 @@ public enum StrictJSON {
                 index += 1
                 return true
             }
-            // The member names seen (raw; decoded when escaped), when repeats are refused.
-            var names: [[UInt8]] = []
+            // The member names seen, when repeats are refused: decoded, and compared as
+            // Swift strings compare them (canonically: "é" and "e\u0301" are one name to
+            // a decoder), in a set (an object of thousands of names costs no more than
+            // thousands of lookups).
+            var names = Set<String>()
             while true {
                 skipWhitespace()
                 guard peek == UInt8(ascii: "\""), let key = parseString() else { return false }
                 if uniqueMembers {
-                    guard let name = Self.decodedName(key), !names.contains(name) else { return false }
-                    names.append(name)
+                    guard let name = Self.decodedName(key), names.insert(name).inserted else { return false }
                 }
                 skipWhitespace()
                 guard peek == UInt8(ascii: ":") else { return false }
@@ -195,12 +197,64 @@ public enum StrictJSON {
             }
         }
 
-        /// A member name as compared for repeats: its bytes, decoded when it holds an
-        /// escape (`"\u0061"` is `"a"`); nil if that fails (it was checked already).
-        static func decodedName(_ raw: UnsafeBufferPointer<UInt8>.SubSequence) -> [UInt8]? {
-            guard raw.contains(UInt8(ascii: "\\")) else { return Array(raw) }
-            let quoted = [UInt8(ascii: "\"")] + raw + [UInt8(ascii: "\"")]
-            return (try? JSONDecoder().decode(String.self, from: Data(quoted))).map { Array($0.utf8) }
+        /// A member name (its raw bytes, already checked as a JSON string) as text, its
+        /// escapes decoded (`"\u0061"` is `"a"`); nil for a `\u` escape of a lone
+        /// surrogate, which stands for no character (and a decoder refuses).
+        static func decodedName(_ raw: UnsafeBufferPointer<UInt8>.SubSequence) -> String? {
+            guard raw.contains(UInt8(ascii: "\\")) else { return String(decoding: raw, as: UTF8.self) }
+            var scalars = String.UnicodeScalarView()
+            var bytes = raw.makeIterator()
+            var plain: [UInt8] = []
+            func flush() {
+                scalars.append(contentsOf: String(decoding: plain, as: UTF8.self).unicodeScalars)
+                plain.removeAll(keepingCapacity: true)
+            }
+            func hex4() -> UInt32? {
+                var value: UInt32 = 0
+                for _ in 0..<4 {
+                    guard let byte = bytes.next(), let digit = Self.hexValue(byte) else { return nil }
+                    value = value << 4 | digit
+                }
+                return value
+            }
+            while let byte = bytes.next() {
+                guard byte == UInt8(ascii: "\\") else {
+                    plain.append(byte)
+                    continue
+                }
+                flush()
+                guard let escaped = bytes.next() else { return nil }
+                switch escaped {
+                case UInt8(ascii: "b"): scalars.append("\u{08}")
+                case UInt8(ascii: "f"): scalars.append("\u{0C}")
+                case UInt8(ascii: "n"): scalars.append("\n")
+                case UInt8(ascii: "r"): scalars.append("\r")
+                case UInt8(ascii: "t"): scalars.append("\t")
+                case UInt8(ascii: "u"):
+                    guard var code = hex4() else { return nil }
+                    if (0xD800...0xDBFF).contains(code) {
+                        // A high surrogate must be followed by an escaped low one.
+                        guard bytes.next() == UInt8(ascii: "\\"), bytes.next() == UInt8(ascii: "u"), let low = hex4(),
+                            (0xDC00...0xDFFF).contains(low)
+                        else { return nil }
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    guard let scalar = Unicode.Scalar(code) else { return nil }  // a lone low surrogate
+                    scalars.append(scalar)
+                default: scalars.append(Unicode.Scalar(escaped))  // " \ /
+                }
+            }
+            flush()
+            return String(scalars)
+        }
+
+        static func hexValue(_ byte: UInt8) -> UInt32? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(byte - UInt8(ascii: "A") + 10)
+            default: nil
+            }
         }
 
         /// Parses a string starting at its quote; returns its raw (still escaped) bytes.
