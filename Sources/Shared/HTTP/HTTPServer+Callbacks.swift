@@ -196,7 +196,11 @@ let httpServerCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
 let httpServerConnection: MHD_NotifyConnectionCallback = { cls, _, _, event in
     guard let cls else { return }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
-    server.connections.add(event == .CONNECTION_NOTIFY_CLOSED ? -1 : 1, ordering: .relaxed)
+    switch event {
+    case .CONNECTION_NOTIFY_STARTED: server.connections.add(1, ordering: .relaxed)
+    case .CONNECTION_NOTIFY_CLOSED: server.connections.subtract(1, ordering: .relaxed)
+    default: break
+    }
 }
 
 /// libmicrohttpd's own error messages. Those about one connection (a client that
@@ -259,7 +263,12 @@ private func queue(
         MHD_create_response_from_buffer(
             body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
     }
-    guard let mhdResponse else { return .NO }
+    // libmicrohttpd reports a `.NO` only as "Application reported internal error" (a
+    // debug line: handlers close connections with it on purpose), so a failure here says so.
+    guard let mhdResponse else {
+        server.libraryLog.warning("cannot create a response; closing the connection")
+        return .NO
+    }
     defer { MHD_destroy_response(mhdResponse) }
     // `withCString`, not the implicit conversion: that one builds a C-string array per
     // argument (a heap allocation each), where a native string is passed in place.
@@ -267,7 +276,9 @@ private func queue(
         _ = name.withCString { name in value.withCString { MHD_add_response_header(mhdResponse, name, $0) } }
     }
     if closing || server.isDraining { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
-    return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    let queued = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    if queued == .NO { server.libraryLog.warning("libmicrohttpd refused a response; closing the connection") }
+    return queued
 }
 
 /// The connection's values of one kind, in order. The callback appends to the

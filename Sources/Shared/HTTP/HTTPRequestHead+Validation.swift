@@ -1,0 +1,177 @@
+import Foundation
+
+/// Why a request is answered from its head alone, before its handler sees it.
+public enum HTTPHeadRejection: Sendable, Equatable {
+    /// The path and query pass half the server's `headerLimit`.
+    case targetTooLong
+    /// The path, query and header fields pass the server's `headerLimit`, or would
+    /// leave too little of the connection's memory for the answer.
+    case fieldsTooLarge
+    /// An HTTP/1.1 request without `Host`, which RFC 9112 (§3.2) has servers refuse.
+    case missingHost
+    /// Both `Content-Length` and `Transfer-Encoding`: where the body ends is ambiguous
+    /// (request smuggling), so RFC 9112 (§6.3) has the connection closed after the answer.
+    case contentLengthWithTransferEncoding
+    /// `Content-Length` fields that disagree: libmicrohttpd would frame the body by the
+    /// first and read the rest as another request (smuggling), so RFC 9112 (§6.3) has
+    /// the connection closed after the answer. Repeats of one value are read as it.
+    case conflictingContentLengths
+    /// A `Transfer-Encoding` other than `chunked` alone: the body's end cannot be
+    /// found, so the answer is 501 (RFC 9112 §6.1) and the connection is closed.
+    case unsupportedTransferCoding
+    /// A field name that is not a token (RFC 9110 §5.1: empty, or holding a space,
+    /// which RFC 9112 §5.1 forbids before the colon, or another separator), a value
+    /// holding CR or LF (RFC 9110 §5.5), or a name that merely starts like
+    /// `Content-Length` or `Transfer-Encoding` (what libmicrohttpd makes of a folded
+    /// line). libmicrohttpd reads such fields leniently: `Content-Length : 5` reached
+    /// the handler as a field named `Content-Length ` and the body as the next request
+    /// (smuggling). 400, and the connection is closed.
+    case malformedField
+    /// More than one `Host`, or one that is no `host[:port]` (RFC 9112 §3.2: 400).
+    case invalidHost
+    /// `Transfer-Encoding` in an HTTP/1.0 request: RFC 9112 §6.1 has its framing
+    /// treated as faulty (an HTTP/1.0 hop would not see the body) and the connection
+    /// closed. 400.
+    case transferCodingInHTTP10
+
+    public var status: Int {
+        switch self {
+        case .targetTooLong: 414
+        case .fieldsTooLarge: 431
+        case .missingHost, .contentLengthWithTransferEncoding, .conflictingContentLengths, .malformedField,
+            .invalidHost, .transferCodingInHTTP10:
+            400
+        case .unsupportedTransferCoding: 501
+        }
+    }
+
+    /// In English, for error bodies.
+    public var reason: String {
+        switch self {
+        case .targetTooLong: "request target too long"
+        case .fieldsTooLarge: "request header fields too large"
+        case .missingHost: "Host header missing"
+        case .contentLengthWithTransferEncoding: "Content-Length and Transfer-Encoding together"
+        case .conflictingContentLengths: "conflicting Content-Length values"
+        case .unsupportedTransferCoding: "transfer coding not supported"
+        case .malformedField: "malformed header field"
+        case .invalidHost: "invalid Host header"
+        case .transferCodingInHTTP10: "Transfer-Encoding in an HTTP/1.0 request"
+        }
+    }
+
+    /// The body cannot be framed: the answer goes out at once and the connection is
+    /// closed, instead of reading a body whose end is unknown.
+    public var closesConnection: Bool {
+        switch self {
+        case .contentLengthWithTransferEncoding, .conflictingContentLengths, .unsupportedTransferCoding,
+            .malformedField, .transferCodingInHTTP10:
+            true
+        case .targetTooLong, .fieldsTooLarge, .missingHost, .invalidHost: false
+        }
+    }
+}
+
+/// The checks of a request's head before its handler sees it (`HTTPHeadRejection`):
+/// what libmicrohttpd reads leniently, or cannot frame, is refused here.
+extension HTTPRequestHead {
+    /// Why the head of a request in HTTP `version` is refused, if it is: over `limit`
+    /// (`HTTPServer.Configuration.headerLimit`), or taking more than two thirds of the
+    /// connection's `memoryLimit` (many small fields: libmicrohttpd would have too
+    /// little left to write any answer, and closes the connection unanswered), HTTP/1.1
+    /// without `Host`, or a body framed in a way libmicrohttpd cannot or should not read.
+    func rejection(limit: Int, memoryLimit: Int, version: String) -> HTTPHeadRejection? {
+        // Framing first: a refusal for size keeps the connection, so a head both too
+        // large and ambiguously framed must be refused for its framing (and closed).
+        let codings = headers.values("Transfer-Encoding")
+        if !codings.isEmpty {
+            if headers["Content-Length"] != nil { return .contentLengthWithTransferEncoding }
+            if version == "HTTP/1.0" { return .transferCodingInHTTP10 }
+            // Compared as libmicrohttpd frames it: `chunked ` (a trailing space) is not.
+            if codings.count > 1 || !codings[0].caseInsensitiveEquals("chunked") { return .unsupportedTransferCoding }
+        }
+        if hasConflictingContentLengths { return .conflictingContentLengths }
+        if hasMalformedField { return .malformedField }
+        let size = size
+        if size.target > limit / 2 { return .targetTooLong }
+        if size.total > limit || size.poolBytes > memoryLimit * 2 / 3 { return .fieldsTooLarge }
+        var hosts = 0
+        for (name, value) in headers where name.caseInsensitiveEquals("Host") {
+            hosts += 1
+            if hosts > 1 || !Self.isHost(value) { return .invalidHost }
+        }
+        if hosts == 0 && version.hasPrefix("HTTP/1.") && version != "HTTP/1.0" { return .missingHost }
+        return nil
+    }
+
+    /// See `HTTPHeadRejection.malformedField`.
+    private var hasMalformedField: Bool {
+        for (name, value) in headers {
+            if name.utf8.isEmpty || !name.utf8.allSatisfy(Self.isTokenByte) { return true }
+            if value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) { return true }
+            if name.utf8.count > 14 && Self.hasCaseInsensitivePrefix(name, "content-length") { return true }
+            if name.utf8.count > 17 && Self.hasCaseInsensitivePrefix(name, "transfer-encoding") { return true }
+        }
+        return false
+    }
+
+    /// RFC 9110 §5.6.2 `tchar`.
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
+    private static func hasCaseInsensitivePrefix(_ text: String, _ lowercasePrefix: String) -> Bool {
+        var characters = text.utf8.makeIterator()
+        for expected in lowercasePrefix.utf8 {
+            guard let byte = characters.next() else { return false }
+            let lowered = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+            guard lowered == expected else { return false }
+        }
+        return true
+    }
+
+    /// RFC 9112 §3.2 `Host`: `uri-host [":" port]`, possibly empty (a target without
+    /// authority). Checked by its characters: those of a reg-name, an IPv4 address or
+    /// an IP literal (`[...]`) and the port; no space, `/`, `@`, `?` or `#`.
+    static func isHost(_ value: String) -> Bool {
+        value.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            default: "-._~%!$&'()*+,;=:[]".utf8.contains(byte)
+            }
+        }
+    }
+
+    /// A request target in origin form: an absolute-form target (`http://host/path`,
+    /// which RFC 9112 §3.2.2 has servers accept) loses its scheme and authority.
+    public static func originForm(of target: String) -> String {
+        guard target.utf8.first != UInt8(ascii: "/") else { return target }
+        guard hasCaseInsensitivePrefix(target, "http://") || hasCaseInsensitivePrefix(target, "https://"),
+            let schemeEnd = target.range(of: "://")
+        else { return target }
+        let authorityAndPath = target[schemeEnd.upperBound...]
+        guard let slash = authorityAndPath.firstIndex(of: "/") else { return "/" }
+        return String(authorityAndPath[slash...])
+    }
+
+    /// Whether `Content-Length` fields disagree. One pass, allocating only for a
+    /// second field; a field holding a list (`5, 5`) libmicrohttpd refuses itself.
+    private var hasConflictingContentLengths: Bool {
+        var first: String?
+        for (name, value) in headers where name.caseInsensitiveEquals("Content-Length") {
+            guard let seen = first else {
+                first = value
+                continue
+            }
+            if seen.trimmingCharacters(in: .whitespaces) != value.trimmingCharacters(in: .whitespaces) { return true }
+        }
+        return false
+    }
+}
