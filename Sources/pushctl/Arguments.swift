@@ -67,11 +67,13 @@ struct Arguments {
         guard positionals.isEmpty else { throw .usage("unexpected argument \(positionals[0])") }
     }
 
-    /// `--limit`: a whole number from 1 on, checked here so a typo is a usage error (2),
-    /// not the admin API's refusal (1).
+    /// `--limit`: a whole number from 1 to 1000 (the admin API's pages), checked here so
+    /// a typo is a usage error (2), not the admin API's refusal (1).
     func limit() throws(PushctlError) -> String? {
         guard let text = value("limit") else { return nil }
-        guard let number = Int(text), number > 0 else { throw .usage("--limit must be a whole number from 1") }
+        guard let number = Int(text), (1...1000).contains(number) else {
+            throw .usage("--limit must be a whole number from 1 to 1000")
+        }
         return String(number)
     }
 

@@ -48,10 +48,12 @@ import Testing
             ], port: 1)
         #expect(unreadable.status == 2)
         #expect(unreadable.error.hasPrefix("pushctl: cannot read /nonexistent/AuthKey.p8"))
-        for arguments in [["account", "list", "--limit", "abc"], ["activity", "--limit", "0"]] {
+        for arguments in [
+            ["account", "list", "--limit", "abc"], ["activity", "--limit", "0"], ["activity", "--limit", "1001"],
+        ] {
             let limit = try await Self.pushctl(arguments, port: 1)
             #expect(limit.status == 2, "\(arguments)")
-            #expect(limit.error.hasPrefix("pushctl: --limit must be a whole number from 1"))
+            #expect(limit.error.hasPrefix("pushctl: --limit must be a whole number from 1 to 1000"))
         }
     }
 

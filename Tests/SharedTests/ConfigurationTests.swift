@@ -29,7 +29,7 @@ import Testing
             ("PUBLIC_BASE_URL", "ftp://x", "PUBLIC_BASE_URL must be an http(s)"),
             ("TRUSTED_PROXIES", "10.0.0.0/8, 300.1.1.1/8", "TRUSTED_PROXIES has an invalid CIDR \"300.1.1.1/8\""),
             ("APNS_CA_FILE", "/nonexistent/ca.pem", "APNS_CA_FILE names a file that does not exist"),
-            ("APNS_CA_FILE", "/etc/hostname", "APNS_CA_FILE holds no PEM certificate"),
+            ("APNS_CA_FILE", #filePath, "APNS_CA_FILE holds no PEM certificate"),  // readable, no certificate
             ("LOG_LEVEL", "loud", "LOG_LEVEL must be one of"),
             ("ADMIN_LISTEN", "127.0.0.1:9000", "ADMIN_TOKEN is required when ADMIN_LISTEN is set"),
             ("INGRESS_LISTEN", "localhost:8080", "INGRESS_LISTEN must be an IP address and port"),

@@ -22,7 +22,7 @@ struct AppAPIRoutes: Sendable {
             let app = try await authenticate(request)
             do {
                 try await limiter.admit(.appAPI, client: app)
-            } catch let error as PushAPIError where error.retryAfter != nil {
+            } catch let error as PushAPIError where error.code == .tooManyRequests {
                 throw AppAPIError.tooManyRequests(retryAfter: error.retryAfter ?? 1)
             }
             switch route {
@@ -50,7 +50,7 @@ struct AppAPIRoutes: Sendable {
         let lookup: FailedLookupLimit.Lookup
         do {
             lookup = try await keyLookups.admit(request.head)
-        } catch let error as PushAPIError where error.retryAfter != nil {
+        } catch let error as PushAPIError where error.code == .tooManyRequests {
             throw AppAPIError.tooManyRequests(retryAfter: error.retryAfter ?? 1)
         }
         do {

@@ -27,13 +27,22 @@ struct ReplyCollector: Sendable {
             let seconds = min(Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18, 1)
             let wait = String(format: "%.3f", max(seconds, 0.01))
             let reply = try await redis.send(RedisCommand("BLPOP", key, wait), timeout: .seconds(3))
-            guard let json = reply.array?.last?.bytes,
-                let object = try? JSONSerialization.jsonObject(with: Data(json)) as? [String: Any],
-                let mid = object["mid"] as? String, ids.contains(mid), let status = object["status"] as? String
-            else { continue }
-            replies[mid] = Reply(status: status, reason: object["reason"] as? String ?? "")
+            if let json = reply.array?.last?.bytes { take(json, into: &replies, expecting: ids) }
+        }
+        // Stopped early (the deadline, or the ingress stopping): outcomes already in the
+        // list still count, rather than being reported `queued`.
+        if replies.count < ids.count, let waiting = try? await redis.send("LRANGE", key, 0, -1).array {
+            for item in waiting { if let json = item.bytes { take(json, into: &replies, expecting: ids) } }
         }
         _ = try? await redis.send("DEL", key)
         return replies
+    }
+
+    /// Adds the outcome in `json` (`{"mid","status","reason"}`) if it is one expected.
+    private func take(_ json: [UInt8], into replies: inout [String: Reply], expecting ids: Set<String>) {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json)) as? [String: Any],
+            let mid = object["mid"] as? String, ids.contains(mid), let status = object["status"] as? String
+        else { return }
+        replies[mid] = Reply(status: status, reason: object["reason"] as? String ?? "")
     }
 }

@@ -103,7 +103,7 @@ final class WebPushRoutes: Sendable {
         let head = request.head  // for a cache miss's lookup (the client's allowance); not the body
         hotPath.send(admission.item) { [self] result in
             do {
-                let decision = try refusal(HotPathScript.decision(from: result.get()))
+                let decision = try refusal(HotPathScript.decision(from: result.get()), of: admission.request)
                 if case .cacheMiss = decision {
                     Task {
                         do {
@@ -232,7 +232,7 @@ final class WebPushRoutes: Sendable {
         for attempt in 0..<HotPathCache.maximumScriptRuns {
             if attempt > 0 || decision == nil {
                 let reply = try await hotPath.send(scriptEncoder.item(request))
-                decision = try refusal(HotPathScript.decision(from: reply))
+                decision = try refusal(HotPathScript.decision(from: reply), of: request)
             }
             guard case .cacheMiss(let kind, let entryID, let stale) = decision else { return decision! }
             // A subscription Redis does not know counts against its client unless found
@@ -253,14 +253,19 @@ final class WebPushRoutes: Sendable {
 
     /// The decision itself when it lets the push through (or asks for a cache fill);
     /// a refusal thrown as its `PushAPIError`.
-    private func refusal(_ decision: HotPathScript.Decision) throws(PushAPIError) -> HotPathScript.Decision {
+    private func refusal(
+        _ decision: HotPathScript.Decision, of request: HotPathScript.Request
+    ) throws(PushAPIError) -> HotPathScript.Decision {
         switch decision {
         case .queued, .stashed, .discarded, .checked, .cacheMiss: return decision
         case .notFound: throw .notFound
         case .gone: throw .gone
         case .disabled: throw .pushDisabled
         case .rateLimited(let milliseconds): throw .tooManyRequests(retryAfter: Int((milliseconds + 999) / 1000))
-        case .quotaExceeded: throw .quotaExceeded(secondsToNextMonth: quotaMonths.secondsToNextMonth(from: Date()))
+        case .quotaExceeded:
+            // From the acceptance time whose month was refused (at a month's end, the next is a second away).
+            let acceptedAt = Date(timeIntervalSince1970: TimeInterval(request.acceptedAt) / 1000)
+            throw .quotaExceeded(secondsToNextMonth: quotaMonths.secondsToNextMonth(from: acceptedAt))
         case .undeliverable: throw .deliveryFailed
         case .inactive: throw .notFound  // `app` mode only; Web Push never runs it
         }

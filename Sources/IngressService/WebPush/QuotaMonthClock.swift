@@ -16,22 +16,22 @@ final class QuotaMonthClock: Sendable {
     private let month = Mutex(Month())
 
     /// The quota month (`yyyymm`, UTC) of `date`.
-    func month(of date: Date) -> String {
-        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
-        return month.withLock { month in
-            if seconds < month.start || seconds >= month.end { month = Self.month(containing: seconds) }
-            return month.name
-        }
-    }
+    func month(of date: Date) -> String { current(date).month.name }
 
     /// Whole seconds from `date` to the start of the next quota month (at least 1).
     func secondsToNextMonth(from date: Date) -> Int64 {
+        let (month, seconds) = current(date)
+        return max(month.end - seconds, 1)
+    }
+
+    /// The month of `date` (worked out again only when it changed), and `date` in seconds.
+    private func current(_ date: Date) -> (month: Month, seconds: Int64) {
         let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
-        let end = month.withLock { month in
+        let found = month.withLock { month in
             if seconds < month.start || seconds >= month.end { month = Self.month(containing: seconds) }
-            return month.end
+            return month
         }
-        return max(end - seconds, 1)
+        return (found, seconds)
     }
 
     private static func month(containing seconds: Int64) -> Month {

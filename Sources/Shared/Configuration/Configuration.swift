@@ -7,7 +7,7 @@ import Foundation
 /// - `REDIS_URL` (required): `redis://[:password@]host:port[/db]`.
 /// - `CREDENTIAL_KEY` (required): 32 bytes, base64; seals `.p8` keys at rest.
 /// - `APNS_PRODUCTION_URL`, `APNS_SANDBOX_URL`: default Apple's hosts.
-/// - `APNS_CA_FILE`: extra CA bundle to trust (verification is never switched off).
+/// - `APNS_CA_FILE`: extra CA bundle to trust, PEM (verification is never switched off).
 /// - `LOG_LEVEL`: debug, info (default), notice, warning, error.
 /// - `TOMBSTONE_TTL_SECONDS`: how long a subscription whose device token died
 ///   answers 410 instead of 404, default 2592000 (30 days).
@@ -23,13 +23,7 @@ public struct CommonConfiguration: Sendable {
     public var tombstoneLifetimeSeconds: Int
 
     public init(environment: Environment) throws(ConfigurationError) {
-        databaseURL = try environment.required("DATABASE_URL")
-        guard PostgresConnection.isValidConnectionString(databaseURL) else {
-            // The value is not echoed: it holds the password.
-            throw ConfigurationError(
-                variable: "DATABASE_URL",
-                problem: "is not a libpq connection string or postgresql:// URL (percent-encode special characters)")
-        }
+        databaseURL = try Self.databaseURL(environment)
         redisURL = try environment.required("REDIS_URL")
         do {
             _ = try RedisURL(redisURL)
@@ -56,6 +50,18 @@ public struct CommonConfiguration: Sendable {
         tombstoneLifetimeSeconds = try environment.integer(
             "TOMBSTONE_TTL_SECONDS", default: CacheInvalidation.defaultTombstoneLifetimeSeconds,
             range: 1...3650 * 86_400)
+    }
+
+    /// `DATABASE_URL`, which libpq must be able to parse (`migrate` reads it alone).
+    public static func databaseURL(_ environment: Environment) throws(ConfigurationError) -> String {
+        let url = try environment.required("DATABASE_URL")
+        guard PostgresConnection.isValidConnectionString(url) else {
+            // The value is not echoed: it holds the password.
+            throw ConfigurationError(
+                variable: "DATABASE_URL",
+                problem: "is not a libpq connection string or postgresql:// URL (percent-encode special characters)")
+        }
+        return url
     }
 
     static func holdsPEMCertificate(_ contents: Data) -> Bool {

@@ -9,15 +9,8 @@ public enum MigrationCommand {
     /// Runs the migrations; returns the exit status: 0 done, 1 failed, 2 configuration error.
     public static func run(environment: Environment = Environment(), logger: Logger) async -> Int32 {
         let url: String
-        do throws(ConfigurationError) {
-            url = try environment.required("DATABASE_URL")
-            guard PostgresConnection.isValidConnectionString(url) else {
-                // As the services say it, without echoing the value (it holds the password).
-                throw ConfigurationError(
-                    variable: "DATABASE_URL",
-                    problem: "is not a libpq connection string or postgresql:// URL (percent-encode special characters)"
-                )
-            }
+        do {
+            url = try CommonConfiguration.databaseURL(environment)
         } catch {
             FileHandle.standardError.write(Data((error.description + "\n").utf8))
             return 2
