@@ -40,4 +40,27 @@ import Testing
             #expect(!(await rejected(acceptedAt: 1_000_500)))  // a second on: read again, restored
         }
     }
+
+    /// A sealed key that does not open leaves its messages waiting while no credential
+    /// has opened with this key (a wrong `CREDENTIAL_KEY`); once one has, the key is
+    /// right and that row is damaged: its messages fail (`missing`) instead of waiting.
+    @Test func anUnopenableKeyWaitsUntilAnotherOpensThenCountsAsMissing() async throws {
+        try await DeliveryStack.with { stack in
+            // The sealed key copied onto another row does not open there (the id is sealed in).
+            let damaged = stack.credentialID + "-copy"
+            try await stack.postgres.execute(
+                """
+                INSERT INTO push_credentials (id, account_id, team_id, key_id, sealed_key)
+                SELECT \(damaged), account_id, team_id, key_id || 'X', sealed_key FROM push_credentials
+                WHERE id = \(stack.credentialID)
+                """)
+            let sealer = try PushCredentialSealer(key: Array(Data(base64Encoded: stack.credentialKey)!))
+            let cache = CredentialCache(
+                reader: PushCredentialReader(postgres: stack.postgres, sealer: sealer), failureLifetime: .zero,
+                logger: Logger(component: "test", minimumLevel: .error))
+            #expect({ if case .unopenable = $0 { true } else { false } }(await cache.lookup(damaged)))
+            #expect({ if case .usable = $0 { true } else { false } }(await cache.lookup(stack.credentialID)))
+            #expect({ if case .missing = $0 { true } else { false } }(await cache.lookup(damaged)))
+        }
+    }
 }

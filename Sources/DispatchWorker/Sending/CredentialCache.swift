@@ -21,9 +21,11 @@ final class CredentialCache: Sendable {
         case usable(APNsCredential)
         /// No credential chosen, or deleted: credential_missing.
         case missing
-        /// Its sealed key does not open with this worker's `CREDENTIAL_KEY`: a
-        /// deployment mistake of ours (a key other than the ingress's), not the app
-        /// owner's, so its messages wait (until their TTL) instead of failing for good.
+        /// Its sealed key does not open with this worker's `CREDENTIAL_KEY`, and no
+        /// credential has opened in this process yet: most likely a deployment mistake
+        /// of ours (a key other than the ingress's), not the app owner's, so its
+        /// messages wait (until their TTL) instead of failing for good. Once another
+        /// credential has opened, the key is right and this row is damaged: `missing`.
         case unopenable
         /// Flagged rejected: credential_rejected.
         case rejected
@@ -57,6 +59,8 @@ final class CredentialCache: Sendable {
     /// A wrong `CREDENTIAL_KEY` fails every credential, again every `failureLifetime`.
     private let keyFailureLog: ThrottledLog
     private let entries = Mutex<[String: Entry]>([:])
+    /// Whether any credential opened with this process's `CREDENTIAL_KEY` (`unopenable`).
+    private let keyOpenedOne = Atomic<Bool>(false)
 
     init(
         reader: PushCredentialReader, lifetime: Duration = .seconds(60), failureLifetime: Duration = .seconds(10),
@@ -121,12 +125,15 @@ final class CredentialCache: Sendable {
         let lookup: Lookup
         do {
             let stored = try await reader.credential(id: id)
+            keyOpenedOne.store(true, ordering: .relaxed)
             lookup =
                 stored.status == .active
                 ? .usable(
                     APNsCredential(id: id, teamID: stored.teamID, keyID: stored.keyID, privateKey: stored.privateKey))
                 : .rejected
-        } catch let failure as PushCredentialReader.Failure where failure.code == .cannotOpen {
+        } catch let failure as PushCredentialReader.Failure
+            where failure.code == .cannotOpen && !keyOpenedOne.load(ordering: .relaxed)
+        {
             keyFailureLog.error(
                 "a push credential does not open with this worker's CREDENTIAL_KEY (not the ingress's?); its"
                     + " messages wait", metadata: ["credential": id])
