@@ -116,14 +116,8 @@ extension HTTPRequestHead {
     }
 
     /// RFC 9110 §5.6.2 `tchar`.
-    private static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
-            true
-        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
-    }
+    private static func isTokenByte(_ byte: UInt8) -> Bool { tokenBytes.contains(byte) }
+    private static let tokenBytes = ASCIISet(alphanumericsAnd: "!#$%&'*+-.^_`|~")
 
     private static func hasCaseInsensitivePrefix(_ text: String, _ lowercasePrefix: String) -> Bool {
         var characters = text.utf8.makeIterator()
@@ -138,16 +132,8 @@ extension HTTPRequestHead {
     /// RFC 9112 §3.2 `Host`: `uri-host [":" port]`, possibly empty (a target without
     /// authority). Checked by its characters: those of a reg-name, an IPv4 address or
     /// an IP literal (`[...]`) and the port; no space, `/`, `@`, `?` or `#`.
-    static func isHost(_ value: String) -> Bool {
-        value.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"):
-                true
-            default: "-._~%!$&'()*+,;=:[]".utf8.contains(byte)
-            }
-        }
-    }
+    static func isHost(_ value: String) -> Bool { value.utf8.allSatisfy(hostBytes.contains) }
+    private static let hostBytes = ASCIISet(alphanumericsAnd: "-._~%!$&'()*+,;=:[]")
 
     /// A request target in origin form: an absolute-form target (`http://host/path`,
     /// which RFC 9112 §3.2.2 has servers accept) loses its scheme and authority.
@@ -173,5 +159,32 @@ extension HTTPRequestHead {
             if seen.trimmingCharacters(in: .whitespaces) != value.trimmingCharacters(in: .whitespaces) { return true }
         }
         return false
+    }
+}
+
+/// A set of ASCII bytes as two 64-bit masks: one test per byte, for the checks every
+/// request's head goes through.
+struct ASCIISet: Sendable {
+    private var low: UInt64 = 0
+    private var high: UInt64 = 0
+
+    /// Letters, digits and `others`.
+    init(alphanumericsAnd others: String) {
+        for byte in others.utf8 { insert(byte) }
+        for range in [
+            UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"),
+        ] {
+            for byte in range { insert(byte) }
+        }
+    }
+
+    private mutating func insert(_ byte: UInt8) {
+        precondition(byte < 128, "ASCII only")
+        if byte < 64 { low |= 1 << UInt64(byte) } else { high |= 1 << UInt64(byte - 64) }
+    }
+
+    func contains(_ byte: UInt8) -> Bool {
+        byte < 64 ? low >> UInt64(byte) & 1 == 1 : byte < 128 ? high >> UInt64(byte - 64) & 1 == 1 : false
     }
 }
