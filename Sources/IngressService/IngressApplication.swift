@@ -211,6 +211,10 @@ func buildApplication(
         help: "Client connections open; at INGRESS_CONNECTION_LIMIT new ones wait in the listen backlog."
     ) { [weak server] in Double(server?.openConnections ?? 0) }
     metrics.registry.sampledGauge(
+        "pushgate_ingress_requests_in_flight",
+        help: "Requests whose head arrived and whose answer has not gone out (bodies arriving, handlers working)."
+    ) { [weak server] in Double(server?.requestsInFlight ?? 0) }
+    metrics.registry.sampledGauge(
         "pushgate_ingress_body_memory_bytes",
         help: "Memory held by request bodies still arriving; at INGRESS_BODY_MEMORY_MB requests answer 503."
     ) { [weak server] in Double(server?.heldBodyBytes ?? 0) }

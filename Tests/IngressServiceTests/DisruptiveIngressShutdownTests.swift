@@ -46,6 +46,13 @@ import Testing
             return try RawHTTPClient.parse(raw).status
         }
         for await _ in halfSent { break }
+        // Sent is not read: SIGTERM before the ingress has the head would find nothing
+        // in flight. The scrape is in flight itself, so 2 means the slow request too.
+        let inFlight = try await Poll.until(timeout: .seconds(10)) {
+            let metrics = try await client.request("GET", "/metrics").text
+            return metrics.contains("\npushgate_ingress_requests_in_flight 2\n")
+        }
+        #expect(inFlight)
         kill(process.processIdentifier, SIGTERM)
         // Stops accepting: a new connection is refused at once, while the slow request
         // is still under way (one left waiting in the listen backlog would only fail

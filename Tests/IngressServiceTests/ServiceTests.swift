@@ -42,6 +42,7 @@ import Testing
             let open = metrics.text.split(separator: "\n").first { $0.hasPrefix("pushgate_ingress_open_connections ") }
             #expect(open.flatMap { Double($0.split(separator: " ")[1]) }.map { $0 >= 1 } == true)
             #expect(metrics.text.contains("pushgate_ingress_body_memory_bytes 0\n"))
+            #expect(metrics.text.contains("pushgate_ingress_requests_in_flight 1\n"))  // the scrape
         }
     }
 

@@ -93,6 +93,8 @@ public final class HTTPServer: Sendable {
     /// Connections open (`httpServerConnection`): near `connectionLimit`, new ones wait.
     let connections = Atomic<Int>(0)
     public var openConnections: Int { connections.load(ordering: .relaxed) }
+    /// Requests whose head arrived and whose answer has not gone out.
+    public var requestsInFlight: Int { inFlight.load(ordering: .relaxed) }
     /// Bytes of request bodies held while they arrive (`bodyMemoryLimit`).
     public var heldBodyBytes: Int { bodyMemory.load(ordering: .relaxed) }
     /// Connections waiting for their handlers' answers.
