@@ -275,6 +275,13 @@ import Testing
                 "POST", "/send", key: key, json: #"{"messages":["# + items.joined(separator: ",") + "]}")
             #expect(refused.status == 403)
             #expect(refused.text == #"{"error": "push is disabled for this app"}"#)
+            // Also a batch none of whose messages would reach the queue.
+            let unknown = #"{"subscriptionId":"AAAAAAAAAAAAAAAAAAAAAA","payload":"\#(DeliveryStack.payload)"}"#
+            let invalid = #"{"subscriptionId":"\#(device.id)","payload":"!"}"#
+            for batch in [unknown, invalid] {
+                let whole = try await stack.api("POST", "/send", key: key, json: #"{"messages":[\#(batch)]}"#)
+                #expect(whole.status == 403, "\(batch)")
+            }
             #expect(try await stack.queuedMessages() == 0)
         }
     }

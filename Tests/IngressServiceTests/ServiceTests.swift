@@ -1,9 +1,9 @@
 import Foundation
-import Shared
 import TestSupport
 import Testing
 
 @testable import IngressService
+@testable import Shared
 
 @Suite struct ServiceTests {
     @Test func healthReadinessAndMetrics() async throws {
@@ -43,6 +43,23 @@ import Testing
             #expect(open.flatMap { Double($0.split(separator: " ")[1]) }.map { $0 >= 1 } == true)
             #expect(metrics.text.contains("pushgate_ingress_body_memory_bytes 0\n"))
             #expect(metrics.text.contains("pushgate_ingress_requests_in_flight 1\n"))  // the scrape
+        }
+    }
+
+    /// A request cut off (shutdown, body memory full) answers 503 in its API's own
+    /// format: the spec's for pushes and device calls, `{"error": "…"}` for the App API.
+    @Test func unavailableAnswersInEachAPIsFormat() async throws {
+        try await IngressTestApp.with { app in
+            func head(_ path: String) -> HTTPRequestHead {
+                HTTPRequestHead(method: "POST", path: path, query: [], headers: HTTPHeaders(), peerAddress: [])
+            }
+            let handler = app.app.server.handler
+            let push = handler.unavailable(head("/api/push/p/AAAAAAAAAAAAAAAAAAAAAA"))
+            #expect(push.status == 503)
+            #expect(String(decoding: push.body, as: UTF8.self) == errorBody(1005, "Storage error"))
+            let appAPI = handler.unavailable(head("/api/v1/app/push/send"))
+            #expect(appAPI.status == 503)
+            #expect(String(decoding: appAPI.body, as: UTF8.self) == #"{"error": "temporarily unavailable; try again"}"#)
         }
     }
 

@@ -59,7 +59,7 @@ public struct AdminAPI: HTTPHandler {
             case .targetTooLong: "uri_too_long"
             case .fieldsTooLarge: "headers_too_large"
             case .missingHost, .contentLengthWithTransferEncoding, .conflictingContentLengths, .malformedField,
-                .invalidHost, .transferCodingInHTTP10:
+                .invalidHost, .transferCodingInHTTP10, .repeatedAuthorization:
                 "invalid_request"
             case .unsupportedTransferCoding: "not_implemented"
             }

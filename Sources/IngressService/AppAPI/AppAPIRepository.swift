@@ -58,6 +58,14 @@ struct AppAPIRepository: Sendable {
         }
     }
 
+    /// Whether `app` pushes: its switch is on and its owner's plan has push.
+    func pushes(app: String) async throws -> Bool {
+        let rows = try await postgres.query(
+            "SELECT a.push_enabled, c.plan FROM apps a JOIN accounts c ON c.id = a.account_id WHERE a.id = \(app)")
+        guard let row = rows.first else { return false }
+        return try row.decode("push_enabled", as: Bool.self) && Plan(rawValue: try row.decode("plan")).offersPush
+    }
+
     /// What a send decides at the ingress, per subscription id that exists.
     struct SendTarget: Sendable {
         let appID: String

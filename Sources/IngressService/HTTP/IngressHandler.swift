@@ -42,8 +42,9 @@ final class IngressHandler: HTTPHandler {
     /// Also counted like any answer: a 5xx alert must see these 503s too.
     func unavailable(_ head: HTTPRequestHead) -> HTTPResponse {
         let error = PushAPIError.storageUnavailable
-        recordRefusal(head, error.response, pushError: error)
-        return error.response
+        let response = Route.isAppAPI(head.path) ? AppAPIError.unavailable.response : error.response
+        recordRefusal(head, response, pushError: error)
+        return response
     }
 
     func rejected(_ head: HTTPRequestHead, _ rejection: HTTPHeadRejection) -> HTTPResponse {

@@ -29,6 +29,9 @@ public enum HTTPHeadRejection: Sendable, Equatable {
     case malformedField
     /// More than one `Host`, or one that is no `host[:port]` (RFC 9112 §3.2: 400).
     case invalidHost
+    /// `Authorization` twice: not a list field (RFC 9110 §5.3), and which one counts is
+    /// a guess (a proxy keeping the last would see another caller). 400.
+    case repeatedAuthorization
     /// `Transfer-Encoding` in an HTTP/1.0 request: RFC 9112 §6.1 has its framing
     /// treated as faulty (an HTTP/1.0 hop would not see the body) and the connection
     /// closed. 400.
@@ -39,7 +42,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
         case .targetTooLong: 414
         case .fieldsTooLarge: 431
         case .missingHost, .contentLengthWithTransferEncoding, .conflictingContentLengths, .malformedField,
-            .invalidHost, .transferCodingInHTTP10:
+            .invalidHost, .transferCodingInHTTP10, .repeatedAuthorization:
             400
         case .unsupportedTransferCoding: 501
         }
@@ -56,6 +59,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
         case .unsupportedTransferCoding: "transfer coding not supported"
         case .malformedField: "malformed header field"
         case .invalidHost: "invalid Host header"
+        case .repeatedAuthorization: "Authorization header given twice"
         case .transferCodingInHTTP10: "Transfer-Encoding in an HTTP/1.0 request"
         }
     }
@@ -67,7 +71,7 @@ public enum HTTPHeadRejection: Sendable, Equatable {
         case .contentLengthWithTransferEncoding, .conflictingContentLengths, .unsupportedTransferCoding,
             .malformedField, .transferCodingInHTTP10:
             true
-        case .targetTooLong, .fieldsTooLarge, .missingHost, .invalidHost: false
+        case .targetTooLong, .fieldsTooLarge, .missingHost, .invalidHost, .repeatedAuthorization: false
         }
     }
 }
@@ -95,10 +99,15 @@ extension HTTPRequestHead {
         let size = size
         if size.target > limit / 2 { return .targetTooLong }
         if size.total > limit || size.poolBytes > memoryLimit * 2 / 3 { return .fieldsTooLarge }
-        var hosts = 0
-        for (name, value) in headers where name.caseInsensitiveEquals("Host") {
-            hosts += 1
-            if hosts > 1 || !Self.isHost(value) { return .invalidHost }
+        var (hosts, authorizations) = (0, 0)
+        for (name, value) in headers {
+            if name.caseInsensitiveEquals("Host") {
+                hosts += 1
+                if hosts > 1 || !Self.isHost(value) { return .invalidHost }
+            } else if name.caseInsensitiveEquals("Authorization") {
+                authorizations += 1
+                if authorizations > 1 { return .repeatedAuthorization }
+            }
         }
         if hosts == 0 && version.hasPrefix("HTTP/1.") && version != "HTTP/1.0" { return .missingHost }
         return nil
