@@ -459,3 +459,20 @@ import Testing
         #expect(!QueueConsumer.lingers(afterReading: 0, of: 256), "an empty read blocked already")
     }
 }
+
+/// When a topic's mark replaces a message (`TopicSupersession.replaces`).
+@Suite struct TopicMarkTests {
+    @Test func aMarkReplacesOnlyAnotherMessageAcceptedNoEarlier() {
+        var message = NotificationBuilderTests.message()
+        message.messageID = "own"
+        message.acceptedAt = 1_000
+        #expect(TopicSupersession.replaces("newer:1001", message))
+        #expect(TopicSupersession.replaces("same-ms:1000", message))  // queued after it: Redis's order
+        #expect(!TopicSupersession.replaces("own:1000", message))
+        // An older message's mark: this one was queued without one (an ingress of an
+        // older version, or a failed write), and it is the newer.
+        #expect(!TopicSupersession.replaces("older:999", message))
+        #expect(!TopicSupersession.replaces("", message))
+        #expect(!TopicSupersession.replaces("garbled", message))
+    }
+}

@@ -6,13 +6,16 @@ import Shared
 /// topic (a retry after APNs failed it, one put back at a worker's stop, or simply
 /// read in the same batch) would replace the newer one on the device.
 ///
-/// The hot-path script records, per subscription and topic, the id of the newest
-/// message it queued (`RedisKeys.topicMarks`, in Redis's own order, so no clock is
-/// compared). Before a message with a topic goes out, its topic's mark is read: a
-/// mark naming another message means a newer one was queued, and this one is dropped
-/// (`partition`). One read per batch of such messages; messages without a topic cost
-/// a flag test. A mark that is gone (expired a day on, or the marks started afresh)
-/// lets the message go; a read that fails lets every message go, as before.
+/// The hot-path script records, per subscription and topic, the id and acceptance
+/// time of the newest message it queued (`RedisKeys.topicMarks`, in Redis's own
+/// order). Before a message with a topic goes out, its topic's mark is read: a mark
+/// naming another message means a newer one was queued, and this one is dropped
+/// (`partition`), unless the mark's message was accepted before this one: then this
+/// one was queued without a mark of its own (by an ingress of an older version during
+/// a rolling upgrade, or its mark's write failed), and it is the newer. One read per
+/// batch of such messages; messages without a topic cost a flag test. A mark that is
+/// gone (expired a day on, or the marks started afresh) lets the message go; a read
+/// that fails lets every message go, as before.
 final class TopicSupersession: Sendable {
     let redis: RedisClient
     private let failures: ThrottledLog
@@ -46,9 +49,7 @@ final class TopicSupersession: Sendable {
         }
         var replaced: Set<ObjectIdentifier> = []
         for (delivery, mark) in zip(topical, marks) {
-            if let newest = mark.string, !newest.isEmpty, newest != delivery.message.messageID {
-                replaced.insert(ObjectIdentifier(delivery))
-            }
+            if let mark = mark.string, Self.replaces(mark, delivery.message) { replaced.insert(ObjectIdentifier(delivery)) }
         }
         guard !replaced.isEmpty else { return (deliveries, []) }
         var send: [Delivery] = []
@@ -57,6 +58,15 @@ final class TopicSupersession: Sendable {
             if replaced.contains(ObjectIdentifier(delivery)) { dropped.append(delivery) } else { send.append(delivery) }
         }
         return (send, dropped)
+    }
+
+    /// Whether `mark` (`<message id>:<accepted at ms>`, or `''` for none) names a newer
+    /// message than `message`: another one, accepted no earlier.
+    static func replaces(_ mark: String, _ message: QueueMessage) -> Bool {
+        guard let colon = mark.lastIndex(of: ":"), let acceptedAt = Int64(mark[mark.index(after: colon)...]) else {
+            return false
+        }
+        return mark[..<colon] != message.messageID && acceptedAt >= message.acceptedAt
     }
 
     /// KEYS: 1 the stream (for its slot). ARGV: 1 the marks' key prefix, then per

@@ -104,12 +104,13 @@ public enum HotPathScript {
         }
 
         /// The script's mode: `app`, or the scope's (`push`, `check`, `exists`); a push
-        /// with a Web Push `Topic` is `t:<message id>:<topic>` (a push in every other
-        /// respect), so that queueing it records it as its topic's newest message
-        /// (`RedisKeys.topicMarks`) without the script parsing any push's message part.
+        /// with a Web Push `Topic` is `t:<message id>:<accepted at>:<topic>` (a push in
+        /// every other respect), so that queueing it records it as its topic's newest
+        /// message (`RedisKeys.topicMarks`) without the script parsing any push's
+        /// message part.
         var mode: String {
             if replyKey != nil { return "app" }
-            if scope == .push, let collapseID { return "t:" + messageID + ":" + collapseID }
+            if scope == .push, let collapseID { return "t:\(messageID):\(acceptedAt):" + collapseID }
             return scope.rawValue
         }
 
@@ -262,7 +263,7 @@ public enum HotPathScript {
     // KEYS: 1 the queue stream
     // ARGV: 1 key prefix, 2 rate limit, 3 window ms, 4 stash limit, 5 stash lifetime ms,
     //       6 quota month, 7 quota key lifetime s, 8 '1' if stale cache entries may answer;
-    //       then 3 per push: mode (push|check|exists|app),
+    //       then 3 per push: mode (push|check|exists|app, or t:<message id>:<accepted at>:<topic>),
     //       subscription id, the entry's message part (`QueueMessage.messagePart`:
     //       packed, the ciphertext first)
     // Reply: one element per push, in order: the run's queue entry's id (queued), a code,
@@ -308,12 +309,13 @@ public enum HotPathScript {
     //   XADD per run instead of one per push, and the worker reads, acknowledges and
     //   deletes one entry per run. Should that XADD fail, none of the run's pushes is
     //   queued: each queued push's element is the error, and nothing is reserved.
-    // - A queued push with a Web Push `Topic` (mode `t:<message id>:<topic>`) records its
-    //   message id as the topic's newest in the subscription's topic marks (RFC 8030
-    //   section 5.4: it replaces any outstanding message of the topic; a worker drops an
-    //   older one it meets, `TopicSupersession`). Written once the run's entry is on the
-    //   stream, in the run's order, so a push refused or not queued replaces nothing.
-    //   Only such pushes pay for it (two or three commands); the others cost one byte test.
+    // - A queued push with a Web Push `Topic` (mode `t:<message id>:<accepted at>:<topic>`)
+    //   records `<message id>:<accepted at>` as the topic's newest in the subscription's
+    //   topic marks (RFC 8030 section 5.4: it replaces any outstanding message of the
+    //   topic; a worker drops an older one it meets, `TopicSupersession`). Written once the
+    //   run's entry is on the stream, in the run's order, so a push refused or not queued
+    //   replaces nothing. Only such pushes pay for it (HSET and PEXPIRE; HLEN, DEL and
+    //   HSET again when a new topic passes the limit); the others cost one byte test.
     // - Times go to Redis as strings made once per run (a Lua number argument costs
     //   Redis a float formatting).
     // - The quota is counted in the run and written once per quota key at its end
@@ -608,8 +610,8 @@ public enum HotPathScript {
           entryFields[n + 4], entryFields[n + 5], entryFields[n + 6] = message, 'd', app.decision
           account.reserved = account.reserved + 1
           if string.byte(mode, 1) == 116 then -- 't': a push with a topic
-            local messageID, topic = string.match(mode, '^t:([^:]+):(.+)$')
-            if messageID then topicMarks[#topicMarks + 1] = {id, topic, messageID} end
+            local mark, topic = string.match(mode, '^t:([^:]+:%d+):(.+)$')
+            if mark then topicMarks[#topicMarks + 1] = {id, topic, mark} end
           end
           return true
         end
@@ -634,8 +636,8 @@ public enum HotPathScript {
         -- are queued already.
         for _, mark in ipairs(topicMarks) do
           local key = prefix .. '\(RedisKeys.topicMarksPrefix)' .. mark[1]
-          if redis.pcall('HSET', key, mark[2], mark[3]) == 1
-            and redis.pcall('HLEN', key) > \(RedisKeys.topicMarksLimit) then
+          local length = redis.pcall('HSET', key, mark[2], mark[3]) == 1 and redis.pcall('HLEN', key)
+          if type(length) == 'number' and length > \(RedisKeys.topicMarksLimit) then
             redis.pcall('DEL', key)
             redis.pcall('HSET', key, mark[2], mark[3])
           end

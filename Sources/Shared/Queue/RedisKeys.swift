@@ -22,7 +22,7 @@ import Foundation
 /// | `<ns>:{t}:rate:<scope>:<ip>` | zset | ingress | per-IP sliding windows (`reg`, `dev`) |
 /// | `<ns>:{t}:quota:<account>:<yyyymm>` | string | ingress (+1), worker (−1 on failure), admin (dropped with the account) | monthly reservations |
 /// | `<ns>:{t}:circuit:<credential>:<environment>` | string | worker | APNs environment failing: answer 502 |
-/// | `<ns>:{t}:topicmarks:<id>` | hash | ingress | per Web Push Topic, the id of its newest message queued; workers drop older ones of the topic (`TopicSupersession`) |
+/// | `<ns>:{t}:topicmarks:<id>` | hash | ingress | per Web Push Topic, `<message id>:<accepted ms>` of its newest message queued; workers drop older ones of the topic (`TopicSupersession`) |
 /// | `<ns>:{t}:lock:<name>` | string | any replica | short leases (`sweep`) |
 /// | `<ns>:{t}:reply:<id>` | list | worker | outcomes for a sender that waits (`QueueMessage`'s reply lists) |
 /// | `<ns>:{t}:retry:<stream>` | zset | worker | delayed retries: msgpack'd entry fields, scored by due time (ms) |
@@ -79,8 +79,9 @@ public struct RedisKeys: Sendable, Equatable {
     public func circuit(credential: String, environment: String) -> String {
         prefix + "circuit:\(credential):\(environment)"
     }
-    /// Per Web Push `Topic` of a subscription, the id of its newest message queued
-    /// (`HotPathScript`); a worker drops an older one of the topic (`TopicSupersession`).
+    /// Per Web Push `Topic` of a subscription, `<message id>:<accepted at ms>` of its
+    /// newest message queued (`HotPathScript`); a worker drops an older one of the topic
+    /// (`TopicSupersession`).
     public func topicMarks(_ subscriptionID: String) -> String { prefix + Self.topicMarksPrefix + subscriptionID }
     /// What `topicMarks` puts before the subscription id (the scripts build the keys).
     public static let topicMarksPrefix = "topicmarks:"
