@@ -130,6 +130,19 @@ import Testing
         }
     }
 
+    /// A body over the send's limit is a 413 in the App API's format.
+    @Test func aBodyOverTheLimitIsA413InTheAppAPIsFormat() async throws {
+        try await DeliveryStack.with { stack in
+            let key = try await stack.apiKey()
+            let padding = String(repeating: "A", count: SendBatch.maximumBodyBytes)
+            let over = try await stack.api(
+                "POST", "/send", key: key,
+                json: #"{"messages":[{"subscriptionId":"AAAAAAAAAAAAAAAAAAAAAA","payload":"\#(padding)"}]}"#)
+            #expect(over.status == 413)
+            #expect(over.text == #"{"error": "request body too large"}"#)
+        }
+    }
+
     /// A send still waiting for outcomes when the ingress starts stopping answers what
     /// it has (`queued`) within about a second, inside the drain. The drain's end cut
     /// it off with a 503 instead, which hid the queued message (a retry sends it twice).

@@ -43,7 +43,7 @@ import Testing
 
     /// A sealed key that does not open leaves its messages waiting while no credential
     /// has opened with this key (a wrong `CREDENTIAL_KEY`); once one has, the key is
-    /// right and that row is damaged: its messages fail (`missing`) instead of waiting.
+    /// right and that row is damaged: its messages fail (`damaged`) instead of waiting.
     @Test func anUnopenableKeyWaitsUntilAnotherOpensThenCountsAsMissing() async throws {
         try await DeliveryStack.with { stack in
             // The sealed key copied onto another row does not open there (the id is sealed in).
@@ -60,7 +60,7 @@ import Testing
                 logger: Logger(component: "test", minimumLevel: .error))
             #expect({ if case .unopenable = $0 { true } else { false } }(await cache.lookup(damaged)))
             #expect({ if case .usable = $0 { true } else { false } }(await cache.lookup(stack.credentialID)))
-            #expect({ if case .missing = $0 { true } else { false } }(await cache.lookup(damaged)))
+            #expect({ if case .damaged = $0 { true } else { false } }(await cache.lookup(damaged)))
         }
     }
 }

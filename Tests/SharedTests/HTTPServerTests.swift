@@ -295,21 +295,22 @@ import Testing
     /// one is allowed. An HTTP/1.x request from 1.1 on needs one.
     @Test(arguments: pollings) func refusesAnInvalidOrRepeatedHost(polling: Polling) async throws {
         try await withServer(EchoHandler(), polling: polling) { server in
-            for (hosts, status) in [
-                ("Host: a\r\nHost: b", 400), ("Host: a b", 400), ("Host: a/b@c", 400), ("Host: ", 201),
-                ("Host: [::1]:8080", 201), ("Host: push.example.com:443", 201),
+            let invalidHost = "invalid Host header"
+            for (hosts, status, reason) in [
+                ("Host: a\r\nHost: b", 400, invalidHost), ("Host: a b", 400, invalidHost),
+                ("Host: a/b@c", 400, invalidHost), ("Host: ", 201, ""), ("Host: [::1]:8080", 201, ""),
+                ("Host: push.example.com:443", 201, ""),
                 // Not a list field: which of two counts would be a guess.
-                ("Host: x\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b", 400),
+                (
+                    "Host: x\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b", 400,
+                    "Authorization header given twice"
+                ),
             ] {
                 let request = "GET / HTTP/1.1\r\n\(hosts)\r\nConnection: close\r\n\r\n"
                 let answer = try RawHTTPClient.parse(
                     try await RawHTTPClient(port: server.port).exchange(Array(request.utf8)))
                 #expect(answer.status == status, "\(hosts)")
-                if status == 400 {
-                    #expect(
-                        answer.text.contains("invalid Host header")
-                            || answer.text.contains("Authorization header given twice"))
-                }
+                if status == 400 { #expect(answer.text.contains(reason), "\(hosts)") }
             }
         }
     }

@@ -79,18 +79,21 @@ final class EntryProcessor: Sendable {
                 Task { await recorder.record(outcome, delivery) }
             }
             // Messages with a topic wait for one read of their topics' marks; the rest go now.
-            let topical = sends.contains { $0.message.hasCollapseID }
-            await sender.send(topical ? sends.filter { !$0.message.hasCollapseID } : sends, completion: completion)
-            var checked = topical ? sends.filter(\.message.hasCollapseID) : []
-            if !waited.isEmpty {
-                let (live, dropped) = await retriedCheck.partition(waited)
-                for (delivery, outcome) in dropped { await recorder.record(outcome, delivery) }
-                checked += live
+            let sendCurrent = { (deliveries: [Delivery]) in
+                let (current, replaced) = await topics.partition(deliveries)
+                for delivery in replaced { await recorder.record(.replaced, delivery) }
+                await sender.send(current, completion: completion)
             }
-            guard !checked.isEmpty else { return }
-            let (current, replaced) = await topics.partition(checked)
-            for delivery in replaced { await recorder.record(.replaced, delivery) }
-            await sender.send(current, completion: completion)
+            if sends.contains(where: { $0.message.hasCollapseID }) {
+                await sender.send(sends.filter { !$0.message.hasCollapseID }, completion: completion)
+                await sendCurrent(sends.filter(\.message.hasCollapseID))
+            } else {
+                await sender.send(sends, completion: completion)
+            }
+            guard !waited.isEmpty else { return }
+            let (live, dropped) = await retriedCheck.partition(waited)
+            for (delivery, outcome) in dropped { await recorder.record(outcome, delivery) }
+            await sendCurrent(live)
         }
         return permits
     }

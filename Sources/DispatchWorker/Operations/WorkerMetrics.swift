@@ -72,6 +72,7 @@ final class WorkerMetrics: Sendable {
         for reason in ["deliveries", "unreadable"] { deadLetters.initialize(reason) }
         sends.initialize("failed", "credential_rejected")
         sends.initialize("failed", "credential_missing")
+        sends.initialize("failed", "credential_unopenable")
         // The causes of deploy/README's "APNs trouble" and "wrong CREDENTIAL_KEY" rows:
         // a first burst must be a rise from 0 for `rate`/`increase` to see it.
         for cause in [

@@ -134,9 +134,11 @@ final class OutcomeRecorder: Sendable {
                 || reason == .credentialMissing
             {
                 operatorLog.warning(
-                    reason == .credentialMissing
-                        ? "a notification failed: its app has no push credential"
-                        : "APNs refused a notification for a configuration reason",
+                    detail == "credential_unopenable"
+                        ? "a notification failed: its push credential does not open"
+                        : reason == .credentialMissing
+                            ? "a notification failed: its app has no push credential"
+                            : "APNs refused a notification for a configuration reason",
                     key: "\(detail):\(message.appID):\(message.topic)",
                     metadata: [
                         "apns.reason": detail, "app": message.appID, "topic": message.topic,

@@ -25,8 +25,13 @@ final class CredentialCache: Sendable {
         /// credential has opened in this process yet: most likely a deployment mistake
         /// of ours (a key other than the ingress's), not the app owner's, so its
         /// messages wait (until their TTL) instead of failing for good. Once another
-        /// credential has opened, the key is right and this row is damaged: `missing`.
+        /// credential has opened, the key is right for those: `damaged`.
         case unopenable
+        /// Its sealed key does not open while others do: the row is damaged, or was
+        /// sealed with another key (an ingress with another `CREDENTIAL_KEY`). Its
+        /// messages fail as `credential_missing`, counted apart
+        /// (`credential_unopenable`) and logged as errors, so an alert sees them.
+        case damaged
         /// Flagged rejected: credential_rejected.
         case rejected
         /// Flagged rejected, but by an answer older than the message, and Postgres was
@@ -131,13 +136,18 @@ final class CredentialCache: Sendable {
                 ? .usable(
                     APNsCredential(id: id, teamID: stored.teamID, keyID: stored.keyID, privateKey: stored.privateKey))
                 : .rejected
-        } catch let failure as PushCredentialReader.Failure
-            where failure.code == .cannotOpen && !keyOpenedOne.load(ordering: .relaxed)
-        {
-            keyFailureLog.error(
-                "a push credential does not open with this worker's CREDENTIAL_KEY (not the ingress's?); its"
-                    + " messages wait", metadata: ["credential": id])
-            lookup = .unopenable
+        } catch let failure as PushCredentialReader.Failure where failure.code == .cannotOpen {
+            if keyOpenedOne.load(ordering: .relaxed) {
+                keyFailureLog.error(
+                    "a push credential does not open while others do (damaged, or sealed with another"
+                        + " CREDENTIAL_KEY); its messages fail", metadata: ["credential": id])
+                lookup = .damaged
+            } else {
+                keyFailureLog.error(
+                    "a push credential does not open with this worker's CREDENTIAL_KEY (not the ingress's?); its"
+                        + " messages wait", metadata: ["credential": id])
+                lookup = .unopenable
+            }
         } catch let failure as PushCredentialReader.Failure {
             logger.warning("credential unusable", metadata: ["credential": id, "error": failure.description])
             lookup = .missing
@@ -153,7 +163,7 @@ final class CredentialCache: Sendable {
         let expires: ContinuousClock.Instant
         switch lookup {
         case .usable, .rejected: expires = .now + lifetime
-        case .missing, .unopenable: expires = .now + failureLifetime
+        case .missing, .unopenable, .damaged: expires = .now + failureLifetime
         case .unavailable, .rechecking: expires = .now  // the next message asks again (a read never rechecks)
         }
         entries.withLock { $0[id] = .ready(lookup, expires: expires, decidedAt: decidedAt) }

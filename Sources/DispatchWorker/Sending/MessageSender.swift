@@ -57,6 +57,8 @@ final class MessageSender: Sendable {
         case .rejected: return report(batch, .failed(.credentialRejected, detail: "credential_rejected"), completion)
         case .unavailable: return report(batch, .postponed(cause: "database"), completion)
         case .unopenable: return report(batch, .postponed(cause: "credential_key"), completion)
+        case .damaged:
+            return report(batch, .failed(.credentialMissing, detail: "credential_unopenable"), completion)
         case .rechecking: return report(batch, .postponed(cause: "credential_recheck"), completion)
         }
         var omittedCiphertexts = 0

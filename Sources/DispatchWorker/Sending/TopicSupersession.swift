@@ -49,7 +49,8 @@ final class TopicSupersession: Sendable {
         }
         var replaced: Set<ObjectIdentifier> = []
         for (delivery, mark) in zip(topical, marks) {
-            if let mark = mark.string, Self.replaces(mark, delivery.message) { replaced.insert(ObjectIdentifier(delivery)) }
+            guard let mark = mark.string, Self.replaces(mark, delivery.message) else { continue }
+            replaced.insert(ObjectIdentifier(delivery))
         }
         guard !replaced.isEmpty else { return (deliveries, []) }
         var send: [Delivery] = []

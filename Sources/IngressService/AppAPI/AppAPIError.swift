@@ -16,6 +16,8 @@ struct AppAPIError: Error, Sendable, Equatable {
     /// The app's push is off, or its owner's plan has none: every send is refused alike.
     static let pushDisabled = AppAPIError(status: 403, message: "push is disabled for this app")
     static let storage = AppAPIError(status: 503, message: "storage error")
+    /// The body passes its limit (about 1.1 MB for a send, 64 KiB otherwise).
+    static let tooLarge = AppAPIError(status: 413, message: "request body too large")
     /// The ingress is stopping, or its memory for request bodies is full: try again.
     static let unavailable = AppAPIError(status: 503, message: "temporarily unavailable; try again")
     static func invalid(_ detail: String) -> AppAPIError {

@@ -74,9 +74,8 @@ struct AppAPISender: Sendable {
         if !waiting.isEmpty {
             // If the reply list cannot be read, the queued messages stay `queued`:
             // accepted, outcome unknown — never an error that hides them.
-            let answered =
-                (try? await replies.collect(from: replyKey, expecting: Set(waiting.keys), deadline: start + deadline))
-                ?? [:]
+            let answered = await replies.collect(
+                from: replyKey, expecting: Set(waiting.keys), deadline: start + deadline)
             for (messageID, reply) in answered {
                 guard let index = waiting[messageID] else { continue }
                 outcomes[index].status = reply.status

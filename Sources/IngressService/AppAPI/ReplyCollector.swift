@@ -17,7 +17,7 @@ struct ReplyCollector: Sendable {
         let reason: String
     }
 
-    func collect(from key: String, expecting ids: Set<String>, deadline: ContinuousClock.Instant) async throws
+    func collect(from key: String, expecting ids: Set<String>, deadline: ContinuousClock.Instant) async
         -> [String: Reply]
     {
         var replies: [String: Reply] = [:]
@@ -26,11 +26,14 @@ struct ReplyCollector: Sendable {
             guard remaining > .zero, !stopping.isSet else { break }
             let seconds = min(Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18, 1)
             let wait = String(format: "%.3f", max(seconds, 0.01))
-            let reply = try await redis.send(RedisCommand("BLPOP", key, wait), timeout: .seconds(3))
+            // A failed wait ends the collection with what it has (and what the list holds).
+            guard let reply = try? await redis.send(RedisCommand("BLPOP", key, wait), timeout: .seconds(3)) else {
+                break
+            }
             if let json = reply.array?.last?.bytes { take(json, into: &replies, expecting: ids) }
         }
-        // Stopped early (the deadline, or the ingress stopping): outcomes already in the
-        // list still count, rather than being reported `queued`.
+        // Stopped early (the deadline, the ingress stopping, a failed wait): outcomes
+        // already in the list still count, rather than being reported `queued`.
         if replies.count < ids.count, let waiting = try? await redis.send("LRANGE", key, 0, -1).array {
             for item in waiting { if let json = item.bytes { take(json, into: &replies, expecting: ids) } }
         }

@@ -35,7 +35,9 @@ final class IngressHandler: HTTPHandler {
         return Route(method: head.method, path: head.path) == .appSend ? SendBatch.maximumBodyBytes : Self.jsonBodyLimit
     }
 
-    func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse { PushAPIError.tooLarge.response }
+    func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse {
+        Route.isAppAPI(head.path) ? AppAPIError.tooLarge.response : PushAPIError.tooLarge.response
+    }
 
     /// Cut off by a shutdown: the push may or may not be queued, so never a 201;
     /// a 503 (1005) tells the sender to retry.
@@ -71,7 +73,7 @@ final class IngressHandler: HTTPHandler {
         if case .deliver(let id) = route {
             response = await webPush.oversized(head, id: id)
         } else {
-            response = PushAPIError.tooLarge.response
+            response = bodyTooLarge(head)
         }
         record(route, response, since: start)
         return response

@@ -83,7 +83,9 @@ extension HTTPRequestHead {
     /// (`HTTPServer.Configuration.headerLimit`), or taking more than two thirds of the
     /// connection's `memoryLimit` (many small fields: libmicrohttpd would have too
     /// little left to write any answer, and closes the connection unanswered), HTTP/1.1
-    /// without `Host`, or a body framed in a way libmicrohttpd cannot or should not read.
+    /// without `Host`, a second or malformed `Host`, `Authorization` given twice, a
+    /// field libmicrohttpd reads leniently, or a body framed in a way libmicrohttpd
+    /// cannot or should not read.
     func rejection(limit: Int, memoryLimit: Int, version: String) -> HTTPHeadRejection? {
         // Framing first: a refusal for size keeps the connection, so a head both too
         // large and ambiguously framed must be refused for its framing (and closed).
