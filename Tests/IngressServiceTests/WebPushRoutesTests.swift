@@ -581,6 +581,13 @@ import Testing
             #expect(try await app.redis.send("HLEN", marks).int == 1)
             let ttl = try await app.redis.send("PTTL", marks).int ?? 0
             #expect(ttl > 0 && ttl <= Int64(RedisKeys.topicMarksLifetimeMilliseconds))
+            // The script writes the constants out (the hot-path bench runs its text).
+            for constant in [
+                "'\(RedisKeys.topicMarksPrefix)'", "> \(RedisKeys.topicMarksLimit) then",
+                "'\(RedisKeys.topicMarksLifetimeMilliseconds)'",
+            ] {
+                #expect(HotPathScript.script.source.contains(constant), "\(constant)")
+            }
 
             let (pending, _) = try await app.subscribe(topic: fixture.topic, activate: false)
             #expect(try await app.push(pending, headers: inbox).status == 201)  // stashed
