@@ -161,6 +161,30 @@ import Testing
         }
     }
 
+    /// Pushes of one topic in quick succession, while APNs answers slowly over several
+    /// connections: the device's last notification of the topic is the newest push
+    /// (one message of a topic at a time on its way, `TopicGate`). Without the gate an
+    /// older one overtook the newest in about one run in six.
+    @Test func aBurstOfOneTopicEndsWithTheNewestOnTheDevice() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":50}"#)
+            let worker = try await stack.startWorker()
+            let inbox = Fixture.pushHeaders + [("Topic", "inbox")]
+            var newest: [UInt8] = []
+            for _ in 0..<20 {
+                newest = Fixture.message()
+                #expect(try await stack.push(id, body: newest, headers: inbox).status == 201)
+            }
+            try await eventually("the queue empty") { try await stack.isDrained() }
+            let last = try #require(stack.recordings(token: token).last)
+            #expect(String(decoding: last.payload, as: UTF8.self).contains(Base64URL.encode(newest)))
+            // Each either reached APNs or was replaced, none twice.
+            let replaced = Int(worker.metrics.sends.value("discarded", "topic_replaced"))
+            #expect(stack.recordings(token: token).count + replaced == 20)
+        }
+    }
+
     /// A worker whose `CREDENTIAL_KEY` is not the one the credentials were sealed with
     /// (a deployment mistake) leaves their messages waiting instead of failing them as
     /// `credential_missing`: a worker with the right key sends them.

@@ -476,3 +476,40 @@ import Testing
         #expect(!TopicSupersession.replaces("garbled", message))
     }
 }
+
+/// One message of a (subscription, topic) at a time on its way to APNs (`TopicGate`).
+@Suite struct TopicGateTests {
+    static func delivery(_ id: String, subscription: String = "s", topic: String? = "t") -> Delivery {
+        var message = NotificationBuilderTests.message()
+        message.messageID = id
+        message.subscriptionID = subscription
+        message.collapseID = topic
+        return Delivery(
+            entry: PendingEntry(id: "1-0", context: StreamContext(keys: RedisKeys()), messageCount: 1),
+            message: message)
+    }
+
+    static func ids(_ deliveries: [Delivery]) -> [String] { deliveries.map(\.message.messageID) }
+
+    @Test func aTopicsNextMessageWaitsForTheOneInFlightAndOnlyTheNewestWaits() {
+        let gate = TopicGate()
+        let (a1, plain) = (Self.delivery("a1"), Self.delivery("plain", topic: nil))
+        let other = Self.delivery("o", subscription: "x")
+        var admitted = gate.admit([a1, plain, other])
+        #expect(Self.ids(admitted.send) == ["a1", "plain", "o"])
+        let (a2, a3) = (Self.delivery("a2"), Self.delivery("a3"))
+        admitted = gate.admit([a2])
+        #expect(admitted.send.isEmpty && admitted.replaced.isEmpty)
+        admitted = gate.admit([a3])
+        #expect(admitted.send.isEmpty)
+        #expect(Self.ids(admitted.replaced) == ["a2"])
+        #expect(gate.finished(plain) == nil)
+        #expect(gate.finished(a1)?.message.messageID == "a3")  // now in flight
+        let a4 = Self.delivery("a4")
+        #expect(gate.admit([a4]).send.isEmpty)
+        #expect(gate.finished(a3)?.message.messageID == "a4")
+        #expect(gate.finished(a4) == nil)
+        #expect(Self.ids(gate.admit([Self.delivery("a5")]).send) == ["a5"])  // nothing in flight: at once
+        #expect(gate.finished(other) == nil)
+    }
+}

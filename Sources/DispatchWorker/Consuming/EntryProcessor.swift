@@ -18,6 +18,7 @@ final class EntryProcessor: Sendable {
     let recorder: OutcomeRecorder
     let retriedCheck: RetriedSubscriptionCheck
     let topics: TopicSupersession
+    let topicGate = TopicGate()
     let maxDeliveries: Int
 
     init(
@@ -72,17 +73,17 @@ final class EntryProcessor: Sendable {
             }
         }
         guard !sends.isEmpty || !waited.isEmpty else { return permits }
-        let (sender, recorder, retriedCheck, topics) = (sender, recorder, retriedCheck, topics)
+        let (sender, recorder, retriedCheck, topics, topicGate) = (sender, recorder, retriedCheck, topics, topicGate)
+        let completion = self.completion
         Task {
-            let completion: MessageSender.Completion = { delivery, outcome in
-                guard !recorder.recordAtOnce(outcome, delivery) else { return }
-                Task { await recorder.record(outcome, delivery) }
-            }
-            // Messages with a topic wait for one read of their topics' marks; the rest go now.
+            // Messages with a topic wait for one read of their topics' marks, then for
+            // their topic's message in flight (`TopicGate`); the rest go now.
             let sendCurrent = { (deliveries: [Delivery]) in
                 let (current, replaced) = await topics.partition(deliveries)
                 for delivery in replaced { await recorder.record(.replaced, delivery) }
-                await sender.send(current, completion: completion)
+                let (now, superseded) = topicGate.admit(current)
+                for delivery in superseded { await recorder.record(.replaced, delivery) }
+                await sender.send(now, completion: completion)
             }
             if sends.contains(where: { $0.message.hasCollapseID }) {
                 await sender.send(sends.filter { !$0.message.hasCollapseID }, completion: completion)
@@ -96,6 +97,16 @@ final class EntryProcessor: Sendable {
             await sendCurrent(live)
         }
         return permits
+    }
+
+    /// Records a send's outcome where it arrives (the common case costs no task) and,
+    /// for a message with a topic, sends the one of its topic held behind it.
+    private var completion: MessageSender.Completion {
+        { [recorder, sender, topicGate] delivery, outcome in
+            if !recorder.recordAtOnce(outcome, delivery) { Task { await recorder.record(outcome, delivery) } }
+            guard delivery.message.hasCollapseID, let next = topicGate.finished(delivery) else { return }
+            Task { await sender.send([next], completion: self.completion) }
+        }
     }
 
     /// The entry's messages, or nil when it cannot be read (it is dead-lettered).
