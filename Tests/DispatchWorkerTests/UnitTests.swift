@@ -479,11 +479,14 @@ import Testing
 
 /// One message of a (subscription, topic) at a time on its way to APNs (`TopicGate`).
 @Suite struct TopicGateTests {
-    static func delivery(_ id: String, subscription: String = "s", topic: String? = "t") -> Delivery {
+    static func delivery(
+        _ id: String, subscription: String = "s", topic: String? = "t", acceptedAt: Int64 = 0
+    ) -> Delivery {
         var message = NotificationBuilderTests.message()
         message.messageID = id
         message.subscriptionID = subscription
         message.collapseID = topic
+        message.acceptedAt = acceptedAt
         return Delivery(
             entry: PendingEntry(id: "1-0", context: StreamContext(keys: RedisKeys()), messageCount: 1),
             message: message)
@@ -511,5 +514,27 @@ import Testing
         #expect(gate.finished(a4) == nil)
         #expect(Self.ids(gate.admit([Self.delivery("a5")]).send) == ["a5"])  // nothing in flight: at once
         #expect(gate.finished(other) == nil)
+    }
+
+    /// Newest is by acceptance, not by arrival at the gate; a copy of a message already
+    /// here goes past it (as without the gate), and its answer releases nothing.
+    @Test func theNewestByAcceptanceWaitsAndCopiesPassThrough() {
+        let gate = TopicGate()
+        let b1 = Self.delivery("b1", acceptedAt: 10)
+        let b2 = Self.delivery("b2", acceptedAt: 20)
+        let b3 = Self.delivery("b3", acceptedAt: 30)
+        var admitted = gate.admit([b1, b3, b2])  // b2 read after b3 (a retry, say)
+        #expect(Self.ids(admitted.send) == ["b1"])
+        #expect(Self.ids(admitted.replaced) == ["b2"])  // older than b3, waiting
+        admitted = gate.admit([Self.delivery("b0", acceptedAt: 5)])
+        #expect(Self.ids(admitted.replaced) == ["b0"])  // older than b1, on its way
+        let copy = Self.delivery("b3", acceptedAt: 30)  // the same message claimed again
+        admitted = gate.admit([copy])
+        #expect(Self.ids(admitted.send) == ["b3"])
+        #expect(admitted.replaced.isEmpty)
+        #expect(gate.finished(copy) == nil)  // releases nothing
+        #expect(gate.finished(Self.delivery("b1", acceptedAt: 10)) == nil)  // not the one let go
+        #expect(gate.finished(b1) === b3)
+        #expect(gate.finished(b3) == nil)
     }
 }

@@ -9,6 +9,9 @@ final class Delivery: Sendable {
     /// The message's last-push key, made here while its buffer is in cache: counting
     /// the outcome later (on another thread) then reads only this object.
     let subscriptionKey: DailyCounts.SubscriptionKey
+    /// Subscription and Web Push topic, for a message with one (`TopicGate`): made here
+    /// once, not on the APNs thread that answers it.
+    let topicKey: String?
 
     var context: StreamContext { entry.context }
 
@@ -16,5 +19,6 @@ final class Delivery: Sendable {
         self.entry = entry
         self.message = message
         subscriptionKey = DailyCounts.SubscriptionKey(message)
+        topicKey = message.hasCollapseID ? message.subscriptionID + "\u{0}" + (message.collapseID ?? "") : nil
     }
 }

@@ -81,9 +81,9 @@ final class EntryProcessor: Sendable {
             let sendCurrent = { (deliveries: [Delivery]) in
                 let (current, replaced) = await topics.partition(deliveries)
                 for delivery in replaced { await recorder.record(.replaced, delivery) }
-                let (now, superseded) = topicGate.admit(current)
+                let (admitted, superseded) = topicGate.admit(current)
                 for delivery in superseded { await recorder.record(.replaced, delivery) }
-                await sender.send(now, completion: completion)
+                await sender.send(admitted, completion: completion)
             }
             if sends.contains(where: { $0.message.hasCollapseID }) {
                 await sender.send(sends.filter { !$0.message.hasCollapseID }, completion: completion)
@@ -102,11 +102,23 @@ final class EntryProcessor: Sendable {
     /// Records a send's outcome where it arrives (the common case costs no task) and,
     /// for a message with a topic, sends the one of its topic held behind it.
     private var completion: MessageSender.Completion {
-        { [recorder, sender, topicGate] delivery, outcome in
+        { [recorder, topicGate] delivery, outcome in
             if !recorder.recordAtOnce(outcome, delivery) { Task { await recorder.record(outcome, delivery) } }
-            guard delivery.message.hasCollapseID, let next = topicGate.finished(delivery) else { return }
-            Task { await sender.send([next], completion: self.completion) }
+            guard delivery.topicKey != nil, let next = topicGate.finished(delivery) else { return }
+            Task { await self.sendHeld(next) }
         }
+    }
+
+    /// Sends a message the gate held, unless its TTL passed while it waited (then the
+    /// one held behind it, if any, in its place).
+    private func sendHeld(_ held: Delivery) async {
+        var delivery = held
+        while Int64(Date().timeIntervalSince1970 * 1000) > OutcomeRecorder.deadline(of: delivery.message) {
+            await recorder.record(.failed(.expired, detail: "expired"), delivery)
+            guard let next = topicGate.finished(delivery) else { return }
+            delivery = next
+        }
+        await sender.send([delivery], completion: completion)
     }
 
     /// The entry's messages, or nil when it cannot be read (it is dead-lettered).

@@ -6,59 +6,76 @@ import Synchronization
 /// connections can reach APNs in either order, and the device keeps the last it
 /// receives of a collapse id: so a message of a topic whose previous one has no
 /// answer yet waits for that answer (`admit`, `finished`), and of several waiting,
-/// only the newest is kept (RFC 8030 §5.4: a newer one replaces it). Messages without
-/// a topic pass straight through. (Other workers are not held: two workers may still
-/// send a topic's messages at once.)
+/// only the newest is kept (RFC 8030 §5.4: a newer one replaces it). Newest is by
+/// acceptance, whatever order messages reach the gate in (a retry after a fresh one,
+/// reads whose checks finish out of order): one older than the one on its way, or
+/// than the one waiting, is replaced at once. Messages without a topic pass straight
+/// through, and so does a second copy of a message already here (an entry claimed
+/// again), as it would without the gate. (Other workers are not held: two workers
+/// may still send a topic's messages at once.)
 final class TopicGate: Sendable {
-    private struct Key: Hashable {
-        let subscription: String
-        let topic: String
+    /// A topic's message on its way, and the one waiting behind it.
+    private struct Slot {
+        var inFlight: Delivery
+        var waiting: Delivery?
     }
 
-    /// The topics with a message in flight, and the newest one waiting behind it.
-    private let topics = Mutex<[Key: Delivery?]>([:])
+    private let topics = Mutex<[String: Slot]>([:])
 
-    /// `deliveries` (in queue order) split into those to send now, those to hold
-    /// behind their topic's message in flight, and those a newer held one replaced.
+    /// `deliveries` (in queue order) split into those to send now, and those a newer
+    /// one replaced; the rest wait behind their topic's message on its way.
     func admit(_ deliveries: [Delivery]) -> (send: [Delivery], replaced: [Delivery]) {
-        guard deliveries.contains(where: { $0.message.hasCollapseID }) else { return (deliveries, []) }
+        guard deliveries.contains(where: { $0.topicKey != nil }) else { return (deliveries, []) }
         var send: [Delivery] = []
         var replaced: [Delivery] = []
         topics.withLock { topics in
             for delivery in deliveries {
-                guard let key = Self.key(delivery) else {
+                guard let key = delivery.topicKey, var slot = topics[key] else {
+                    if let key = delivery.topicKey { topics[key] = Slot(inFlight: delivery) }
                     send.append(delivery)
                     continue
                 }
-                switch topics[key] {
-                case nil:
-                    topics[key] = .some(nil)
-                    send.append(delivery)
-                case let waiting?:
-                    if let waiting { replaced.append(waiting) }
-                    topics[key] = delivery
+                let message = delivery.message
+                if message.messageID == slot.inFlight.message.messageID
+                    || message.messageID == slot.waiting?.message.messageID
+                {
+                    send.append(delivery)  // a second copy: not the gate's to order
+                    continue
                 }
+                if message.acceptedAt < slot.inFlight.message.acceptedAt {
+                    replaced.append(delivery)
+                    continue
+                }
+                if let waiting = slot.waiting {
+                    // The newer of the two waits; on a tie, the later to arrive.
+                    guard message.acceptedAt >= waiting.message.acceptedAt else {
+                        replaced.append(delivery)
+                        continue
+                    }
+                    replaced.append(waiting)
+                }
+                slot.waiting = delivery
+                topics[key] = slot
             }
         }
         return (send, replaced)
     }
 
     /// `delivery`'s send was answered (whatever the answer): the message of its topic
-    /// held behind it, now to send, if any.
+    /// waiting behind it, now on its way, if any. Only the message the gate let go
+    /// counts (a copy sent past it changes nothing).
     func finished(_ delivery: Delivery) -> Delivery? {
-        guard let key = Self.key(delivery) else { return nil }
+        guard let key = delivery.topicKey else { return nil }
         return topics.withLock { topics in
-            guard case let waiting?? = topics[key] else {
+            guard var slot = topics[key], slot.inFlight === delivery else { return nil }
+            guard let waiting = slot.waiting else {
                 topics[key] = nil
                 return nil
             }
-            topics[key] = .some(nil)  // the waiting one is in flight now
+            slot.inFlight = waiting
+            slot.waiting = nil
+            topics[key] = slot
             return waiting
         }
-    }
-
-    private static func key(_ delivery: Delivery) -> Key? {
-        guard let topic = delivery.message.collapseID else { return nil }
-        return Key(subscription: delivery.message.subscriptionID, topic: topic)
     }
 }
