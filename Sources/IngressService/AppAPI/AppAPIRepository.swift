@@ -58,14 +58,6 @@ struct AppAPIRepository: Sendable {
         }
     }
 
-    /// Whether `app` pushes: its switch is on and its owner's plan has push.
-    func pushes(app: String) async throws -> Bool {
-        let rows = try await postgres.query(
-            "SELECT a.push_enabled, c.plan FROM apps a JOIN accounts c ON c.id = a.account_id WHERE a.id = \(app)")
-        guard let row = rows.first else { return false }
-        return try row.decode("push_enabled", as: Bool.self) && Plan(rawValue: try row.decode("plan")).offersPush
-    }
-
     /// What a send decides at the ingress, per subscription id that exists.
     struct SendTarget: Sendable {
         let appID: String
@@ -75,23 +67,32 @@ struct AppAPIRepository: Sendable {
         let skipped: Bool
     }
 
-    func sendTargets(_ ids: [String], app: String) async throws -> [String: SendTarget] {
+    /// What a send needs from Postgres, in one query: whether `app` pushes (its switch
+    /// on, its owner's plan with push; false for an app that is gone) and the targets
+    /// among `ids` that exist.
+    func sendTargets(_ ids: [String], app: String) async throws -> (appPushes: Bool, targets: [String: SendTarget]) {
         let rows = try await postgres.query(
             """
-            SELECT s.id, s.app_id, s.state = 'active' AS active,
+            SELECT ap.push_enabled, c.plan, s.id, s.app_id, s.state = 'active' AS active,
                 (s.user_id IS NOT NULL AND (
                     NOT EXISTS (SELECT 1 FROM app_authorizations a WHERE a.user_id = s.user_id AND a.app_id = s.app_id)
                     OR EXISTS (SELECT 1 FROM app_unsubscribes u WHERE u.user_id = s.user_id AND u.app_id = s.app_id)
                     OR EXISTS (SELECT 1 FROM user_bans b WHERE b.user_id = s.user_id)
                     OR EXISTS (SELECT 1 FROM app_user_disables d WHERE d.user_id = s.user_id AND d.app_id = s.app_id)
                 )) AS skipped
-            FROM subscriptions s WHERE s.id = ANY(\(ids))
+            FROM apps ap JOIN accounts c ON c.id = ap.account_id
+            LEFT JOIN subscriptions s ON s.id = ANY(\(ids))
+            WHERE ap.id = \(app)
             """)
+        guard let first = rows.first else { return (false, [:]) }
+        let plan = Plan(rawValue: try first.decode("plan"))
+        let appPushes = try first.decode("push_enabled", as: Bool.self) && plan.offersPush
         var targets: [String: SendTarget] = [:]
         for row in rows {
-            targets[try row.decode("id")] = SendTarget(
+            guard let id: String = try row.decode("id") else { continue }  // no subscription matched
+            targets[id] = SendTarget(
                 appID: try row.decode("app_id"), active: try row.decode("active"), skipped: try row.decode("skipped"))
         }
-        return targets
+        return (appPushes, targets)
     }
 }

@@ -16,11 +16,11 @@ struct AppAPISender: Sendable {
 
     func send(_ batch: SendBatch, app: String) async throws -> HTTPResponse {
         let start = ContinuousClock.now
+        let ids = Array(Set(batch.messages.map(\.subscriptionID).filter(SubscriptionID.isWellFormed)))
+        let (appPushes, targets) = try await repository.sendTargets(ids, app: app)
         // Refused as a whole, whatever its messages (a batch of unknown ids too); the
         // script refuses a switch-off that lands while the batch is queued.
-        guard try await repository.pushes(app: app) else { throw AppAPIError.pushDisabled }
-        let ids = Array(Set(batch.messages.map(\.subscriptionID).filter(SubscriptionID.isWellFormed)))
-        let targets = ids.isEmpty ? [:] : try await repository.sendTargets(ids, app: app)
+        guard appPushes else { throw AppAPIError.pushDisabled }
         let gone = try await tombstoned(ids.filter { targets[$0] == nil }, app: app)
         let replyKey = keys.reply(Base64URL.encode(SecureRandom.bytes(16)))
         let month = RedisKeys.quotaMonth()
