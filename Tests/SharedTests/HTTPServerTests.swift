@@ -392,15 +392,6 @@ import Testing
         }
     }
 
-    /// Whether `condition` holds within 5 s.
-    static func waitFor(_ condition: () -> Bool) async throws -> Bool {
-        for _ in 0..<500 {
-            if condition() { return true }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        return condition()
-    }
-
     /// A chunked body's first bytes reserve 4 KiB of the body memory, not a whole 64 KiB
     /// step: one small chunk on each of a few thousand connections must not fill it.
     @Test(arguments: pollings) func aChunkedBodyReservesInSmallSteps(polling: Polling) async throws {
@@ -413,9 +404,9 @@ import Testing
             let upload = try HeldConnection(port: server.port)
             upload.send(Array("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n".utf8))
             upload.send([UInt8](repeating: 0x61, count: 16))
-            #expect(try await Self.waitFor { server.heldBodyBytes == 4096 })
+            #expect(try await Poll.until(timeout: .seconds(5)) { server.heldBodyBytes == 4096 })
             upload.close()
-            #expect(try await Self.waitFor { server.heldBodyBytes == 0 })
+            #expect(try await Poll.until(timeout: .seconds(5)) { server.heldBodyBytes == 0 })
         }
     }
 
@@ -427,10 +418,12 @@ import Testing
         try await withServer(EchoHandler(), polling: polling) { server in
             let clients = try (0..<3).map { _ in try HeldConnection(port: server.port) }
             for client in clients { client.send(Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8)) }
-            #expect(
-                try await Self.waitFor { server.openConnections == 3 && server.inFlight.load(ordering: .relaxed) == 0 })
+            let answered = try await Poll.until(timeout: .seconds(5)) {
+                server.openConnections == 3 && server.inFlight.load(ordering: .relaxed) == 0
+            }
+            #expect(answered)
             for client in clients { client.close() }
-            #expect(try await Self.waitFor { server.openConnections == 0 })
+            #expect(try await Poll.until(timeout: .seconds(5)) { server.openConnections == 0 })
         }
     }
 

@@ -30,11 +30,9 @@ final class TopicSupersession: Sendable {
     func partition(_ deliveries: [Delivery]) async -> (send: [Delivery], replaced: [Delivery]) {
         guard let first = deliveries.first(where: { $0.message.hasCollapseID }) else { return (deliveries, []) }
         let keys = first.context.keys
-        var topical: [Delivery] = []
         var arguments: [any RedisValueConvertible] = [keys.prefix + RedisKeys.topicMarksPrefix]
         for delivery in deliveries {
             guard let topic = delivery.message.collapseID else { continue }
-            topical.append(delivery)
             arguments.append(delivery.message.subscriptionID)
             arguments.append(topic)
         }
@@ -47,16 +45,17 @@ final class TopicSupersession: Sendable {
             failures.warning("cannot read topic marks; sending messages with a topic as they come", error: error)
             return (deliveries, [])
         }
-        var replaced: Set<ObjectIdentifier> = []
-        for (delivery, mark) in zip(topical, marks) {
-            guard let mark = mark.string, Self.replaces(mark, delivery.message) else { continue }
-            replaced.insert(ObjectIdentifier(delivery))
-        }
-        guard !replaced.isEmpty else { return (deliveries, []) }
+        // The marks follow the messages with a topic, in order.
         var send: [Delivery] = []
         var dropped: [Delivery] = []
+        var nextMark = marks.makeIterator()
         for delivery in deliveries {
-            if replaced.contains(ObjectIdentifier(delivery)) { dropped.append(delivery) } else { send.append(delivery) }
+            let mark = delivery.message.hasCollapseID ? nextMark.next()?.string : nil
+            if let mark, Self.replaces(mark, delivery.message) {
+                dropped.append(delivery)
+            } else {
+                send.append(delivery)
+            }
         }
         return (send, dropped)
     }

@@ -36,7 +36,12 @@ final class IngressHandler: HTTPHandler {
     }
 
     func bodyTooLarge(_ head: HTTPRequestHead) -> HTTPResponse {
-        Route.isAppAPI(head.path) ? AppAPIError.tooLarge.response : PushAPIError.tooLarge.response
+        response(to: head, push: .tooLarge, app: .tooLarge)
+    }
+
+    /// An error in its API's format: the App API's under its prefix, the spec's elsewhere.
+    private func response(to head: HTTPRequestHead, push: PushAPIError, app: AppAPIError) -> HTTPResponse {
+        Route.isAppAPI(head.path) ? app.response : push.response
     }
 
     /// Cut off by a shutdown: the push may or may not be queued, so never a 201;
@@ -44,18 +49,17 @@ final class IngressHandler: HTTPHandler {
     /// Also counted like any answer: a 5xx alert must see these 503s too.
     func unavailable(_ head: HTTPRequestHead) -> HTTPResponse {
         let error = PushAPIError.storageUnavailable
-        let response = Route.isAppAPI(head.path) ? AppAPIError.unavailable.response : error.response
-        recordRefusal(head, response, pushError: error)
-        return response
+        let answer = response(to: head, push: error, app: .unavailable)
+        recordRefusal(head, answer, pushError: error)
+        return answer
     }
 
     func rejected(_ head: HTTPRequestHead, _ rejection: HTTPHeadRejection) -> HTTPResponse {
         let pushError = PushAPIError(.invalidParameters, status: rejection.status, detail: rejection.reason)
-        let response =
-            Route.isAppAPI(head.path)
-            ? AppAPIError(status: rejection.status, message: rejection.reason).response : pushError.response
-        recordRefusal(head, response, pushError: pushError)
-        return response
+        let answer = response(
+            to: head, push: pushError, app: AppAPIError(status: rejection.status, message: rejection.reason))
+        recordRefusal(head, answer, pushError: pushError)
+        return answer
     }
 
     /// An answer given before any route ran: the request counts, and a push's
