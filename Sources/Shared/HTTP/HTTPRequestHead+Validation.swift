@@ -167,9 +167,20 @@ extension HTTPRequestHead {
                 first = value
                 continue
             }
-            if seen.trimmingCharacters(in: .whitespaces) != value.trimmingCharacters(in: .whitespaces) { return true }
+            // As lengths (`5` and `05` frame alike); what is no number libmicrohttpd refuses itself.
+            if Self.contentLength(seen) != Self.contentLength(value) { return true }
         }
         return false
+    }
+
+    /// A `Content-Length` value as a length: one too large for `Int` (libmicrohttpd
+    /// takes up to 2^64 − 1) is `Int.max`, over every limit; nil if it is no number.
+    static func contentLength(_ value: String) -> Int? {
+        let digits = value.utf8.drop { $0 == 0x20 || $0 == 0x09 }.prefix { $0 != 0x20 && $0 != 0x09 }
+        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return nil
+        }
+        return Int(Substring(digits)) ?? .max
     }
 }
 

@@ -36,17 +36,7 @@ final class HTTPRequestContext: Sendable {
     init(head: HTTPRequestHead, bodyLimit: Int) {
         self.head = head
         self.bodyLimit = bodyLimit
-        declaredBodyLength = head.headers["Content-Length"].flatMap(Self.length)
-    }
-
-    /// A `Content-Length` value as a length: one too large for `Int` (libmicrohttpd
-    /// takes up to 2^64 − 1) is `Int.max`, over every limit; nil if it is no number.
-    static func length(_ value: String) -> Int? {
-        let digits = value.utf8.drop { $0 == 0x20 || $0 == 0x09 }.prefix { $0 != 0x20 && $0 != 0x09 }
-        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
-            return nil
-        }
-        return Int(Substring(digits)) ?? .max
+        declaredBodyLength = head.headers["Content-Length"].flatMap(HTTPRequestHead.contentLength)
     }
 }
 
