@@ -34,6 +34,13 @@ import Testing
         #expect(((object["aps"] as? [String: Any])?["alert"] as? [String: String])?["title"] == "Say \"hi\"\n")
     }
 
+    @Test func anEmptyTitleIsLeftOut() {
+        let payload = Self.payload(for: Self.message(title: "", body: "New notification", ciphertext: [1]))
+        #expect(
+            String(decoding: payload, as: UTF8.self)
+                == #"{"aps":{"alert":{"body":"New notification"},"mutable-content":1},"c":"AQ"}"#)
+    }
+
     @Test func alertsWithoutEscapesAreCopiedAsTheyAreAndEscapesAreFoundAnywhere() {
         func literal(_ text: String) -> String {
             var bytes: [UInt8] = []

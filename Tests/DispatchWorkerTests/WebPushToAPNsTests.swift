@@ -42,7 +42,7 @@ import Testing
             #expect(recorded.teamID == stack.teamID)
             #expect(recorded.keyID == stack.keyID)
             let expected =
-                #"{"aps":{"alert":{"title":"","body":"New notification"},"mutable-content":1},"c":""#
+                #"{"aps":{"alert":{"body":"New notification"},"mutable-content":1},"c":""#
                 + Base64URL.encode(body) + #""}"#
             #expect(String(decoding: recorded.payload, as: UTF8.self) == expected)
 
@@ -98,7 +98,7 @@ import Testing
             let recorded = try #require(stack.recordings(token: token).first)
             #expect(
                 String(decoding: recorded.payload, as: UTF8.self)
-                    == #"{"aps":{"alert":{"title":"","body":"New notification"},"mutable-content":1}}"#)
+                    == #"{"aps":{"alert":{"body":"New notification"},"mutable-content":1}}"#)
             // Counted, so an operator sees a sender whose pushes never reach the app's extension.
             #expect(worker.metrics.ciphertextOmitted.value() == 1)
         }

@@ -5,7 +5,7 @@ import Shared
 /// describes: `apns-push-type: alert`, topic = bundle id, the message's priority,
 /// `apns-expiration` (0 stays 0), `apns-collapse-id`, and the payload
 /// `{"aps":{"alert":{"title":…,"body":…},"mutable-content":1},"c":"<base64url ciphertext>"}`
-/// with `c` left out when the payload would pass APNs's 4096-byte limit (the app
+/// (no `title` when the subscription has none) with `c` left out when the payload would pass APNs's 4096-byte limit (the app
 /// then shows the placeholder).
 enum NotificationBuilder {
     static let maximumPayloadBytes = 4096
@@ -61,9 +61,14 @@ enum NotificationBuilder {
         // Read in place from the message's buffer: no copy of the ciphertext, no strings.
         let (title, body, ciphertext) = (message.alertTitleBytes, message.alertBodyBytes, message.ciphertextBytes)
         let encodedLength = (ciphertext.count * 4 + 2) / 3
-        bytes.append(contentsOf: #"{"aps":{"alert":{"title":"#.utf8)
-        JSONString.append(utf8: title, to: &bytes)
-        bytes.append(contentsOf: #","body":"#.utf8)
+        // A subscription registered without a title has none: no empty title line.
+        if title.isEmpty {
+            bytes.append(contentsOf: #"{"aps":{"alert":{"body":"#.utf8)
+        } else {
+            bytes.append(contentsOf: #"{"aps":{"alert":{"title":"#.utf8)
+            JSONString.append(utf8: title, to: &bytes)
+            bytes.append(contentsOf: #","body":"#.utf8)
+        }
         JSONString.append(utf8: body, to: &bytes)
         bytes.append(contentsOf: #"},"mutable-content":1}"#.utf8)
         // `,"c":"` + text + `"` + the closing `}`.
