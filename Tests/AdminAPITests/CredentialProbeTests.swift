@@ -190,6 +190,47 @@ import Testing
         }
     }
 
+    /// Bundle ids are one id whatever their case: listing one in another case respells
+    /// it (verified, as it is the APNs topic from now on) and keeps its subscriptions,
+    /// where a removal would delete them.
+    @Test func anIdentifierListedInAnotherCaseIsRespelledAndKeepsItsSubscriptions() async throws {
+        let lower = Self.bundleID("case")
+        let team = SimulatorProcess.Team(
+            teamID: "TEAMCCCCC1", keyID: "KEYCCCCCC1", key: try P256PrivateKey.generate(),
+            bundleIDs: [lower, lower.uppercased()])
+        let invalidator = RecordingInvalidator()
+        try await SimulatorProcess.with(teams: [team]) { simulator in
+            let (probeLogger, _) = TestEnvironment.capturingLogger("probe")
+            let probe = APNsCredentialProbe(
+                environment: simulator.environment, caFile: simulator.caFile, logger: probeLogger)
+            try await AdminHarness.with(probe: probe, invalidator: invalidator) { admin in
+                let account = try await admin.account()
+                let saved = try await add(admin, account: account, keyID: team.keyID, teamID: team.teamID, key: team.key)
+                let credential = try #require(saved.json["id"] as? String)
+                let app = try await admin.app(account: account)
+                let first = try await admin.call(
+                    "PATCH", "/apps/\(app)/push", ["enabled": true, "credentialId": credential, "bundleIds": [lower]])
+                #expect(first.status == 200)
+                let subscription = try await admin.insertSubscription(app: app, topic: lower)
+
+                // A spelling APNs does not take for the team is refused like a new id.
+                let mixed = "Com" + lower.dropFirst(3)
+                let refused = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": [mixed]])
+                #expect(refused.status == 422)
+                #expect(refused.errorCode == "bundle_id_not_in_team")
+
+                let respelled = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": [lower.uppercased()]])
+                #expect(respelled.status == 200)
+                #expect(respelled.json["bundleIds"] as? [String] == [lower.uppercased()])
+                let topics = try await admin.postgres.query("SELECT topic FROM subscriptions WHERE id = \(subscription)")
+                    .map { try $0.decode("topic", as: String.self) }
+                #expect(topics == [lower.uppercased()])
+                #expect(invalidator.events.last == "changed \(subscription)")
+                #expect(!invalidator.events.contains { $0.hasPrefix("deleted") })
+            }
+        }
+    }
+
     @Test func pushctlAddsACredentialFromTheP8FileAndShowsApplesReasonWhenRefused() async throws {
         try await withAdmin { admin in
             let account = try await admin.account()

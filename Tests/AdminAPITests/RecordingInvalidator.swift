@@ -19,6 +19,9 @@ final class RecordingInvalidator: CacheInvalidator {
     func subscriptionsDeleted(_ subscriptionIDs: [String]) async throws {
         add("deleted \(subscriptionIDs.sorted().joined(separator: ","))")
     }
+    func subscriptionsChanged(_ subscriptionIDs: [String]) async throws {
+        add("changed \(subscriptionIDs.sorted().joined(separator: ","))")
+    }
     func credentialChanged(_ credentialID: String) async throws { add("credential \(credentialID)") }
     func userChanged(_ userID: String, appID: String?) async throws { add("user \(userID) \(appID ?? "-")") }
     func apiKeyRevoked(keyHash: [UInt8]) async throws { add("key \(keyHash.count)") }

@@ -8,6 +8,8 @@ protocol CacheInvalidator: Sendable {
     func appChanged(_ appID: String, topics: [String]) async throws
     /// Subscriptions deleted by the change (removed identifiers, deleted app or account).
     func subscriptionsDeleted(_ subscriptionIDs: [String]) async throws
+    /// Subscriptions whose cached row changed (their identifier's case was edited).
+    func subscriptionsChanged(_ subscriptionIDs: [String]) async throws
     /// The credential was added, replaced or deleted (the worker's key cache).
     func credentialChanged(_ credentialID: String) async throws
     /// A user's ban, authorization, unsubscribe or disable changed.
@@ -21,6 +23,7 @@ struct NoCacheInvalidator: CacheInvalidator {
     func accountChanged(_ accountID: String) async throws {}
     func appChanged(_ appID: String, topics: [String]) async throws {}
     func subscriptionsDeleted(_ subscriptionIDs: [String]) async throws {}
+    func subscriptionsChanged(_ subscriptionIDs: [String]) async throws {}
     func credentialChanged(_ credentialID: String) async throws {}
     func userChanged(_ userID: String, appID: String?) async throws {}
     func apiKeyRevoked(keyHash: [UInt8]) async throws {}

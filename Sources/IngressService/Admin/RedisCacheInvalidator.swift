@@ -18,6 +18,10 @@ struct RedisCacheInvalidator: CacheInvalidator {
         try await invalidation.subscriptionsDeleted(subscriptionIDs)
     }
 
+    func subscriptionsChanged(_ subscriptionIDs: [String]) async throws {
+        try await invalidation.subscriptionsChanged(subscriptionIDs)
+    }
+
     /// Apps using the credential are invalidated by the controller; the worker reads
     /// credentials from Postgres.
     func credentialChanged(_ credentialID: String) async throws {}

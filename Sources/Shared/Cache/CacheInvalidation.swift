@@ -5,6 +5,7 @@
 /// | after… | call |
 /// |---|---|
 /// | a subscription's token, alert, sandbox or state changed | `subscriptionChanged(_:)` |
+/// | subscriptions' topic changed (their identifier's case was edited) | `subscriptionsChanged(_:)` |
 /// | a subscription was activated | `subscriptionActivated(_:)` (drops the stash too) |
 /// | subscriptions deleted (by id, by identifier or app removal, by the sweep) | `subscriptionsDeleted(_:)` |
 /// | a device token died (APNs 410 / BadDeviceToken) | `subscriptionGone(_:app:)` (adds the 410 tombstone) |
@@ -39,6 +40,13 @@ public struct CacheInvalidation: Sendable {
 
     public func subscriptionChanged(_ id: String) async throws {
         try await invalidate([keys.subscription(id)])
+    }
+
+    /// `subscriptionChanged(_:)` for many, 500 entries per round trip.
+    public func subscriptionsChanged(_ ids: [String]) async throws {
+        for batch in stride(from: 0, to: ids.count, by: 500).map({ ids[$0..<min($0 + 500, ids.count)] }) {
+            try await invalidate(batch.map(keys.subscription))
+        }
     }
 
     /// Drops the cache entry and the pending stash.

@@ -150,7 +150,7 @@ struct AppsController: Sendable {
         if !planned.toVerify.isEmpty, let credential = planned.credential {
             try await verify(planned.toVerify, with: credential)
         }
-        let (before, after, deleted) = try await dependencies.postgres.withTransaction { connection in
+        let (before, after, deleted, renamed) = try await dependencies.postgres.withTransaction { connection in
             let change = try await decidePush(id, body, requestedBundleIDs, locking: true, on: connection)
             guard change.credential?.id == planned.credential?.id,
                 Set(change.toVerify).isSubset(of: planned.toVerify)
@@ -161,6 +161,7 @@ struct AppsController: Sendable {
             let before = change.before
             try await apps.setPush(id, enabled: change.enabled, credentialID: change.credential?.id, on: connection)
             let deleted = try await apps.removeIdentifiers(change.removed, appID: id, on: connection)
+            let renamed = try await apps.renameIdentifiers(change.renamed, appID: id, on: connection)
             try await apps.addIdentifiers(change.added, appID: id, on: connection)
             let after = try await apps.require(id, on: connection)
             if PushSnapshot(before) != PushSnapshot(after) {
@@ -168,13 +169,14 @@ struct AppsController: Sendable {
                     on: connection, accountID: change.accountID, actor: request.actor, action: "app.push.update",
                     subject: "app:\(id)", before: PushSnapshot(before), after: PushSnapshot(after))
             }
-            return (before, after, deleted)
+            return (before, after, deleted, renamed)
         }
         if PushSnapshot(before) != PushSnapshot(after) {
             let topics = Array(Set(before.bundleIds).union(after.bundleIds)).sorted()
             await dependencies.invalidate("app") {
                 try await dependencies.invalidator.appChanged(id, topics: topics)
                 if !deleted.isEmpty { try await dependencies.invalidator.subscriptionsDeleted(deleted) }
+                if !renamed.isEmpty { try await dependencies.invalidator.subscriptionsChanged(renamed) }
             }
         }
         if !deleted.isEmpty {
@@ -185,7 +187,8 @@ struct AppsController: Sendable {
     }
 
     /// What a push settings change does to the app as it is now, checked (all but the
-    /// APNs probes): the bundle ids to verify, add and remove.
+    /// APNs probes): the bundle ids to verify, add, remove and respell (the same id in
+    /// another case: kept with its subscriptions).
     private struct PushChange {
         let before: App
         let accountID: String
@@ -193,6 +196,7 @@ struct AppsController: Sendable {
         let credential: Credential?
         let added: [String]
         let removed: [String]
+        let renamed: [BundleIDRename]
         let toVerify: [String]
     }
 
@@ -222,9 +226,16 @@ struct AppsController: Sendable {
                     "credential_not_in_account", "credential \(credentialID) is not one of account \(account.id)'s")
             }
         }
-        let existing = Set(before.bundleIds)
-        let added = bundleIDs.filter { !existing.contains($0) }
-        let removed = before.bundleIds.filter { !bundleIDs.contains($0) }
+        // Bundle ids are one id whatever their case (`normalize`, the unique index):
+        // one listed in another case is respelled, not removed and added, which would
+        // delete its subscriptions.
+        let existing = Dictionary(uniqueKeysWithValues: before.bundleIds.map { ($0.lowercased(), $0) })
+        let requested = Set(bundleIDs.map { $0.lowercased() })
+        let added = bundleIDs.filter { existing[$0.lowercased()] == nil }
+        let removed = before.bundleIds.filter { !requested.contains($0.lowercased()) }
+        let renamed = bundleIDs.compactMap { bundleID in
+            existing[bundleID.lowercased()].flatMap { $0 == bundleID ? nil : BundleIDRename(from: $0, to: bundleID) }
+        }
 
         if let conflict = try await apps.conflicts(added, excluding: id, on: connection).first {
             throw AdminError.conflict(
@@ -232,14 +243,16 @@ struct AppsController: Sendable {
         }
         // A new credential must reach every bundle id; detaching one leaves nothing to
         // verify the kept ids with (sends fail credential_missing until one is chosen).
-        let toVerify = credentialID != before.credentialId && credentialID != nil ? bundleIDs : added
+        // A respelled id is verified too: it is the APNs topic as sent from now on.
+        let toVerify =
+            credentialID != before.credentialId && credentialID != nil ? bundleIDs : added + renamed.map(\.to)
         if !toVerify.isEmpty && credential == nil {
             throw AdminError.unprocessable(
                 "credential_required", "choose a push credential so the bundle ids can be verified")
         }
         return PushChange(
             before: before, accountID: account.id, enabled: enabled, credential: credential, added: added,
-            removed: removed, toVerify: toVerify)
+            removed: removed, renamed: renamed, toVerify: toVerify)
     }
 
     /// Probes APNs once per bundle id with the credential's key, over one connection.

@@ -29,3 +29,10 @@ extension App {
         try container.encode(updatedAt, forKey: .updatedAt)
     }
 }
+
+/// One of an app's bundle ids listed again in another case: the same id
+/// (`AppsController.normalize`), kept with its subscriptions under the new spelling.
+struct BundleIDRename: Equatable, Sendable {
+    let from: String
+    let to: String
+}

@@ -84,6 +84,23 @@ struct AppsRepository: Sendable {
         return try deleted.map { try $0.decode("id", as: String.self) }
     }
 
+    /// Gives identifiers whose case alone changed their new spelling; their
+    /// subscriptions follow (`ON UPDATE CASCADE`) and are kept. Returns those
+    /// subscriptions' ids.
+    func renameIdentifiers(_ renames: [BundleIDRename], appID: String, on connection: PostgresConnection)
+        async throws -> [String]
+    {
+        guard !renames.isEmpty else { return [] }
+        for rename in renames {
+            try await connection.execute(
+                "UPDATE app_identifiers SET bundle_id = \(rename.to) WHERE app_id = \(appID) AND bundle_id = \(rename.from)"
+            )
+        }
+        let topics = renames.map(\.to)
+        return try await connection.query("SELECT id FROM subscriptions WHERE app_id = \(appID) AND topic = ANY(\(topics))")
+            .map { try $0.decode("id", as: String.self) }
+    }
+
     func addIdentifiers(_ bundleIDs: [String], appID: String, on connection: PostgresConnection) async throws {
         for bundleID in bundleIDs {
             do {
