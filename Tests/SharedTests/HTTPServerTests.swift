@@ -97,6 +97,21 @@ import Testing
         }
     }
 
+    /// An IPv6 listen address binds (libmicrohttpd needs telling), dual stack: an IPv4
+    /// client of `[::]` is seen with its IPv4 address.
+    @Test(arguments: pollings) func listensOnIPv6AndSeesIPv4ClientsOfTheDualStackAsIPv4(polling: Polling) async throws {
+        for host in ["::1", "::"] {
+            try await withServer(EchoHandler(), polling: polling, { $0.address = ListenAddress(host: host, port: 0) }) {
+                server in
+                let overIPv6 = try await RawHTTPClient(port: server.port, host: "::1").request("GET", "/")
+                #expect(overIPv6.text.hasSuffix("peer=\(Array(repeating: UInt8(0), count: 15) + [1]) bytes=0"))
+                guard host == "::" else { return }
+                let overIPv4 = try await RawHTTPClient(port: server.port).request("GET", "/")
+                #expect(overIPv4.text.hasSuffix("peer=[127, 0, 0, 1] bytes=0"))
+            }
+        }
+    }
+
     @Test(arguments: pollings) func acceptsABodyExactlyAtTheLimit(polling: Polling) async throws {
         try await withServer(EchoHandler(), polling: polling) { server in
             let response = try await RawHTTPClient(port: server.port).request(
@@ -716,6 +731,9 @@ import Testing
             HTTPServerLogText.redacted("Failed to send data in request for /api/push/p/\(id).")
                 == "Failed to send data in request for <path>.")
         #expect(HTTPServerLogText.isAboutOneConnection(headers))
+        #expect(
+            HTTPServerLogText.redacted("Failed to bind to port 0: Address already in use")
+                == "Failed to bind: Address already in use")
         #expect(
             HTTPServerLogText.isAboutOneConnection(
                 "Error processing request (HTTP response code is 400 ('Bad Request')). Closing connection."))

@@ -1,23 +1,37 @@
 import Foundation
 
-/// Blocking TCP client sockets (IPv4), for the tests' own HTTP clients
+/// Blocking TCP client sockets (IPv4, or IPv6 for a host with a colon), for the tests' own HTTP clients
 /// (`RawHTTPClient`, kept-alive and slow clients). Use them off the concurrency pool.
 package enum ClientSocket {
     /// A connected socket, with a receive timeout so a silent server cannot hang a test.
     package static func connect(host: String = "127.0.0.1", port: Int, receiveTimeoutSeconds: Int = 15) throws
         -> Int32
     {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let family = host.contains(":") ? AF_INET6 : AF_INET
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw RawHTTPClient.Failure(description: "socket failed") }
         var timeout = timeval(tv_sec: receiveTimeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, host, &address.sin_addr)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        let connected: Int32
+        if family == AF_INET6 {
+            var address = sockaddr_in6()
+            address.sin6_family = sa_family_t(AF_INET6)
+            address.sin6_port = in_port_t(UInt16(port).bigEndian)
+            inet_pton(AF_INET6, host, &address.sin6_addr)
+            connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+                }
+            }
+        } else {
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            inet_pton(AF_INET, host, &address.sin_addr)
+            connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
         }
         guard connected == 0 else {

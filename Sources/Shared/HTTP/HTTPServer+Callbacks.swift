@@ -220,8 +220,11 @@ enum HTTPServerLogText {
     }
 
     /// `text` with the request path it quotes (`request for `/api/push/p/…'`, or
-    /// `request for /…`) replaced by `<path>`.
+    /// `request for /…`) replaced by `<path>`, and without a bind failure's port 0.
     static func redacted(_ text: String) -> String {
+        // Given the address as a `sockaddr`, libmicrohttpd names its port argument, 0,
+        // in a bind failure; the error that follows names the address.
+        if text.hasPrefix("Failed to bind to port 0: ") { return "Failed to bind: " + text.dropFirst(26) }
         guard let marker = text.range(of: "request for ") else { return text }
         let rest = text[marker.upperBound...]
         if rest.hasPrefix("`"), let close = rest.dropFirst().firstIndex(of: "'") {
@@ -299,9 +302,13 @@ private func peerAddress(_ connection: OpaquePointer) -> [UInt8] {
             withUnsafeBytes(of: pointer.pointee.sin_addr) { Array($0) }
         }
     case AF_INET6:
-        return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+        let bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
             withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
         }
+        // An IPv4 client of a dual-stack socket (`::ffff:a.b.c.d`) is that IPv4
+        // address, for per-IP limits and `TRUSTED_PROXIES` alike.
+        let mappedPrefix: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]
+        return bytes.starts(with: mappedPrefix) ? Array(bytes[12...]) : bytes
     default:
         return []
     }

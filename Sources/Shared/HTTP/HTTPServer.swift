@@ -195,7 +195,10 @@ public final class HTTPServer: Sendable {
         let daemon: OpaquePointer? = address.withUnsafeBytes { raw in
             var options = pg_shim_mhd_options()
             let polling = configuration.eventLoop == nil ? MHD_USE_EPOLL_INTERNAL_THREAD : MHD_USE_EPOLL
-            options.flags = UInt32(polling.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue)
+            // libmicrohttpd makes an IPv4 socket unless told otherwise, and cannot bind
+            // it to an IPv6 address; dual stack, so `[::]` takes IPv4 clients too.
+            let family = address.count == MemoryLayout<sockaddr_in6>.size ? MHD_USE_DUAL_STACK.rawValue : 0
+            options.flags = UInt32(polling.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue | family)
             options.address = raw.baseAddress!.assumingMemoryBound(to: sockaddr.self)
             options.thread_pool_size = configuration.eventLoop == nil ? UInt32(max(configuration.threads, 1)) : 0
             options.connection_limit = UInt32(configuration.connectionLimit)
