@@ -205,7 +205,8 @@ import Testing
                 environment: simulator.environment, caFile: simulator.caFile, logger: probeLogger)
             try await AdminHarness.with(probe: probe, invalidator: invalidator) { admin in
                 let account = try await admin.account()
-                let saved = try await add(admin, account: account, keyID: team.keyID, teamID: team.teamID, key: team.key)
+                let saved = try await add(
+                    admin, account: account, keyID: team.keyID, teamID: team.teamID, key: team.key)
                 let credential = try #require(saved.json["id"] as? String)
                 let app = try await admin.app(account: account)
                 let first = try await admin.call(
@@ -222,8 +223,10 @@ import Testing
                 let respelled = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": [lower.uppercased()]])
                 #expect(respelled.status == 200)
                 #expect(respelled.json["bundleIds"] as? [String] == [lower.uppercased()])
-                let topics = try await admin.postgres.query("SELECT topic FROM subscriptions WHERE id = \(subscription)")
-                    .map { try $0.decode("topic", as: String.self) }
+                let topics = try await admin.postgres.query(
+                    "SELECT topic FROM subscriptions WHERE id = \(subscription)"
+                )
+                .map { try $0.decode("topic", as: String.self) }
                 #expect(topics == [lower.uppercased()])
                 #expect(invalidator.events.last == "changed \(subscription)")
                 #expect(!invalidator.events.contains { $0.hasPrefix("deleted") })

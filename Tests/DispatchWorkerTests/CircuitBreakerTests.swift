@@ -28,4 +28,35 @@ import Testing
         await breaker.success(credential: "cred", environment: "production", keys: keys)
         #expect(try await redis.send("EXISTS", flag).int == 0)
     }
+
+    /// A flag another process left up (a worker that raised it and was restarted) is
+    /// cleared by this process's first success for that credential/environment, on the
+    /// path that skips `success` as well; later successes do not write again.
+    @Test func aFlagLeftByAnotherProcessIsClearedByTheFirstSuccess() async throws {
+        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        defer { redis.close() }
+        let (logger, logs) = TestEnvironment.capturingLogger("circuit")
+        let keys = RedisKeys(stream: "pushgate-test:circuit:{c\(UInt64.random(in: 0...UInt64.max))}")
+        let breaker = CircuitBreaker(redis: redis, threshold: 1, lifetimeSeconds: 30, logger: logger)
+        let flag = keys.circuit(credential: "cred", environment: "production")
+        let other = keys.circuit(credential: "cred", environment: "sandbox")
+        _ = try await redis.send("SET", flag, "1", "EX", 30)
+        _ = try await redis.send("SET", other, "1", "EX", 30)
+        #expect(!breaker.isTracking)
+        breaker.clearInherited(credential: "cred", environment: "production", keys: keys)
+        #expect(try await Poll.until(timeout: .seconds(5)) { try await redis.send("EXISTS", flag).int == 0 })
+        #expect(try await redis.send("EXISTS", other).int == 1)
+        #expect(
+            try await Poll.until(timeout: .seconds(5)) {
+                logs.all.contains { $0.contains("left by another process cleared") }
+            })
+        // Once per flag: a flag raised again by another process stays until its own success clears it.
+        _ = try await redis.send("SET", flag, "1", "EX", 30)
+        await breaker.success(credential: "cred", environment: "production", keys: keys)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await redis.send("EXISTS", flag).int == 1)
+        await breaker.success(credential: "cred", environment: "sandbox", keys: keys)
+        #expect(try await Poll.until(timeout: .seconds(5)) { try await redis.send("EXISTS", other).int == 0 })
+        _ = try await redis.send("DEL", flag)
+    }
 }

@@ -290,4 +290,21 @@ import Testing
             try await eventually("the 3 delivered") { stack.recordings().count == 3 }
         }
     }
+
+    /// A worker restarted while its predecessor's flag is up: its first delivery for
+    /// that credential clears the flag, instead of the ingress answering 502 for the
+    /// rest of the flag's lifetime while APNs takes notifications again.
+    @Test func aFlagLeftByAStoppedWorkerIsClearedByTheNextWorkersFirstDelivery() async throws {
+        try await DeliveryStack.with { stack in
+            let circuit = stack.keys.circuit(credential: stack.credentialID, environment: "production")
+            let (id, _, _) = try await stack.subscribe()
+            #expect(try await stack.push(id).status == 201)
+            _ = try await stack.redis.send("SET", circuit, "1", "EX", 300)
+            #expect(try await stack.push(id).status == 502)
+            try await stack.startWorker()
+            try await eventually("the queued push delivered") { stack.recordings().count == 1 }
+            try await eventually("the flag cleared") { try await stack.redis.send("EXISTS", circuit).int == 0 }
+            #expect(try await stack.push(id).status == 201)
+        }
+    }
 }

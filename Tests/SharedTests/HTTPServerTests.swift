@@ -101,8 +101,10 @@ import Testing
     /// client of `[::]` is seen with its IPv4 address.
     @Test(arguments: pollings) func listensOnIPv6AndSeesIPv4ClientsOfTheDualStackAsIPv4(polling: Polling) async throws {
         for host in ["::1", "::"] {
-            try await withServer(EchoHandler(), polling: polling, { $0.address = ListenAddress(host: host, port: 0) }) {
-                server in
+            let listen = { (configuration: inout HTTPServer.Configuration) in
+                configuration.address = ListenAddress(host: host, port: 0)
+            }
+            try await withServer(EchoHandler(), polling: polling, listen) { server in
                 let overIPv6 = try await RawHTTPClient(port: server.port, host: "::1").request("GET", "/")
                 #expect(overIPv6.text.hasSuffix("peer=\(Array(repeating: UInt8(0), count: 15) + [1]) bytes=0"))
                 guard host == "::" else { return }

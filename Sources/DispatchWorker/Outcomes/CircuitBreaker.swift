@@ -7,7 +7,10 @@ import Synchronization
 /// that are not the message's (connection, timeout, 5xx). While failures go on the
 /// flag is renewed (it lives `lifetimeSeconds`, so a worker that dies does not leave
 /// it up for long); the next success for that credential/environment in this
-/// process clears it.
+/// process clears it. A flag this process did not raise (a predecessor's, before a
+/// restart) is cleared by its first success for that credential/environment within
+/// a lifetime of starting, so a restarted worker that sends again does not leave the
+/// ingress answering 502 until the flag expires.
 final class CircuitBreaker: Sendable {
     private struct Circuit {
         var failures = 0
@@ -24,10 +27,14 @@ final class CircuitBreaker: Sendable {
     /// Whether `circuits` holds anything: the check every successful send makes,
     /// without taking the lock (one credential's failures are rare).
     private let tracking = Atomic<Bool>(false)
+    /// For the first lifetime after the start: successes clear flags left by
+    /// another process, once per flag (`inheritedCleared`).
+    private let clearingInherited = Atomic<Bool>(true)
+    private let inheritedCleared = Mutex<Set<String>>([])
     /// The last flag write handed to Redis. Each write waits for the one before it,
     /// so a renewal sent just before the clearing success cannot land after its `DEL`
     /// and leave the flag up with nothing left to clear it.
-    private let lastWrite = Mutex<Task<Void, Never>?>(nil)
+    private let lastWrite = Mutex<Task<Bool, Never>?>(nil)
 
     init(
         redis: RedisClient, threshold: Int, lifetimeSeconds: Int, logger: Logger,
@@ -38,6 +45,10 @@ final class CircuitBreaker: Sendable {
         self.lifetimeSeconds = lifetimeSeconds
         self.logger = logger
         self.onRaise = onRaise
+        Task { [weak self, lifetimeSeconds] in
+            try? await Task.sleep(for: .seconds(lifetimeSeconds))
+            self?.clearingInherited.store(false, ordering: .relaxed)
+        }
     }
 
     /// A send for `credential`/`environment` failed for a reason not the message's.
@@ -73,7 +84,10 @@ final class CircuitBreaker: Sendable {
 
     /// A send for `credential`/`environment` got an answer from APNs.
     func success(credential: String, environment: String, keys: RedisKeys) async {
-        guard isTracking else { return }
+        guard isTracking else {
+            clearInherited(credential: credential, environment: environment, keys: keys)
+            return
+        }
         let name = keys.circuit(credential: credential, environment: environment)
         let wasRaised = circuits.withLock { circuits -> Bool in
             guard let circuit = circuits[name] else { return false }
@@ -81,21 +95,42 @@ final class CircuitBreaker: Sendable {
             if circuits.isEmpty { tracking.store(false, ordering: .relaxed) }
             return circuit.raised
         }
-        guard wasRaised else { return }
+        guard wasRaised else {
+            clearInherited(credential: credential, environment: environment, keys: keys)
+            return
+        }
         logger.notice(
             "APNs answers again; circuit flag cleared",
             metadata: ["credential": credential, "apns.environment": environment])
         await write(RedisCommand("DEL", name)).value
     }
 
+    /// A success while no failure is counted for its credential/environment (callers
+    /// that skip `success` call this): within a lifetime of the start, the first one
+    /// for each deletes the flag in case another process (a predecessor) left it up.
+    /// Does not wait for Redis.
+    func clearInherited(credential: String, environment: String, keys: RedisKeys) {
+        guard clearingInherited.load(ordering: .relaxed) else { return }
+        let name = keys.circuit(credential: credential, environment: environment)
+        guard inheritedCleared.withLock({ $0.insert(name).inserted }) else { return }
+        let deletion = write(RedisCommand("DEL", name))
+        Task { [logger] in
+            guard await deletion.value else { return }
+            logger.notice(
+                "APNs answers; circuit flag left by another process cleared",
+                metadata: ["credential": credential, "apns.environment": environment])
+        }
+    }
+
     /// Sends `command` once the previous flag write has been answered.
+    /// The task answers whether Redis answered 1 (a `DEL` that deleted).
     @discardableResult
-    private func write(_ command: RedisCommand) -> Task<Void, Never> {
+    private func write(_ command: RedisCommand) -> Task<Bool, Never> {
         lastWrite.withLock { last in
             let previous = last
             let task = Task { [redis] in
-                await previous?.value
-                _ = try? await redis.send(command)
+                _ = await previous?.value
+                return (try? await redis.send(command))?.int == 1
             }
             last = task
             return task

@@ -72,6 +72,9 @@ final class OutcomeRecorder: Sendable {
     /// Returns false, having done nothing, when the outcome needs `record`.
     func recordAtOnce(_ outcome: DeliveryOutcome, _ delivery: Delivery) -> Bool {
         guard case .sent = outcome, !circuit.isTracking else { return false }
+        circuit.clearInherited(
+            credential: delivery.message.credentialID, environment: delivery.message.environment,
+            keys: delivery.context.keys)
         finish(delivery, status: "sent", reason: "", tally: .sent, releaseQuota: false)
         return true
     }
@@ -79,11 +82,9 @@ final class OutcomeRecorder: Sendable {
     func record(_ outcome: DeliveryOutcome, _ delivery: Delivery) async {
         if case .sent = outcome {
             // The common case, kept to field reads of the shared delivery.
-            if circuit.isTracking {
-                await circuit.success(
-                    credential: delivery.message.credentialID, environment: delivery.message.environment,
-                    keys: delivery.context.keys)
-            }
+            await circuit.success(
+                credential: delivery.message.credentialID, environment: delivery.message.environment,
+                keys: delivery.context.keys)
             finish(delivery, status: "sent", reason: "", tally: .sent, releaseQuota: false)
             return
         }

@@ -97,8 +97,10 @@ struct AppsRepository: Sendable {
             )
         }
         let topics = renames.map(\.to)
-        return try await connection.query("SELECT id FROM subscriptions WHERE app_id = \(appID) AND topic = ANY(\(topics))")
-            .map { try $0.decode("id", as: String.self) }
+        return try await connection.query(
+            "SELECT id FROM subscriptions WHERE app_id = \(appID) AND topic = ANY(\(topics))"
+        )
+        .map { try $0.decode("id", as: String.self) }
     }
 
     func addIdentifiers(_ bundleIDs: [String], appID: String, on connection: PostgresConnection) async throws {
