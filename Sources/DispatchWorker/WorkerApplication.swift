@@ -163,7 +163,8 @@ func buildWorker(
         recorder: recorder,
         retriedCheck: RetriedSubscriptionCheck(postgres: postgres, logger: logger.child("retried_check")),
         topics: TopicSupersession(redis: redis, logger: logger.child("topics")),
-        maxDeliveries: configuration.maxDeliveries)
+        maxDeliveries: configuration.maxDeliveries,
+        deadLetterAgeMilliseconds: Int64(configuration.maxDeliveries * configuration.visibilityTimeoutSeconds) * 1000)
     let contexts = configuration.streams.map { StreamContext(keys: RedisKeys(stream: $0, namespace: namespace)) }
     let consumers = contexts.map {
         QueueConsumer(

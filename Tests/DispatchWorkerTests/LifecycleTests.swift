@@ -164,7 +164,9 @@ import Testing
             let (id, _, token) = try await stack.subscribe()
             _ = try await stack.redis.send(
                 "XGROUP", "CREATE", stack.keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
-            let entry = try await stack.enqueue(try await stack.message(subscription: id, token: token, reply: "dead"))
+            // Queued long enough ago (WORKER_MAX_DELIVERIES visibility timeouts, 2 s here).
+            let entry = try await stack.enqueue(
+                try await stack.message(subscription: id, token: token, reply: "dead"), addedSecondsAgo: 10)
             // A worker that read it and died, twice.
             _ = try await stack.redis.send(
                 "XREADGROUP", "GROUP", RedisKeys.consumerGroup, "ghost", "COUNT", 10, "STREAMS", stack.keys.stream, ">")
@@ -179,6 +181,33 @@ import Testing
             #expect(try await stack.quota() == 0)
             #expect(try await stack.pendingCount() == 0)
             #expect(stack.recordings(token: token).isEmpty)
+        }
+    }
+
+    /// A worker crash-looping hands out what it held again at every restart, within
+    /// seconds: an entry handed out too often but queued less than
+    /// `WORKER_MAX_DELIVERIES` visibility timeouts ago is sent, not dead-lettered.
+    @Test func anEntryHandedOutTooOftenByABurstOfRestartsIsSentNotDeadLettered() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            _ = try await stack.redis.send(
+                "XGROUP", "CREATE", stack.keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
+            let entry = try await stack.enqueue(try await stack.message(subscription: id, token: token, reply: "kept"))
+            // Taken by the worker's name, which died and came back four times.
+            _ = try await stack.redis.send(
+                "XREADGROUP", "GROUP", RedisKeys.consumerGroup, "crash-looping", "COUNT", 10, "STREAMS",
+                stack.keys.stream, ">")
+            for _ in 0..<4 {
+                _ = try await stack.redis.send(
+                    "XCLAIM", stack.keys.stream, RedisKeys.consumerGroup, "crash-looping", 0, entry)
+            }
+            try await stack.startWorker([
+                "WORKER_ID": "crash-looping", "WORKER_MAX_DELIVERIES": "2", "WORKER_VISIBILITY_TIMEOUT": "60",
+            ])
+            #expect(try await stack.awaitReply("kept")["status"] == "sent")
+            #expect(stack.recordings(token: token).count == 1)
+            #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
+            #expect(try await stack.quota() == 1)
         }
     }
 
@@ -225,7 +254,7 @@ import Testing
             }
             _ = try await stack.redis.send(
                 "XGROUP", "CREATE", stack.keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
-            let entry = try await stack.enqueue(fields: QueueMessage.batchFields(messages))
+            let entry = try await stack.enqueue(fields: QueueMessage.batchFields(messages), addedSecondsAgo: 10)
             _ = try await stack.redis.send(
                 "XREADGROUP", "GROUP", RedisKeys.consumerGroup, "ghost", "COUNT", 10, "STREAMS", stack.keys.stream, ">")
             _ = try await stack.redis.send("XCLAIM", stack.keys.stream, RedisKeys.consumerGroup, "ghost-2", 0, entry)

@@ -20,11 +20,19 @@ final class EntryProcessor: Sendable {
     let topics: TopicSupersession
     let topicGate = TopicGate()
     let maxDeliveries: Int
+    /// How long an entry must have been on its stream before being handed out too
+    /// often dead-letters it: `WORKER_MAX_DELIVERIES` visibility timeouts, about as
+    /// long as that many claims by other workers take. A burst of restarts (a worker
+    /// crash-looping, a deploy) hands every entry a worker held out again within
+    /// seconds, which says nothing against them; they are sent again instead. An entry
+    /// that kills every worker taking it still goes once that time has passed.
+    let deadLetterAgeMilliseconds: Int64
 
     init(
         sender: MessageSender, recorder: OutcomeRecorder, retriedCheck: RetriedSubscriptionCheck,
-        topics: TopicSupersession, maxDeliveries: Int
+        topics: TopicSupersession, maxDeliveries: Int, deadLetterAgeMilliseconds: Int64
     ) {
+        self.deadLetterAgeMilliseconds = deadLetterAgeMilliseconds
         self.sender = sender
         self.recorder = recorder
         self.retriedCheck = retriedCheck
@@ -49,7 +57,9 @@ final class EntryProcessor: Sendable {
                 continue
             }
             permits += messages.count
-            if entry.deliveryCount > maxDeliveries {
+            if entry.deliveryCount > maxDeliveries,
+                now - (entry.addedAtMilliseconds ?? 0) >= deadLetterAgeMilliseconds
+            {
                 let recorder = recorder
                 Task {
                     await recorder.deadLetter(

@@ -181,12 +181,16 @@ final class QueueConsumer: Sendable {
     }
 
     /// Hands claimed `entries` to the processor, with the permits `granted` for them.
-    private func start(claimed entries: [StreamEntry], granted: Int, _ note: String) {
-        if !entries.isEmpty {
-            metrics.claimed.increment(by: Double(entries.count))
-            logger.info(note, metadata: ["entries": "\(entries.count)"])
-        }
+    /// Starts work on entries taken back from a dead or silent consumer; returns how many.
+    private func start(claimed entries: [StreamEntry], granted: Int) -> Int {
+        if !entries.isEmpty { metrics.claimed.increment(by: Double(entries.count)) }
         limiter.finishRead(granted: granted, messages: processor.start(entries, context: context))
+        return entries.count
+    }
+
+    /// One line per pass, however many pages it took.
+    private func logClaimed(_ count: Int, _ note: String) {
+        if count > 0 { logger.info(note, metadata: ["entries": "\(count)"]) }
     }
 
     /// Sends again, at once, the entries pending for this worker's own name: a process
@@ -197,6 +201,8 @@ final class QueueConsumer: Sendable {
     /// what this process read or claimed; tried again until Redis answers.
     private func resumeOwnPending() async {
         var cursor = "-"
+        var resumed = 0
+        defer { logClaimed(resumed, "resumed entries this worker's name left unacknowledged") }
         let failures = ThrottledLog(logger: logger, interval: .seconds(10))
         while !isStopping {
             guard let granted = await claimPermits() else { return }
@@ -205,7 +211,7 @@ final class QueueConsumer: Sendable {
                     QueueScripts.claimOwn, keys: [context.stream],
                     arguments: [context.group, consumer, cursor, Self.entryCount(permits: granted)])
                 let (next, entries) = Self.claimed(reply)
-                start(claimed: entries, granted: granted, "resuming entries this worker's name left unacknowledged")
+                resumed += start(claimed: entries, granted: granted)
                 guard !next.isEmpty else { return }
                 cursor = next
             } catch {
@@ -229,6 +235,8 @@ final class QueueConsumer: Sendable {
         while !isStopping {
             try? await sleepUnlessStopping(interval)
             var cursor = "0-0"
+            var claimed = 0
+            defer { logClaimed(claimed, "claimed entries left unacknowledged") }
             repeat {
                 guard let granted = await claimPermits() else { return }
                 do {
@@ -239,7 +247,7 @@ final class QueueConsumer: Sendable {
                     let entries: [StreamEntry]
                     (cursor, entries) = Self.claimed(reply)
                     cursor = cursor.isEmpty ? "0-0" : cursor
-                    start(claimed: entries, granted: granted, "claimed entries left unacknowledged")
+                    claimed += start(claimed: entries, granted: granted)
                 } catch {
                     limiter.abandonRead(granted)
                     if (error as? RedisError)?.serverPrefix == "NOGROUP" { try? await ensureGroup() }

@@ -266,13 +266,17 @@ extension DeliveryStack {
     }
 
     @discardableResult
-    func enqueue(_ message: QueueMessage) async throws -> String {
-        try await enqueue(fields: message.fields)
+    func enqueue(_ message: QueueMessage, addedSecondsAgo: Int = 0) async throws -> String {
+        try await enqueue(fields: message.fields, addedSecondsAgo: addedSecondsAgo)
     }
 
+    /// Adds an entry; `addedSecondsAgo` gives it an id from that long ago (the stream
+    /// must hold nothing newer).
     @discardableResult
-    func enqueue(fields: [[UInt8]]) async throws -> String {
-        let reply = try await redis.send(argv: [Array("XADD".utf8), Array(keys.stream.utf8), Array("*".utf8)] + fields)
+    func enqueue(fields: [[UInt8]], addedSecondsAgo: Int = 0) async throws -> String {
+        let then = Int64(Date().timeIntervalSince1970 * 1000) - Int64(addedSecondsAgo) * 1000
+        let id = addedSecondsAgo == 0 ? "*" : "\(then)-*"
+        let reply = try await redis.send(argv: [Array("XADD".utf8), Array(keys.stream.utf8), Array(id.utf8)] + fields)
         return reply.string ?? ""
     }
 
