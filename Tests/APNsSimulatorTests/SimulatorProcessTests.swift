@@ -103,7 +103,7 @@ import Testing
                 + extra + ["https://localhost:\(started.listenPort)/3/device/\(Fixtures.deviceToken)"])
     }
 
-    @Test func theBinaryPrintsItsReadyLineAnswersCurlOverHTTP2AndExitsCleanlyOnSIGTERM() async throws {
+    @Test func theBinaryPrintsItsReadyLineAnswersCurlOverHTTP2IgnoresSIGHUPAndExitsCleanlyOnSIGTERM() async throws {
         let started = try await start()
         defer { try? FileManager.default.removeItem(at: started.directory) }
 
@@ -135,6 +135,12 @@ import Testing
         let json = try #require(try JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any])
         #expect(json["accepted"] as? Int == 2)
         #expect(json["rejected"] as? [String: Int] == ["TopicDisallowed": 1])
+
+        // SIGHUP (a closed terminal) is ignored, not the end of the process.
+        kill(started.process.processIdentifier, SIGHUP)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(started.process.isRunning)
+        #expect(try await RawHTTPClient(port: started.controlPort).request("GET", "/stats").status == 200)
 
         let begin = ContinuousClock.now
         started.process.terminate()  // SIGTERM

@@ -5,9 +5,12 @@ import Foundation
 public enum ShutdownSignal {
     /// Returns the signal number once SIGTERM or SIGINT arrives. The default
     /// handlers are replaced for the life of the process, so a second signal
-    /// during shutdown does not kill it mid-drain.
+    /// during shutdown does not kill it mid-drain. SIGHUP is ignored: its default
+    /// would end the process undrained (a closed terminal, an operator expecting a
+    /// reload), and there is no configuration to reload.
     public static func wait() async -> Int32 {
-        await withCheckedContinuation { continuation in
+        signal(SIGHUP, SIG_IGN)
+        return await withCheckedContinuation { continuation in
             let queue = DispatchQueue(label: "pushgate.signals")
             let fired = ManagedFlag()
             var sources: [any DispatchSourceSignal] = []
