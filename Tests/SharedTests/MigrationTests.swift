@@ -79,6 +79,31 @@ import Testing
         try await database.drop()
     }
 
+    /// A Postgres that does not answer yet (a host still booting) is waited for, up
+    /// to `MIGRATE_WAIT_SECONDS`: a failed `migrate` keeps the services that depend on
+    /// it from starting at all (systemd `Requires=`). Past the wait, it fails (exit 1).
+    @Test func migrateWaitsForAPostgresThatDoesNotAnswerYet() async throws {
+        let database = try await ScratchDatabase.create("late")
+        let (relay, url) = try TCPRelay.inFront(of: database.url)
+        defer { relay.close() }
+        relay.cut()
+        async let late = Self.runMigrate(environment: ["DATABASE_URL": url, "MIGRATE_WAIT_SECONDS": "30"])
+        try await Task.sleep(for: .milliseconds(1500))
+        relay.restore()
+        let result = try await late
+        #expect(result.status == 0)
+        #expect(result.standardError.contains("Postgres does not answer yet; waiting for it"))
+        #expect(result.standardError.contains("\"message\":\"migrations applied\""))
+
+        relay.cut()
+        let begin = ContinuousClock.now
+        let failed = try await Self.runMigrate(environment: ["DATABASE_URL": url, "MIGRATE_WAIT_SECONDS": "1"])
+        #expect(failed.status == 1)
+        #expect(ContinuousClock.now - begin >= .seconds(1))
+        #expect(failed.standardError.contains("migration failed"))
+        try await database.drop()
+    }
+
     @Test func migrateWithoutDatabaseURLExitsWithStatusTwoAndOneLine() async throws {
         let result = try await Self.runMigrate(environment: [:])
         #expect(result.status == 2)
