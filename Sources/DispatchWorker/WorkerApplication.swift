@@ -174,7 +174,9 @@ func buildWorker(
     }
     let stopping = StopFlag()
     let gauges = QueueGauges(redis: redis, contexts: contexts, limiter: limiter, apns: apns, metrics: metrics)
-    let readiness = ReadinessCheck(redis: redis, postgres: postgres, logger: logger.child("readiness"))
+    let readiness = ReadinessCheck(
+        redis: redis, postgres: postgres, logger: logger.child("readiness"),
+        postgresUsers: "reading credentials and recording outcomes")
     let server = HTTPServer(
         configuration: .init(address: configuration.metricsListen, threads: 2, connectionLimit: 64),
         handler: OperationsHandler(

@@ -192,7 +192,9 @@ func buildApplication(
         metrics: metrics, pushRateLimit: configuration.pushRateLimit, stashLimit: configuration.stashLimit,
         stashLifetimeMilliseconds: stashLifetime, maximumTTL: configuration.maximumPushTTLSeconds,
         messageBase: base + "/api/push/m/", failureLog: failureLog)
-    let readiness = ReadinessCheck(redis: redis, postgres: postgres, logger: logger.child("readiness"))
+    let readiness = ReadinessCheck(
+        redis: redis, postgres: postgres, logger: logger.child("readiness"),
+        postgresUsers: "registrations, device updates, App API sends and the admin API")
     let handler = IngressHandler(
         device: device, webPush: webPush, health: HealthRoutes(readiness: readiness, metrics: metrics),
         appAPI: appAPI,

@@ -48,10 +48,15 @@ public final class ReadinessCheck: Sendable {
         case ready(HTTPResponse, at: ContinuousClock.Instant)
     }
 
+    /// What fails while Postgres does not answer, for the log line that says so.
+    private let postgresUsers: String
+
     public init(
         redis: RedisClient, postgres: PostgresClient, reuseFor: Duration = .seconds(1),
-        requiredSchemaVersion: Int = Migrations.newestVersion, logger: Logger? = nil
+        requiredSchemaVersion: Int = Migrations.newestVersion, logger: Logger? = nil,
+        postgresUsers: String = "what needs it"
     ) {
+        self.postgresUsers = postgresUsers
         self.redis = redis
         self.postgres = postgres
         self.reuseFor = reuseFor
@@ -124,7 +129,7 @@ public final class ReadinessCheck: Sendable {
         }
         if let problem {
             logger?.warning(
-                "Postgres does not answer; registrations, the admin API and outcome writes fail until it does",
+                "Postgres does not answer; \(postgresUsers) fail until it does",
                 metadata: ["error": problem])
         }
         return state == .schemaBehind
