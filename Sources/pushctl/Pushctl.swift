@@ -4,6 +4,9 @@ import Foundation
 struct Pushctl {
     static let globalOptions: Set<String> = ["url", "token", "actor"]
     static let globalFlags: Set<String> = ["json", "help"]
+    /// The first words `run` knows: anything else is a usage error before any
+    /// configuration is looked at.
+    static let commands: Set<String> = ["account", "usage", "credential", "app", "user", "activity"]
 
     let output: Output
     let client: AdminClient
@@ -16,6 +19,7 @@ struct Pushctl {
                 print(Help.text)
                 return words.isEmpty && !global.flag("help") ? 2 : 0
             }
+            guard commands.contains(words[0]) else { throw PushctlError.usage("unknown command \(words[0])") }
             let urlText = global.value("url") ?? environment["PUSHGATE_ADMIN_URL"] ?? "http://127.0.0.1:8081"
             guard let url = URL(string: urlText), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
                 throw PushctlError.usage("the admin URL must be http(s)://host:port, got \(urlText)")
@@ -24,6 +28,9 @@ struct Pushctl {
                 throw PushctlError.usage("no admin token: set PUSHGATE_ADMIN_TOKEN or pass --token")
             }
             let actor = global.value("actor") ?? environment["PUSHGATE_ACTOR"]
+            if let actor, actor.trimmingCharacters(in: .whitespaces).isEmpty {
+                throw PushctlError.usage("the actor must not be empty (--actor or PUSHGATE_ACTOR)")
+            }
             let pushctl = Pushctl(
                 output: Output(json: global.flag("json")), client: AdminClient(baseURL: url, token: token, actor: actor)
             )

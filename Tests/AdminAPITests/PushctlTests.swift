@@ -35,6 +35,13 @@ import Testing
         let noToken = try await Self.pushctl(["account", "list"], port: 1, token: nil)
         #expect(noToken.status == 2)
         #expect(noToken.error.hasPrefix("pushctl: no admin token: set PUSHGATE_ADMIN_TOKEN or pass --token"))
+        // A mistyped command is named as such, token or not.
+        let mistyped = try await Self.pushctl(["acount", "list"], port: 1, token: nil)
+        #expect(mistyped.status == 2)
+        #expect(mistyped.error.hasPrefix("pushctl: unknown command acount"))
+        let noActor = try await Self.pushctl(["--actor", " ", "account", "list"], port: 1)
+        #expect(noActor.status == 2)
+        #expect(noActor.error.hasPrefix("pushctl: the actor must not be empty"))
         let unknown = try await Self.pushctl(["account", "create", "--colour", "red"], port: 1)
         #expect(unknown.status == 2)
         #expect(unknown.error.hasPrefix("pushctl: unknown option --colour"))
