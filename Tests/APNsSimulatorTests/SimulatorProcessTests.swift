@@ -103,6 +103,12 @@ import Testing
                 + extra + ["https://localhost:\(started.listenPort)/3/device/\(Fixtures.deviceToken)"])
     }
 
+    @Test func helpPrintsTheUsageAndExitsZero() async throws {
+        let result = try await BuiltExecutable.run("apns-simulator", ["--help"], environment: [:])
+        #expect(result.status == 0)
+        #expect(result.standardOutput.hasPrefix("usage: apns-simulator --config"))
+    }
+
     @Test func theBinaryPrintsItsReadyLineAnswersCurlOverHTTP2IgnoresSIGHUPAndExitsCleanlyOnSIGTERM() async throws {
         let started = try await start()
         defer { try? FileManager.default.removeItem(at: started.directory) }
