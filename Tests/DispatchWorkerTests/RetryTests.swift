@@ -185,6 +185,32 @@ import Testing
         }
     }
 
+    /// A message held behind its topic's message in flight is not sent once a newer
+    /// message of its topic was queued meanwhile through another way (another worker's
+    /// stream, say): the marks are read again when the hold ends. Here the newer one's
+    /// mark is written as the ingress writes it, so no worker of this test reads it.
+    @Test func aHeldMessageIsDroppedWhenANewerOneOfItsTopicWasQueuedWhileItWaited() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":600}"#)
+            let worker = try await stack.startWorker()
+            let inbox = Fixture.pushHeaders + [("Topic", "inbox")]
+            #expect(try await stack.push(id, headers: inbox).status == 201)
+            try await eventually("the first one on its way") { try await stack.pendingCount() == 1 }
+            #expect(try await stack.push(id, headers: inbox).status == 201)
+            try await eventually("the second one read") { try await stack.pendingCount() == 2 }
+            try await Task.sleep(for: .milliseconds(150))  // its marks read: it is held, not replaced yet
+            #expect(worker.metrics.sends.value("discarded", "topic_replaced") == 0)
+            let later = Int64(Date().timeIntervalSince1970 * 1000) + 1
+            _ = try await stack.redis.send("HSET", stack.keys.topicMarks(id), "inbox", "elsewhere:\(later)")
+            try await eventually("the held one replaced") {
+                worker.metrics.sends.value("discarded", "topic_replaced") == 1
+            }
+            try await eventually("the queue empty") { try await stack.isDrained() }
+            #expect(stack.recordings(token: token).count == 1)
+        }
+    }
+
     /// A worker whose `CREDENTIAL_KEY` is not the one the credentials were sealed with
     /// (a deployment mistake) leaves their messages waiting instead of failing them as
     /// `credential_missing`: a worker with the right key sends them.

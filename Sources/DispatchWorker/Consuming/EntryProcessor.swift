@@ -119,12 +119,20 @@ final class EntryProcessor: Sendable {
         }
     }
 
-    /// Sends a message the gate held, unless its TTL passed while it waited (then the
-    /// one held behind it, if any, in its place).
+    /// Sends a message the gate held, unless its TTL passed while it waited or a newer
+    /// message of its topic was queued meanwhile (through another worker, say: its
+    /// marks are read again, since they were read when it arrived); then the one held
+    /// behind it, if any, goes in its place.
     private func sendHeld(_ held: Delivery) async {
         var delivery = held
-        while Int64(Date().timeIntervalSince1970 * 1000) > OutcomeRecorder.deadline(of: delivery.message) {
-            await recorder.record(.failed(.expired, detail: "expired"), delivery)
+        while true {
+            if Int64(Date().timeIntervalSince1970 * 1000) > OutcomeRecorder.deadline(of: delivery.message) {
+                await recorder.record(.failed(.expired, detail: "expired"), delivery)
+            } else if await !topics.partition([delivery]).replaced.isEmpty {
+                await recorder.record(.replaced, delivery)
+            } else {
+                break
+            }
             guard let next = topicGate.finished(delivery) else { return }
             delivery = next
         }
