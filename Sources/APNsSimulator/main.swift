@@ -3,6 +3,7 @@ import Shared
 
 // apns-simulator --config <file.json> --listen 127.0.0.1:2197 --control 127.0.0.1:2198 --ca-out <path>
 // A strict stand-in for Apple's APNs; see README.md beside this file.
+ShutdownSignal.ignoreHangUp()
 if CommandLine.arguments.dropFirst().contains(where: { $0 == "--help" || $0 == "-h" }) {
     print(SimulatorArguments.usage)
     exit(0)

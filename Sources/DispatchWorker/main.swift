@@ -1,6 +1,7 @@
 import Foundation
 import Shared
 
+ShutdownSignal.ignoreHangUp()
 let usage = """
     usage: dispatch-worker                        run a worker (configured by the environment: deploy/README.md)
            dispatch-worker migrate                apply pending database migrations (DATABASE_URL) and exit
@@ -26,7 +27,7 @@ logger.notice(
     "started",
     metadata: [
         "worker": configuration.workerID, "streams": configuration.streams.joined(separator: ","),
-        "metrics": "\(configuration.metricsListen.host):\(worker.metricsPort)",
+        "metrics": ListenAddress(host: configuration.metricsListen.host, port: worker.metricsPort).description,
     ])
 Task { await RedisEvictionPolicy.report(worker.redis, logger: logger) }
 let signal = await ShutdownSignal.wait()

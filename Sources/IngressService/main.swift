@@ -1,6 +1,7 @@
 import Foundation
 import Shared
 
+ShutdownSignal.ignoreHangUp()
 let usage = """
     usage: ingress-service            run the ingress (configured by the environment: deploy/README.md)
            ingress-service migrate    apply pending database migrations (DATABASE_URL) and exit

@@ -272,6 +272,11 @@ import Testing
             #expect(try await stack.quota() == 0)
             #expect(try await stack.pendingCount() == 0)
             #expect(worker.metrics.deadLetters.value("deliveries") == 3)
+            // When the newest dead letter came, from the stream (a killed worker's counter is lost).
+            try await eventually("the newest dead letter's time") {
+                let newest = worker.metrics.newestDeadLetter.value(stack.keys.stream)
+                return abs(newest - Date().timeIntervalSince1970) < 30
+            }
             for message in messages { #expect(stack.recordings(token: message.deviceToken).isEmpty) }
             try await eventually("the daily count") { try await stack.dailyCounts().failed == 3 }
         }
@@ -338,6 +343,7 @@ import Testing
                 #"pushgate_worker_retries_total{cause="ServiceUnavailable"} 0"#,
                 #"pushgate_worker_retries_total{cause="credential_key"} 0"#,
                 "pushgate_worker_circuit_raised_total 0",
+                "pushgate_worker_dead_letter_newest_timestamp_seconds{stream=\"\(stack.keys.stream)\"} 0",
             ] {
                 #expect(metrics.contains(name), "\(name) missing")
             }

@@ -95,6 +95,12 @@ import Testing
         #expect(result.standardError.contains("Postgres does not answer yet; waiting for it"))
         #expect(result.standardError.contains("\"message\":\"migrations applied\""))
 
+        // A failure waiting does not mend (here, no such database) fails at once.
+        let missing = url.replacingOccurrences(of: database.name, with: database.name + "_missing")
+        let wrong = try await Self.runMigrate(environment: ["DATABASE_URL": missing, "MIGRATE_WAIT_SECONDS": "30"])
+        #expect(wrong.status == 1)
+        #expect(!wrong.standardError.contains("waiting for it"))
+
         relay.cut()
         let begin = ContinuousClock.now
         let failed = try await Self.runMigrate(environment: ["DATABASE_URL": url, "MIGRATE_WAIT_SECONDS": "1"])

@@ -180,8 +180,8 @@ final class QueueConsumer: Sendable {
         return granted
     }
 
-    /// Hands claimed `entries` to the processor, with the permits `granted` for them.
-    /// Starts work on entries taken back from a dead or silent consumer; returns how many.
+    /// Hands `entries`, taken back from a dead or silent consumer, to the processor
+    /// with the permits `granted` for them; returns how many.
     private func start(claimed entries: [StreamEntry], granted: Int) -> Int {
         if !entries.isEmpty { metrics.claimed.increment(by: Double(entries.count)) }
         limiter.finishRead(granted: granted, messages: processor.start(entries, context: context))
@@ -211,6 +211,11 @@ final class QueueConsumer: Sendable {
                     QueueScripts.claimOwn, keys: [context.stream],
                     arguments: [context.group, consumer, cursor, Self.entryCount(permits: granted)])
                 let (next, entries) = Self.claimed(reply)
+                // A line when it begins (a pass paced by permits can take a while, and
+                // the process may not live to its end), one with the total at its end.
+                if resumed == 0 && !entries.isEmpty {
+                    logger.info("resuming entries this worker's name left unacknowledged")
+                }
                 resumed += start(claimed: entries, granted: granted)
                 guard !next.isEmpty else { return }
                 cursor = next

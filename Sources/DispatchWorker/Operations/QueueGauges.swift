@@ -3,7 +3,8 @@ import Shared
 
 /// Samples the queue gauges every `interval`: per stream its length, lag (age of
 /// the oldest entry, which is the oldest unacknowledged one since entries are
-/// deleted once acknowledged), delayed retries and dead letters; per process the
+/// deleted once acknowledged), delayed retries, dead letters and when the newest was
+/// added (which outlives the process that added it, unlike its counter); per process the
 /// in-flight messages and open APNs connections.
 struct QueueGauges: Sendable {
     let redis: RedisClient
@@ -22,8 +23,8 @@ struct QueueGauges: Sendable {
                 let replies = try? await redis.pipeline([
                     RedisCommand("XLEN", context.stream), RedisCommand("XRANGE", context.stream, "-", "+", "COUNT", 1),
                     RedisCommand("ZCARD", context.keys.retrySchedule), RedisCommand("XLEN", context.keys.deadLetters),
-                    RedisCommand("TIME"),
-                ]), replies.count == 5
+                    RedisCommand("TIME"), RedisCommand("XREVRANGE", context.keys.deadLetters, "+", "-", "COUNT", 1),
+                ]), replies.count == 6
             else { continue }
             let stream = context.stream
             metrics.queueLength.set(Double(replies[0].int ?? 0), stream)
@@ -34,6 +35,8 @@ struct QueueGauges: Sendable {
             metrics.queueLag.set(oldest.map { Double(max(now - $0, 0)) / 1000 } ?? 0, stream)
             metrics.retryScheduled.set(Double(replies[2].int ?? 0), stream)
             metrics.deadLetterLength.set(Double(replies[3].int ?? 0), stream)
+            let newestDeadLetter = StreamEntry.list(replies[5], deliveryCount: 0).first?.addedAtMilliseconds
+            metrics.newestDeadLetter.set(newestDeadLetter.map { Double($0 / 1000) } ?? 0, stream)
         }
     }
 

@@ -17,6 +17,7 @@ final class WorkerMetrics: Sendable {
     let queueLength: Gauge
     let retryScheduled: Gauge
     let deadLetterLength: Gauge
+    let newestDeadLetter: Gauge
     let inFlight: Gauge
     let openConnections: Gauge
     let retries: Counter
@@ -51,6 +52,11 @@ final class WorkerMetrics: Sendable {
             "pushgate_worker_retry_scheduled", help: "Messages waiting in the delayed-retry set.", labels: ["stream"])
         deadLetterLength = registry.gauge(
             "pushgate_worker_dead_letter_length", help: "Entries in the dead-letter stream.", labels: ["stream"])
+        newestDeadLetter = registry.gauge(
+            "pushgate_worker_dead_letter_newest_timestamp_seconds",
+            help:
+                "When the newest entry of the dead-letter stream was added (UNIX seconds, Redis's clock), 0 for none.",
+            labels: ["stream"])
         inFlight = registry.gauge("pushgate_worker_in_flight", help: "Messages this process is working on.")
         openConnections = registry.gauge(
             "pushgate_worker_apns_connections_open", help: "HTTP/2 connections to APNs open in this process.")

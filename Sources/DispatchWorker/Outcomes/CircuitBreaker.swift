@@ -7,10 +7,11 @@ import Synchronization
 /// that are not the message's (connection, timeout, 5xx). While failures go on the
 /// flag is renewed (it lives `lifetimeSeconds`, so a worker that dies does not leave
 /// it up for long); the next success for that credential/environment in this
-/// process clears it. A flag this process did not raise (a predecessor's, before a
-/// restart) is cleared by its first success for that credential/environment within
-/// a lifetime of starting, so a restarted worker that sends again does not leave the
-/// ingress answering 502 until the flag expires.
+/// process clears it. Within a lifetime of its start, a process's first success for a
+/// credential/environment also deletes the flag whoever raised it: one left by a
+/// worker that stopped or crashed would otherwise keep the ingress answering 502 until
+/// it expires while APNs takes notifications again; a peer that still fails raises it
+/// again at its next renewal (within a third of the lifetime).
 final class CircuitBreaker: Sendable {
     private struct Circuit {
         var failures = 0
@@ -102,7 +103,7 @@ final class CircuitBreaker: Sendable {
         logger.notice(
             "APNs answers again; circuit flag cleared",
             metadata: ["credential": credential, "apns.environment": environment])
-        await write(RedisCommand("DEL", name)).value
+        _ = await write(RedisCommand("DEL", name)).value
     }
 
     /// A success while no failure is counted for its credential/environment (callers
@@ -113,7 +114,11 @@ final class CircuitBreaker: Sendable {
         guard clearingInherited.load(ordering: .relaxed) else { return }
         let name = keys.circuit(credential: credential, environment: environment)
         guard inheritedCleared.withLock({ $0.insert(name).inserted }) else { return }
-        let deletion = write(RedisCommand("DEL", name))
+        // Not over a flag this process raised meanwhile (the check runs in the write's
+        // turn, after any `SET` of it handed to Redis before).
+        let deletion = write(RedisCommand("DEL", name)) { [self] in
+            circuits.withLock { $0[name]?.raised ?? false }
+        }
         Task { [logger] in
             guard await deletion.value else { return }
             logger.notice(
@@ -122,14 +127,15 @@ final class CircuitBreaker: Sendable {
         }
     }
 
-    /// Sends `command` once the previous flag write has been answered.
-    /// The task answers whether Redis answered 1 (a `DEL` that deleted).
+    /// Sends `command` once the previous flag write has been answered, unless `skip`
+    /// says so then. The task answers whether Redis answered 1 (a `DEL` that deleted).
     @discardableResult
-    private func write(_ command: RedisCommand) -> Task<Bool, Never> {
+    private func write(_ command: RedisCommand, skip: @escaping @Sendable () -> Bool = { false }) -> Task<Bool, Never> {
         lastWrite.withLock { last in
             let previous = last
             let task = Task { [redis] in
                 _ = await previous?.value
+                if skip() { return false }
                 return (try? await redis.send(command))?.int == 1
             }
             last = task

@@ -4,7 +4,7 @@ import Shared
 /// Turns a queue message into the APNs request DESIGN.md's "Delivery semantics"
 /// describes: `apns-push-type: alert`, topic = bundle id, the message's priority,
 /// `apns-expiration` (0 stays 0), `apns-collapse-id`, and the payload
-/// `{"aps":{"alert":{"title":…,"body":…},"mutable-content":1},"c":"<base64url ciphertext>"}`
+/// `{"aps":{"alert":{"title":…,"body":…},"mutable-content":1},"c":"<base64url …>"}`
 /// (no `title` when the subscription has none) with `c` left out when the payload would pass APNs's 4096-byte limit (the app
 /// then shows the placeholder).
 enum NotificationBuilder {

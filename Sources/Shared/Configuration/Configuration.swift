@@ -64,6 +64,12 @@ public struct CommonConfiguration: Sendable {
         return url
     }
 
+    /// `MIGRATE_WAIT_SECONDS`: how long `migrate` waits for a Postgres that does not
+    /// answer yet, default 60.
+    public static func migrateWaitSeconds(_ environment: Environment) throws(ConfigurationError) -> Int {
+        try environment.integer("MIGRATE_WAIT_SECONDS", default: 60, range: 0...3600)
+    }
+
     static func holdsPEMCertificate(_ contents: Data) -> Bool {
         String(decoding: contents, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----")
     }

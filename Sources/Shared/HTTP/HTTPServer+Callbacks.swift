@@ -224,7 +224,8 @@ enum HTTPServerLogText {
     static func redacted(_ text: String) -> String {
         // Given the address as a `sockaddr`, libmicrohttpd names its port argument, 0,
         // in a bind failure; the error that follows names the address.
-        if text.hasPrefix("Failed to bind to port 0: ") { return "Failed to bind: " + text.dropFirst(26) }
+        let bindFailure = "Failed to bind to port 0: "
+        if text.hasPrefix(bindFailure) { return "Failed to bind: " + text.dropFirst(bindFailure.count) }
         guard let marker = text.range(of: "request for ") else { return text }
         let rest = text[marker.upperBound...]
         if rest.hasPrefix("`"), let close = rest.dropFirst().firstIndex(of: "'") {
@@ -306,9 +307,9 @@ private func peerAddress(_ connection: OpaquePointer) -> [UInt8] {
             withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
         }
         // An IPv4 client of a dual-stack socket (`::ffff:a.b.c.d`) is that IPv4
-        // address, for per-IP limits and `TRUSTED_PROXIES` alike.
-        let mappedPrefix: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]
-        return bytes.starts(with: mappedPrefix) ? Array(bytes[12...]) : bytes
+        // address, for whoever reads the peer.
+        let isIPv4Mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
+        return isIPv4Mapped ? Array(bytes[12...]) : bytes
     default:
         return []
     }

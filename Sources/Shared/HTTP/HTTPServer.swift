@@ -229,7 +229,8 @@ public final class HTTPServer: Sendable {
             $0.logTarget = logTarget
             $0.retainedSelf = retained
         }
-        logger.info("listening", metadata: ["address": "\(configuration.address.host):\(port)"])
+        logger.info(
+            "listening", metadata: ["address": ListenAddress(host: configuration.address.host, port: port).description])
     }
 
     /// Stops accepting connections, lets requests in progress finish (up to

@@ -25,6 +25,8 @@ public final class ReadinessCheck: Sendable {
     public let requiredSchemaVersion: Int
     private let reuseFor: Duration
     private let logger: Logger?
+    /// What fails while Postgres does not answer, for the log line that says so.
+    private let postgresUsers: String
     /// By whether Postgres is required: the probe under way, or the last answer.
     private let recent = Mutex<[Bool: Answer]>([:])
     /// What the probes have seen of the schema.
@@ -48,18 +50,15 @@ public final class ReadinessCheck: Sendable {
         case ready(HTTPResponse, at: ContinuousClock.Instant)
     }
 
-    /// What fails while Postgres does not answer, for the log line that says so.
-    private let postgresUsers: String
-
     public init(
         redis: RedisClient, postgres: PostgresClient, reuseFor: Duration = .seconds(1),
         requiredSchemaVersion: Int = Migrations.newestVersion, logger: Logger? = nil,
-        postgresUsers: String = "what needs it"
+        postgresUsers: String = "queries"
     ) {
-        self.postgresUsers = postgresUsers
         self.redis = redis
         self.postgres = postgres
         self.reuseFor = reuseFor
+        self.postgresUsers = postgresUsers
         self.requiredSchemaVersion = requiredSchemaVersion
         self.logger = logger
     }

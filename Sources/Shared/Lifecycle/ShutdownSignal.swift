@@ -5,12 +5,9 @@ import Foundation
 public enum ShutdownSignal {
     /// Returns the signal number once SIGTERM or SIGINT arrives. The default
     /// handlers are replaced for the life of the process, so a second signal
-    /// during shutdown does not kill it mid-drain. SIGHUP is ignored: its default
-    /// would end the process undrained (a closed terminal, an operator expecting a
-    /// reload), and there is no configuration to reload.
+    /// during shutdown does not kill it mid-drain.
     public static func wait() async -> Int32 {
-        signal(SIGHUP, SIG_IGN)
-        return await withCheckedContinuation { continuation in
+        await withCheckedContinuation { continuation in
             let queue = DispatchQueue(label: "pushgate.signals")
             let fired = ManagedFlag()
             var sources: [any DispatchSourceSignal] = []
@@ -26,6 +23,15 @@ public enum ShutdownSignal {
             // The sources must outlive this scope; they live as long as the process.
             SignalSources.keep(sources)
         }
+    }
+}
+
+extension ShutdownSignal {
+    /// Ignores SIGHUP for the life of the process, first thing in `main`: its default
+    /// would end the process undrained (a closed terminal, an operator expecting a
+    /// reload), and there is no configuration to reload.
+    public static func ignoreHangUp() {
+        signal(SIGHUP, SIG_IGN)
     }
 }
 

@@ -13,7 +13,7 @@ public enum MigrationCommand {
         let waitSeconds: Int
         do {
             url = try CommonConfiguration.databaseURL(environment)
-            waitSeconds = try environment.integer("MIGRATE_WAIT_SECONDS", default: 60, range: 0...3600)
+            waitSeconds = try CommonConfiguration.migrateWaitSeconds(environment)
         } catch {
             FileHandle.standardError.write(Data((error.description + "\n").utf8))
             return 2
@@ -48,12 +48,22 @@ public enum MigrationCommand {
         }
     }
 
-    /// A connection that could not be made, or a server still starting (57P03).
+    /// A connection that could not be made, or broke, for a reason that can pass
+    /// (refused, timed out, no route, the server starting or stopping); not one that
+    /// waiting does not mend (a wrong password, a missing database or role, a
+    /// `pg_hba.conf` refusal, a certificate), which fails at once.
     static func isUnreachable(_ error: PostgresError) -> Bool {
         switch error.code {
-        case .connectionFailed, .connectionClosed: true
-        case .server(let sqlState): sqlState == "57P03"
-        default: false
+        case .connectionFailed, .connectionClosed:
+            let text = error.description.lowercased()
+            return !lastingFailures.contains { text.contains($0) }
+        default:
+            return false
         }
     }
+
+    /// libpq's words for connection failures that waiting does not mend.
+    static let lastingFailures = [
+        "password", "authentication", "does not exist", "pg_hba.conf", "certificate", "permission denied",
+    ]
 }

@@ -130,8 +130,10 @@ struct AppsController: Sendable {
     ///   the id and the app that has it) and each new one is verified with an APNs probe
     ///   against the credential's team (422 `bundle_id_not_in_team` with Apple's reason);
     ///   with a new credential every bundle id is verified again; `credentialId: null`
-    ///   detaches it and keeps the bundle ids (only adding one needs a credential);
-    /// - removing a bundle id deletes its device subscriptions.
+    ///   detaches it and keeps the bundle ids (only adding or respelling one needs a
+    ///   credential);
+    /// - removing a bundle id deletes its device subscriptions; listing one in another
+    ///   case respells it (verified like a new one), its subscriptions kept.
     /// The change and its activity record commit together; caches are invalidated after.
     ///
     /// APNs is probed before the transaction, not inside it: a slow or unreachable APNs
@@ -229,7 +231,8 @@ struct AppsController: Sendable {
         // Bundle ids are one id whatever their case (`normalize`, the unique index):
         // one listed in another case is respelled, not removed and added, which would
         // delete its subscriptions.
-        let existing = Dictionary(uniqueKeysWithValues: before.bundleIds.map { ($0.lowercased(), $0) })
+        let existing = Dictionary(
+            before.bundleIds.map { ($0.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
         let requested = Set(bundleIDs.map { $0.lowercased() })
         let added = bundleIDs.filter { existing[$0.lowercased()] == nil }
         let removed = before.bundleIds.filter { !requested.contains($0.lowercased()) }
