@@ -26,7 +26,12 @@ struct SubscriptionSweeper: Sendable {
         // swept once per interval whatever the number of replicas.
         let lease = max(Int(interval.components.seconds), 1) * 1000
         let acquired = try await redis.send("SET", keys.lock("sweep"), token, "NX", "PX", lease)
-        guard acquired == .status("OK") else { return nil }
+        guard acquired == .status("OK") else {
+            // A lease taken under a longer interval (before a restart with a shorter
+            // one) ends no later than this interval would have it (LT: only shortened).
+            _ = try? await redis.send("PEXPIRE", keys.lock("sweep"), lease, "LT")  // Redis 7 on
+            return nil
+        }
         var deleted = 0
         do {
             while true {
