@@ -101,6 +101,8 @@ import Testing
                 "DELETE", "/api/push/v1/subscriptions/\(deleted)", headers: [("Authorization", "Bearer \(secret)")])
             #expect(response.status == 204)
             #expect(try await stashKeys(app, deleted) == 0)
+            // Nor does the stash expiry keep it scheduled.
+            #expect(try await app.redis.send("ZSCORE", app.keys.stashesDue, deleted) == .null)
         }
     }
 
@@ -235,10 +237,12 @@ import Testing
             let fixture = try await Fixture.create(app.postgres)
             let (id, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
             #expect(try await app.push(id).status == 201)
+            #expect(try await app.redis.send("ZSCORE", app.keys.stashesDue, id) != .null)
             let activated = try await app.request(
                 "POST", "/api/push/v1/subscriptions/\(id)/activate", headers: [("Authorization", "Bearer \(secret)")])
             #expect(activated.status == 204)
             #expect(try await pending(app, id, secret).isEmpty)
+            #expect(try await app.redis.send("ZSCORE", app.keys.stashesDue, id) == .null)
             let state = try await app.postgres.query("SELECT state FROM subscriptions WHERE id = \(id)")
             #expect(try state.first?.decode("state", as: String.self) == "active")
             let message = Fixture.message()

@@ -51,14 +51,16 @@ public struct CacheInvalidation: Sendable {
 
     /// Drops the cache entry and the pending stash.
     public func subscriptionActivated(_ id: String) async throws {
-        try await invalidate([keys.subscription(id)], alsoDeleting: keys.pendingStash(id))
+        try await invalidate([keys.subscription(id)], alsoDeleting: keys.pendingStash(id), stashesOf: [id])
     }
 
     /// Drops the cache, the pending stash, the rate window and the topic marks of each
     /// subscription.
     public func subscriptionsDeleted(_ ids: [String]) async throws {
         for batch in stride(from: 0, to: ids.count, by: 500).map({ ids[$0..<min($0 + 500, ids.count)] }) {
-            try await invalidate(batch.map(keys.subscription), alsoDeleting: batch.flatMap(keys.subscriptionState))
+            try await invalidate(
+                batch.map(keys.subscription), alsoDeleting: batch.flatMap(keys.subscriptionState),
+                stashesOf: Array(batch))
         }
     }
 
@@ -69,6 +71,7 @@ public struct CacheInvalidation: Sendable {
         _ = try await redis.pipeline([
             RedisCommand("SET", keys.tombstone(id), app, "EX", tombstoneLifetimeSeconds),
             RedisCommand("DEL", arguments: [keys.subscription(id)] + keys.subscriptionState(id)),
+            RedisCommand("ZREM", keys.stashesDue, id),
         ]).map { try $0.throwingError() }
     }
 
@@ -129,10 +132,15 @@ public struct CacheInvalidation: Sendable {
     /// the generation, one before them is deleted). A generation is a random value,
     /// not a counter: a counter restarts at 1 once its key expires, and a fill that
     /// read the 1 of an earlier change could match the new one.
-    private func invalidate(_ entries: [String], alsoDeleting others: [String] = []) async throws {
+    /// `stashesOf`: subscriptions whose stash is deleted here, taken out of the
+    /// stash expiry's schedule too (`RedisKeys.stashesDue`), which would otherwise
+    /// keep them until their stash's lifetime ends.
+    private func invalidate(
+        _ entries: [String], alsoDeleting others: [String] = [], stashesOf stashed: [String] = []
+    ) async throws {
         guard !entries.isEmpty else { return }
         var commands: [RedisCommand] = []
-        commands.reserveCapacity(entries.count + 1)
+        commands.reserveCapacity(entries.count + 2)
         for entry in entries {
             commands.append(
                 RedisCommand(
@@ -140,6 +148,7 @@ public struct CacheInvalidation: Sendable {
                     Self.generationLifetimeSeconds))
         }
         commands.append(RedisCommand("DEL", arguments: entries + others))
+        if !stashed.isEmpty { commands.append(RedisCommand("ZREM", arguments: [keys.stashesDue] + stashed)) }
         for reply in try await redis.pipeline(commands) { _ = try reply.throwingError() }
     }
 }
