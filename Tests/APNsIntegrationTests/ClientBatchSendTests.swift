@@ -56,6 +56,25 @@ import Testing
         }
     }
 
+    /// A shutdown whose drain ends before APNs answered closes connections that never
+    /// answered: no connection failure (backoff, a warning that reads like an outage).
+    @Test func aShutdownCuttingOffUnansweredSendsCountsNoConnectionFailure() async throws {
+        try await Simulator.with { simulator, client in
+            #expect(try await simulator.control("PUT", "/latency", #"{"milliseconds":3000}"#).0 == 204)
+            let sending = Task {
+                await client.sendBatch(
+                    [Teams.notification()], credential: Teams.credential(), environment: simulator.environment)
+            }
+            let started = try await Poll.until(timeout: .seconds(5)) { client.metrics.connectionsOpened == 1 }
+            #expect(started)
+            try await Task.sleep(for: .milliseconds(300))
+            await client.shutdown(deadline: .milliseconds(100))
+            let results = await sending.value
+            #expect(results[0]?.map(failureCode) == [.shutdown])
+            #expect(client.metrics.connectionFailures == 0)
+        }
+    }
+
     @Test func aClientShuttingDownFailsTheWholeBatchWithShutdown() async throws {
         try await Simulator.with { simulator, client in
             await client.shutdown(deadline: .seconds(1))

@@ -24,6 +24,8 @@ final class APNsConnectionPool {
     private var reconnectTimer: EventLoop.TimerID?
     private var pumpScheduled = false
     private var shuttingDown = false
+    /// `finishShutdown` closes every connection: closes then are not failures.
+    private var closingAll = false
 
     init(
         key: APNsPoolKey, context: TLSContext, configuration: APNsClient.Configuration, loop: EventLoop, logger: Logger,
@@ -116,7 +118,9 @@ final class APNsConnectionPool {
     func connectionDidClose(_ connection: APNsConnection, error: (any Error)?, duringConnect: Bool) {
         connections.removeAll { $0 === connection }
         counters.connectionsClosed.add(1, ordering: .relaxed)
-        if connection.hasAnswered {
+        if connection.hasAnswered || closingAll {
+            // Closed at the end of a shutdown before any answer (slow APNs, a short
+            // drain) is no failure of APNs: no backoff, no warning.
             logger.debug("connection \(connection.id) closed")
         } else {
             let failure = Self.classify(error, duringConnect: duringConnect, environment: key.environment)
@@ -143,6 +147,7 @@ final class APNsConnectionPool {
     /// Fails whatever is left with `shutdown`, sends GOAWAY and closes every connection.
     func finishShutdown() {
         shuttingDown = true
+        closingAll = true
         if let reconnectTimer { loop.cancel(reconnectTimer) }
         reconnectTimer = nil
         let error = APNsClientError(.shutdown, "the APNs client shut down before an answer arrived")
