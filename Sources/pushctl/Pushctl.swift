@@ -112,10 +112,16 @@ struct Pushctl {
             let arguments = try Arguments(rest, options: ["limit", "after"], flags: [])
             try arguments.none()
             var query: [(String, String)] = []
-            if let limit = try arguments.limit() { query.append(("limit", limit)) }
+            let limit = try arguments.limit()
+            if let limit { query.append(("limit", limit)) }
             if let after = arguments.value("after") { query.append(("after", after)) }
-            output.show(
-                try await client.call("GET", "/accounts", query: query), list: "accounts", columns: accountColumns)
+            let answer = try await client.call("GET", "/accounts", query: query)
+            output.show(answer, list: "accounts", columns: accountColumns)
+            // A full page: say how to get the next one (on stderr, so --json stays JSON).
+            let accounts = (answer as? [String: Any])?["accounts"] as? [[String: Any]] ?? []
+            if accounts.count == Int(limit ?? "100"), let last = accounts.last?["id"] as? String {
+                FileHandle.standardError.write(Data("(more may follow: --after \(last))\n".utf8))
+            }
         case "show":
             let id = try Arguments(rest, options: [], flags: []).single("ACCOUNT")
             output.show(try await client.call("GET", "/accounts/\(Self.path(id))"))

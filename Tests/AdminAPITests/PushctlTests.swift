@@ -80,6 +80,13 @@ import Testing
             #expect(created.output.contains("id: \(account)\n"))
             #expect(created.output.contains("plan: lite\n"))
 
+            // A full page says how to ask for the next (on stderr: --json output stays JSON).
+            let page = try await Self.pushctl(["--json", "account", "list", "--limit", "1"], port: port)
+            #expect(page.status == 0)
+            let listed = try JSONSerialization.jsonObject(with: Data(page.output.utf8)) as? [String: Any]
+            let first = try #require((listed?["accounts"] as? [[String: Any]])?.first?["id"] as? String)
+            #expect(page.error == "(more may follow: --after \(first))\n")
+
             let app = AdminHarness.unique("app")
             #expect(
                 try await Self.pushctl(["app", "create", "--account", account, "--id", app], port: port).status == 0)
