@@ -12,7 +12,9 @@
 //                                        → 200 {"notifications":[{"sequence","apnsId","deviceToken","topic",
 //                                          "teamId","keyId","connection","receivedAt" (ms since 1970),
 //                                          "receivedAtUs" (µs since 1970),"headers":{…},
-//                                          "payload":{…}}…]}  (oldest first; headers exclude authorization)
+//                                          "payload":{…}}…]}  (oldest first; headers exclude authorization;
+//                                          "receivedAt" and the order are when each was accepted and answered,
+//                                          after any injected latency, as a device would see it)
 //   DELETE /notifications               → 204, recordings cleared
 //   GET    /rules                       → 200 {"keys":{kid:{"teamId","revoked"}},"bundleIds":{id:team},
 //                                          "deviceTopics":{token:topic},"uninstalled":{token:ms}}
