@@ -103,5 +103,11 @@ import Testing
         #expect(!v6.contains("fe80::1"))
         #expect(CIDR("192.168.1.7")?.description == "192.168.1.7/32")
         #expect(CIDR("10.0.0.0/33") == nil)
+        // An IPv4-mapped network is the IPv4 network (clients are seen as IPv4).
+        let mapped = try #require(CIDR("::ffff:127.0.0.0/120"))
+        #expect(mapped.description == "127.0.0.0/24")
+        #expect(mapped.contains("127.0.0.2"))
+        #expect(!mapped.contains("127.0.1.2"))
+        #expect(CIDR("::ffff:0.0.0.0/64")?.network.count == 16)  // wider than the mapped range: IPv6
     }
 }

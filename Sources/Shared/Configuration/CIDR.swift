@@ -17,8 +17,19 @@ public struct CIDR: Sendable, Equatable, CustomStringConvertible {
         } else {
             prefix = maximum
         }
+        // An IPv4-mapped network (`::ffff:a.b.c.d/n`, n ≥ 96) is that IPv4 network:
+        // clients arrive as IPv4 addresses, even over a dual-stack socket.
+        if address.count == 16, prefix >= 96, Self.isIPv4Mapped(address) {
+            self.prefixLength = prefix - 96
+            self.network = Self.mask(Array(address[12...]), prefix: prefix - 96)
+            return
+        }
         self.prefixLength = prefix
         self.network = Self.mask(address, prefix: prefix)
+    }
+
+    private static func isIPv4Mapped(_ bytes: [UInt8]) -> Bool {
+        bytes.count == 16 && bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
     }
 
     /// Whether `address` (textual IPv4 or IPv6) lies in this network.
@@ -30,11 +41,7 @@ public struct CIDR: Sendable, Equatable, CustomStringConvertible {
     public func contains(_ bytes: [UInt8]) -> Bool {
         var candidate = bytes
         // An IPv4-mapped IPv6 address (::ffff:a.b.c.d) matches IPv4 networks.
-        if network.count == 4, bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff,
-            bytes[11] == 0xff
-        {
-            candidate = Array(bytes[12...])
-        }
+        if network.count == 4, Self.isIPv4Mapped(bytes) { candidate = Array(bytes[12...]) }
         guard candidate.count == network.count else { return false }
         return Self.mask(candidate, prefix: prefixLength) == network
     }
