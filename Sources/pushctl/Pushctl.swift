@@ -4,6 +4,8 @@ import Foundation
 struct Pushctl {
     static let globalOptions: Set<String> = ["url", "token", "actor"]
     static let globalFlags: Set<String> = ["json", "help"]
+    /// The admin API's page size when `--limit` is not given.
+    static let defaultPageSize = 100
     /// The first words `run` knows: anything else is a usage error before any
     /// configuration is looked at.
     static let commands: Set<String> = ["account", "usage", "credential", "app", "user", "activity"]
@@ -119,7 +121,8 @@ struct Pushctl {
             output.show(answer, list: "accounts", columns: accountColumns)
             // A full page: say how to get the next one (on stderr, so --json stays JSON).
             let accounts = (answer as? [String: Any])?["accounts"] as? [[String: Any]] ?? []
-            if accounts.count == Int(limit ?? "100"), let last = accounts.last?["id"] as? String {
+            if accounts.count == Int(limit ?? "") ?? Self.defaultPageSize, let last = accounts.last?["id"] as? String {
+                fflush(nil)  // the page first, then the hint, when both go to one pipe
                 FileHandle.standardError.write(Data("(more may follow: --after \(last))\n".utf8))
             }
         case "show":

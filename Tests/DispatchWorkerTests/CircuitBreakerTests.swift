@@ -29,6 +29,25 @@ import Testing
         #expect(try await redis.send("EXISTS", flag).int == 0)
     }
 
+    /// A flag this process raises just before its first success's inherited clear
+    /// runs (a success that saw no failure counted, failures right after it) stays up:
+    /// the clear is skipped for a flag this process holds.
+    @Test func theInheritedClearLeavesAFlagThisProcessRaised() async throws {
+        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        defer { redis.close() }
+        let (logger, logs) = TestEnvironment.capturingLogger("circuit")
+        let keys = RedisKeys(stream: "pushgate-test:circuit:{c\(UInt64.random(in: 0...UInt64.max))}")
+        let breaker = CircuitBreaker(redis: redis, threshold: 1, lifetimeSeconds: 30, logger: logger)
+        let flag = keys.circuit(credential: "cred", environment: "production")
+        breaker.failure(credential: "cred", environment: "production", keys: keys)
+        breaker.clearInherited(credential: "cred", environment: "production", keys: keys)
+        #expect(try await Poll.until(timeout: .seconds(5)) { try await redis.send("EXISTS", flag).int == 1 })
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await redis.send("EXISTS", flag).int == 1)
+        #expect(!logs.all.contains { $0.contains("left by another process cleared") })
+        _ = try await redis.send("DEL", flag)
+    }
+
     /// A flag another process left up (a worker that raised it and was restarted) is
     /// cleared by this process's first success for that credential/environment, on the
     /// path that skips `success` as well; later successes do not write again.

@@ -55,8 +55,10 @@ public enum MigrationCommand {
     static func isUnreachable(_ error: PostgresError) -> Bool {
         switch error.code {
         case .connectionFailed, .connectionClosed:
+            // libpq names the server before "failed:"; only what follows is the reason.
             let text = error.description.lowercased()
-            return !lastingFailures.contains { text.contains($0) }
+            let reason = text.range(of: "failed:").map { text[$0.upperBound...] } ?? text[...]
+            return !lastingFailures.contains { reason.contains($0) }
         default:
             return false
         }
