@@ -282,6 +282,14 @@ import Testing
             #expect(gone.text == errorBody(1003, "Subscription not found"))
             let ttl = try await app.redis.send("TTL", app.keys.tombstone(id)).int ?? 0
             #expect(ttl > 29 * 86_400)
+            // A pending one's stash leaves the stash expiry's schedule with it.
+            let (pending, _) = try await app.subscribe(topic: fixture.topic, activate: false)
+            #expect(try await app.push(pending).status == 201)
+            #expect(try await app.redis.send("ZSCORE", app.keys.stashesDue, pending) != .null)
+            try await app.postgres.execute("DELETE FROM subscriptions WHERE id = \(pending)")
+            try await app.app.invalidation.subscriptionGone(pending, app: fixture.appID)
+            #expect(try await app.redis.send("ZSCORE", app.keys.stashesDue, pending) == .null)
+            #expect(try await app.redis.send("EXISTS", app.keys.stash(pending)).int == 0)
         }
     }
 
