@@ -7,15 +7,21 @@ import Testing
 
 /// The circuit flag against the real Redis.
 @Suite struct CircuitBreakerTests {
+    /// A breaker raising at the first failure, on keys of its own; its Redis client
+    /// (the caller closes it) and its log.
+    static func breaker() throws -> (RedisClient, CircuitBreaker, RedisKeys, CapturedLogLines) {
+        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        let (logger, logs) = TestEnvironment.capturingLogger("circuit")
+        let keys = RedisKeys(stream: "pushgate-test:circuit:{c\(UInt64.random(in: 0...UInt64.max))}")
+        return (redis, CircuitBreaker(redis: redis, threshold: 1, lifetimeSeconds: 30, logger: logger), keys, logs)
+    }
+
     /// A success right after a failure that raised the flag: the flag's `SET` was
     /// handed off without waiting, and must still not land after the success's `DEL`
     /// (it would keep the ingress answering 502 for the flag's lifetime after APNs recovered).
     @Test func aSuccessRightAfterTheRaisingFailureLeavesNoFlag() async throws {
-        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        let (redis, breaker, keys, _) = try Self.breaker()
         defer { redis.close() }
-        let (logger, _) = TestEnvironment.capturingLogger("circuit")
-        let keys = RedisKeys(stream: "pushgate-test:circuit:{c\(UInt64.random(in: 0...UInt64.max))}")
-        let breaker = CircuitBreaker(redis: redis, threshold: 1, lifetimeSeconds: 30, logger: logger)
         let flag = keys.circuit(credential: "cred", environment: "production")
         for round in 0..<100 {
             breaker.failure(credential: "cred", environment: "production", keys: keys)
@@ -33,11 +39,8 @@ import Testing
     /// runs (a success that saw no failure counted, failures right after it) stays up:
     /// the clear is skipped for a flag this process holds.
     @Test func theInheritedClearLeavesAFlagThisProcessRaised() async throws {
-        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        let (redis, breaker, keys, logs) = try Self.breaker()
         defer { redis.close() }
-        let (logger, logs) = TestEnvironment.capturingLogger("circuit")
-        let keys = RedisKeys(stream: "pushgate-test:circuit:{c\(UInt64.random(in: 0...UInt64.max))}")
-        let breaker = CircuitBreaker(redis: redis, threshold: 1, lifetimeSeconds: 30, logger: logger)
         let flag = keys.circuit(credential: "cred", environment: "production")
         breaker.failure(credential: "cred", environment: "production", keys: keys)
         breaker.clearInherited(credential: "cred", environment: "production", keys: keys)
@@ -52,11 +55,8 @@ import Testing
     /// cleared by this process's first success for that credential/environment, on the
     /// path that skips `success` as well; later successes do not write again.
     @Test func aFlagLeftByAnotherProcessIsClearedByTheFirstSuccess() async throws {
-        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        let (redis, breaker, keys, logs) = try Self.breaker()
         defer { redis.close() }
-        let (logger, logs) = TestEnvironment.capturingLogger("circuit")
-        let keys = RedisKeys(stream: "pushgate-test:circuit:{c\(UInt64.random(in: 0...UInt64.max))}")
-        let breaker = CircuitBreaker(redis: redis, threshold: 1, lifetimeSeconds: 30, logger: logger)
         let flag = keys.circuit(credential: "cred", environment: "production")
         let other = keys.circuit(credential: "cred", environment: "sandbox")
         _ = try await redis.send("SET", flag, "1", "EX", 30)
