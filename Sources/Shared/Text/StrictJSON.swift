@@ -165,15 +165,8 @@ public enum StrictJSON {
                 {
                     sawObjectMember = true
                 }
-                guard parseValue(depth: depth + 1) else { return false }
-                skipWhitespace()
-                switch peek {
-                case UInt8(ascii: ","): index += 1
-                case UInt8(ascii: "}"):
-                    index += 1
-                    return true
-                default: return false
-                }
+                guard parseValue(depth: depth + 1), let ended = separatorOrEnd(UInt8(ascii: "}")) else { return false }
+                if ended { return true }
             }
         }
 
@@ -185,15 +178,24 @@ public enum StrictJSON {
                 return true
             }
             while true {
-                guard parseValue(depth: depth + 1) else { return false }
-                skipWhitespace()
-                switch peek {
-                case UInt8(ascii: ","): index += 1
-                case UInt8(ascii: "]"):
-                    index += 1
-                    return true
-                default: return false
-                }
+                guard parseValue(depth: depth + 1), let ended = separatorOrEnd(UInt8(ascii: "]")) else { return false }
+                if ended { return true }
+            }
+        }
+
+        /// After a member or an element: a `,` (taken) means more follow (false), `close`
+        /// (taken) ends the container (true), anything else is malformed (nil).
+        mutating func separatorOrEnd(_ close: UInt8) -> Bool? {
+            skipWhitespace()
+            switch peek {
+            case UInt8(ascii: ","):
+                index += 1
+                return false
+            case close:
+                index += 1
+                return true
+            default:
+                return nil
             }
         }
 
