@@ -24,6 +24,4 @@ enum JSONPayloadInspector {
         case .object(let hasAPS): hasAPS ? .valid : .missingAPS
         }
     }
-
-    static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool { StrictJSON.isValidUTF8(bytes) }
 }

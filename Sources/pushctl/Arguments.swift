@@ -69,12 +69,12 @@ struct Arguments {
 
     /// `--limit`: a whole number from 1 to 1000 (the admin API's pages), checked here so
     /// a typo is a usage error (2), not the admin API's refusal (1).
-    func limit() throws(PushctlError) -> String? {
+    func limit() throws(PushctlError) -> Int? {
         guard let text = value("limit") else { return nil }
         guard let number = Int(text), (1...1000).contains(number) else {
             throw .usage("--limit must be a whole number from 1 to 1000")
         }
-        return String(number)
+        return number
     }
 
     /// `true`/`false` (also yes/no, on/off, 1/0).

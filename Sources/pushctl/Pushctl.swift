@@ -4,7 +4,8 @@ import Foundation
 struct Pushctl {
     static let globalOptions: Set<String> = ["url", "token", "actor"]
     static let globalFlags: Set<String> = ["json", "help"]
-    /// The admin API's page size when `--limit` is not given.
+    /// The page `account list` asks for without `--limit` (sent, so the "more may
+    /// follow" hint compares with what was asked).
     static let defaultPageSize = 100
     /// The first words `run` knows: anything else is a usage error before any
     /// configuration is looked at.
@@ -114,14 +115,14 @@ struct Pushctl {
             let arguments = try Arguments(rest, options: ["limit", "after"], flags: [])
             try arguments.none()
             var query: [(String, String)] = []
-            let limit = try arguments.limit()
-            if let limit { query.append(("limit", limit)) }
+            let limit = try arguments.limit() ?? Self.defaultPageSize
+            query.append(("limit", String(limit)))
             if let after = arguments.value("after") { query.append(("after", after)) }
             let answer = try await client.call("GET", "/accounts", query: query)
             output.show(answer, list: "accounts", columns: accountColumns)
             // A full page: say how to get the next one (on stderr, so --json stays JSON).
             let accounts = (answer as? [String: Any])?["accounts"] as? [[String: Any]] ?? []
-            if accounts.count == Int(limit ?? "") ?? Self.defaultPageSize, let last = accounts.last?["id"] as? String {
+            if accounts.count == limit, let last = accounts.last?["id"] as? String {
                 fflush(nil)  // the page first, then the hint, when both go to one pipe
                 FileHandle.standardError.write(Data("(more may follow: --after \(last))\n".utf8))
             }
@@ -369,7 +370,7 @@ struct Pushctl {
         for name in ["account", "subject", "before"] {
             if let value = arguments.value(name) { query.append((name, value)) }
         }
-        if let limit = try arguments.limit() { query.append(("limit", limit)) }
+        if let limit = try arguments.limit() { query.append(("limit", String(limit))) }
         output.show(
             try await client.call("GET", "/activity", query: query), list: "entries",
             columns: ["id", "at", "actor", "action", "subject", "before", "after"])

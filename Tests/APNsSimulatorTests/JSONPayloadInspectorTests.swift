@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Shared
 
 @testable import APNsSimulator
 
@@ -64,7 +65,7 @@ import Testing
         }
         for sample in samples {
             let expected = String(validating: sample, as: UTF8.self) != nil
-            let actual = sample.withUnsafeBufferPointer { JSONPayloadInspector.isValidUTF8($0) }
+            let actual = sample.withUnsafeBufferPointer { StrictJSON.isValidUTF8($0) }
             #expect(actual == expected, "\(sample)")
         }
     }

@@ -28,7 +28,8 @@ public struct CIDR: Sendable, Equatable, CustomStringConvertible {
         self.network = Self.mask(address, prefix: prefix)
     }
 
-    private static func isIPv4Mapped(_ bytes: [UInt8]) -> Bool {
+    /// Whether 16 address bytes are an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`).
+    public static func isIPv4Mapped(_ bytes: [UInt8]) -> Bool {
         bytes.count == 16 && bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
     }
 

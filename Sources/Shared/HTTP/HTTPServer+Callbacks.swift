@@ -308,8 +308,7 @@ private func peerAddress(_ connection: OpaquePointer) -> [UInt8] {
         }
         // An IPv4 client of a dual-stack socket (`::ffff:a.b.c.d`) is that IPv4
         // address, for whoever reads the peer.
-        let isIPv4Mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
-        return isIPv4Mapped ? Array(bytes[12...]) : bytes
+        return CIDR.isIPv4Mapped(bytes) ? Array(bytes[12...]) : bytes
     default:
         return []
     }

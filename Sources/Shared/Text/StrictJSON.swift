@@ -346,8 +346,6 @@ public enum StrictJSON {
 
         func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
-        func isHexDigit(_ byte: UInt8) -> Bool {
-            isDigit(byte) || (byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "f"))
-        }
+        func isHexDigit(_ byte: UInt8) -> Bool { Self.hexValue(byte) != nil }
     }
 }
