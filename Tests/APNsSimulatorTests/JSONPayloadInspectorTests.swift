@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import Shared
+import Testing
 
 @testable import APNsSimulator
 

@@ -83,6 +83,10 @@ final class CircuitBreaker: Sendable {
     /// success has nothing to clear and callers may skip `success`.
     var isTracking: Bool { tracking.load(ordering: .relaxed) }
 
+    /// Whether successes may still clear flags another process left (`clearInherited`):
+    /// callers on the hot path check it before building its arguments.
+    var isClearingInherited: Bool { clearingInherited.load(ordering: .relaxed) }
+
     /// A send for `credential`/`environment` got an answer from APNs.
     func success(credential: String, environment: String, keys: RedisKeys) async {
         guard isTracking else {
@@ -111,7 +115,7 @@ final class CircuitBreaker: Sendable {
     /// for each deletes the flag in case another process (a predecessor) left it up.
     /// Does not wait for Redis.
     func clearInherited(credential: String, environment: String, keys: RedisKeys) {
-        guard clearingInherited.load(ordering: .relaxed) else { return }
+        guard isClearingInherited else { return }
         let name = keys.circuit(credential: credential, environment: environment)
         guard inheritedCleared.withLock({ $0.insert(name).inserted }) else { return }
         // Not over a flag this process raised meanwhile (the check runs in the write's

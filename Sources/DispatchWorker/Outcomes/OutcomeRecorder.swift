@@ -72,9 +72,12 @@ final class OutcomeRecorder: Sendable {
     /// Returns false, having done nothing, when the outcome needs `record`.
     func recordAtOnce(_ outcome: DeliveryOutcome, _ delivery: Delivery) -> Bool {
         guard case .sent = outcome, !circuit.isTracking else { return false }
-        circuit.clearInherited(
-            credential: delivery.message.credentialID, environment: delivery.message.environment,
-            keys: delivery.context.keys)
+        // Checked here: the message's fields are strings made on each read.
+        if circuit.isClearingInherited {
+            circuit.clearInherited(
+                credential: delivery.message.credentialID, environment: delivery.message.environment,
+                keys: delivery.context.keys)
+        }
         finish(delivery, status: "sent", reason: "", tally: .sent, releaseQuota: false)
         return true
     }

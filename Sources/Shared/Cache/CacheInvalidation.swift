@@ -44,9 +44,12 @@ public struct CacheInvalidation: Sendable {
 
     /// `subscriptionChanged(_:)` for many, 500 entries per round trip.
     public func subscriptionsChanged(_ ids: [String]) async throws {
-        for batch in stride(from: 0, to: ids.count, by: 500).map({ ids[$0..<min($0 + 500, ids.count)] }) {
-            try await invalidate(batch.map(keys.subscription))
-        }
+        for batch in Self.batches(of: ids) { try await invalidate(batch.map(keys.subscription)) }
+    }
+
+    /// `ids` in slices of 500: one pipeline each.
+    private static func batches(of ids: [String]) -> [ArraySlice<String>] {
+        stride(from: 0, to: ids.count, by: 500).map { ids[$0..<min($0 + 500, ids.count)] }
     }
 
     /// Drops the cache entry and the pending stash.
@@ -57,7 +60,7 @@ public struct CacheInvalidation: Sendable {
     /// Drops the cache, the pending stash, the rate window and the topic marks of each
     /// subscription.
     public func subscriptionsDeleted(_ ids: [String]) async throws {
-        for batch in stride(from: 0, to: ids.count, by: 500).map({ ids[$0..<min($0 + 500, ids.count)] }) {
+        for batch in Self.batches(of: ids) {
             try await invalidate(
                 batch.map(keys.subscription), alsoDeleting: batch.flatMap(keys.subscriptionState),
                 stashesOf: Array(batch))
