@@ -235,9 +235,7 @@ import Testing
             try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
             try await stack.startWorker()
             try await eventually("both sent by the next worker") {
-                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
-                let length = try await stack.streamLength()
-                return retries == 0 && length == 0
+                try await stack.isEmptyWithRetries()
                     && messages.allSatisfy { !stack.recordings(token: $0.deviceToken).isEmpty }
             }
             #expect(try await stack.quota() == 2)

@@ -24,11 +24,7 @@ import Testing
             try await stack.controlRequest("DELETE", "/faults")
             try await eventually("all 20 delivered", timeout: .seconds(20)) { stack.recordings().count >= 20 }
             for (_, token) in ids { #expect(stack.recordings(token: token).count == 1) }
-            try await eventually("the queue empty") {
-                let length = try await stack.streamLength()
-                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
-                return length == 0 && retries == 0
-            }
+            try await eventually("the queue empty") { try await stack.isEmptyWithRetries() }
             #expect(worker.metrics.retries.value("ServiceUnavailable") >= 20)
             #expect(try await stack.quota() == 20)
             #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
@@ -50,11 +46,7 @@ import Testing
             try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(deleted)")
             try await stack.controlRequest("DELETE", "/faults")
             try await eventually("the kept one delivered") { stack.recordings(token: keptToken).count == 1 }
-            try await eventually("the queue empty") {
-                let length = try await stack.streamLength()
-                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
-                return length == 0 && retries == 0
-            }
+            try await eventually("the queue empty") { try await stack.isEmptyWithRetries() }
             #expect(stack.recordings(token: deletedToken).isEmpty)
             #expect(worker.metrics.sends.value("discarded", "subscription_deleted") == 1)
             #expect(try await stack.quota() == 1)
@@ -93,11 +85,7 @@ import Testing
             try await stack.postgres.execute("UPDATE apps SET push_enabled = false WHERE id = \(stack.fixture.appID)")
             try await stack.controlRequest("DELETE", "/faults")
             try await eventually("dropped") { worker.metrics.sends.value("discarded", "push_disabled") == 1 }
-            try await eventually("the queue empty") {
-                let length = try await stack.streamLength()
-                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
-                return length == 0 && retries == 0
-            }
+            try await eventually("the queue empty") { try await stack.isEmptyWithRetries() }
             #expect(stack.recordings(token: token).isEmpty)
             #expect(try await stack.quota() == 0)
         }
@@ -122,11 +110,7 @@ import Testing
             try await eventually("the older one's retry dropped") {
                 worker.metrics.sends.value("discarded", "topic_replaced") == 1
             }
-            try await eventually("the queue empty") {
-                let length = try await stack.streamLength()
-                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
-                return length == 0 && retries == 0
-            }
+            try await eventually("the queue empty") { try await stack.isEmptyWithRetries() }
             let delivered = stack.recordings(token: token).map { String(decoding: $0.payload, as: UTF8.self) }
             #expect(delivered.count == 2)
             #expect(delivered.contains { $0.contains(Base64URL.encode(newer)) })
@@ -195,11 +179,12 @@ import Testing
             try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":600}"#)
             let worker = try await stack.startWorker()
             let inbox = Fixture.pushHeaders + [("Topic", "inbox")]
+            let gate = try #require(worker.consumers.first).processor.topicGate
             #expect(try await stack.push(id, headers: inbox).status == 201)
-            try await eventually("the first one on its way") { try await stack.pendingCount() == 1 }
+            // Past its marks before the second's are written (else the second replaces it).
+            try await eventually("the first one on its way") { gate.counts.onTheirWay == 1 }
             #expect(try await stack.push(id, headers: inbox).status == 201)
-            try await eventually("the second one read") { try await stack.pendingCount() == 2 }
-            try await Task.sleep(for: .milliseconds(150))  // its marks read: it is held, not replaced yet
+            try await eventually("the second one held, its marks read") { gate.counts.waiting == 1 }
             #expect(worker.metrics.sends.value("discarded", "topic_replaced") == 0)
             let later = Int64(Date().timeIntervalSince1970 * 1000) + 1
             _ = try await stack.redis.send("HSET", stack.keys.topicMarks(id), "inbox", "elsewhere:\(later)")
@@ -265,11 +250,7 @@ import Testing
                 #expect(reply == ["mid": messages[index].messageID, "status": "sent", "reason": ""])
             }
             for message in messages { #expect(stack.recordings(token: message.deviceToken).count == 1) }
-            try await eventually("the queue empty") {
-                let length = try await stack.streamLength()
-                let retries = try await stack.redis.send("ZCARD", stack.keys.retrySchedule).int
-                return length == 0 && retries == 0
-            }
+            try await eventually("the queue empty") { try await stack.isEmptyWithRetries() }
             #expect(worker.metrics.retries.value("TooManyRequests") == 1)
             #expect(try await stack.quota() == 3)
             for index in 0..<3 { #expect(try await stack.redis.send("LLEN", stack.keys.reply("r\(index)")).int == 0) }

@@ -21,7 +21,7 @@ final class QueueConsumer: Sendable {
     let context: StreamContext
     private let redis: RedisClient
     private let consumer: String
-    private let processor: EntryProcessor
+    let processor: EntryProcessor
     private let limiter: InFlightLimiter
     private let batchSize: Int
     private let readLinger: Duration

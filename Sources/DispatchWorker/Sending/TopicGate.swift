@@ -22,6 +22,11 @@ final class TopicGate: Sendable {
 
     private let topics = Mutex<[String: Slot]>([:])
 
+    /// How many topics have a message on its way, and how many messages wait behind one.
+    var counts: (onTheirWay: Int, waiting: Int) {
+        topics.withLock { ($0.count, $0.values.count { $0.waiting != nil }) }
+    }
+
     /// `deliveries` (in queue order) split into those to send now, and those a newer
     /// one replaced; the rest wait behind their topic's message on its way.
     func admit(_ deliveries: [Delivery]) -> (send: [Delivery], replaced: [Delivery]) {

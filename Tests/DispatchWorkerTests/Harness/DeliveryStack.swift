@@ -209,6 +209,16 @@ final class DeliveryStack: @unchecked Sendable {
         }
     }
 
+    /// Nothing on the queue stream and nothing in the delayed-retry set, read in one
+    /// script: a message moves between the two (`promoteRetries`, `acknowledge`)
+    /// atomically, and two separate reads could each miss it.
+    func isEmptyWithRetries() async throws -> Bool {
+        let reply = try await redis.send(
+            "EVAL", "return redis.call('XLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])", 2, keys.stream,
+            keys.retrySchedule)
+        return reply.int == 0
+    }
+
     /// Nothing on the queue stream and nothing read but not acknowledged.
     func isDrained() async throws -> Bool {
         let length = try await streamLength()
