@@ -35,7 +35,8 @@ enum Help {
           app delete APP
           app push APP [--enable | --disable] [--credential CREDENTIAL | --no-credential]
                        [--bundle-id ID]... [--bundle-ids-file FILE] [--no-bundle-ids]
-                       (bundle ids replace the app's list; removing one deletes its device subscriptions,
+                       (FILE: one bundle id per line, or - for stdin;
+                        bundle ids replace the app's list; removing one deletes its device subscriptions,
                         listing one in another case respells it and keeps them)
 
         App API keys (the key is shown once)

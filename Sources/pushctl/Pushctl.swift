@@ -275,7 +275,15 @@ struct Pushctl {
             body["credentialId"] = credential
         }
         var bundleIDs = arguments.all("bundle-id")
-        if let file = arguments.value("bundle-ids-file") { bundleIDs.append(try Self.readFile(file)) }
+        if let file = arguments.value("bundle-ids-file") {
+            // One id per line, blank lines skipped; an empty file is a mistake, not "none".
+            let listed = try Self.readFile(file).split(whereSeparator: \.isNewline)
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            guard !listed.isEmpty else {
+                throw .usage("\(file) lists no bundle ids (--no-bundle-ids removes them all)")
+            }
+            bundleIDs += listed
+        }
         if arguments.flag("no-bundle-ids") {
             guard bundleIDs.isEmpty else { throw .usage("--no-bundle-ids excludes --bundle-id and --bundle-ids-file") }
             body["bundleIds"] = [String]()

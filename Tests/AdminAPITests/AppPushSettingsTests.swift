@@ -92,9 +92,35 @@ import Testing
             let invalid = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": ["com.example/app"]])
             #expect(invalid.status == 400)
             #expect(invalid.errorMessage?.hasPrefix("bundle id \"com.example/app\" is not valid") == true)
-            let twice = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": ["com.a.b\ncom.A.b"]])
+            let twice = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": "com.a.b\ncom.A.b"])
             #expect(twice.status == 400)
             #expect(twice.errorMessage == "bundle id com.A.b is listed twice")
+            // An array holds one id per element: lines in one are not split.
+            let lines = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": ["com.a.b\ncom.c.d"]])
+            #expect(lines.status == 400)
+        }
+    }
+
+    /// A blank element is refused rather than skipped: the list replaces the app's, so
+    /// skipping it would remove every bundle id, and their devices, for a typo.
+    @Test func aBlankBundleIDInTheArrayIsRefusedAndNothingChanges() async throws {
+        try await AdminHarness.with { admin in
+            let app = try await admin.app(account: try await admin.account())
+            let bundle = Self.bundleID("kept")
+            try await admin.insertIdentifier(bundle, app: app)
+            let subscription = try await admin.insertSubscription(app: app, topic: bundle)
+            for blank in ["", "   "] {
+                let refused = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": [blank]])
+                #expect(refused.status == 400)
+                #expect(refused.errorMessage?.hasPrefix("bundle id \"\" is not valid") == true)
+            }
+            #expect(try await admin.subscriptionExists(subscription))
+            let shown = try await admin.call("GET", "/apps/\(app)")
+            #expect(shown.json["bundleIds"] as? [String] == [bundle])
+            // The console's text skips blank lines: an empty text is an empty list.
+            let text = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": "\n \n\(bundle)\n"])
+            #expect(text.status == 200)
+            #expect(text.json["bundleIds"] as? [String] == [bundle])
         }
     }
 

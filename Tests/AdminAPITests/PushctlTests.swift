@@ -105,6 +105,24 @@ import Testing
             let appJSON = try JSONSerialization.jsonObject(with: Data(enabled.output.utf8)) as? [String: Any]
             #expect(appJSON?["pushEnabled"] as? Bool == true)
 
+            // A file of bundle ids: one per line, blank lines and surrounding spaces skipped
+            // (these two are the app's already, so no credential is needed to keep them).
+            let (one, two) = ("com.\(app).one", "com.\(app).two")
+            try await admin.insertIdentifier(one, app: app)
+            try await admin.insertIdentifier(two, app: app)
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("\(app)-bundle-ids")
+            defer { try? FileManager.default.removeItem(at: file) }
+            try Data("\n \(two) \n\n\(one)\n".utf8).write(to: file)
+            let fromFile = try await Self.pushctl(
+                ["app", "push", app, "--bundle-ids-file", file.path, "--json"], port: port)
+            #expect(fromFile.status == 0)
+            let fromFileJSON = try JSONSerialization.jsonObject(with: Data(fromFile.output.utf8)) as? [String: Any]
+            #expect(Set(fromFileJSON?["bundleIds"] as? [String] ?? []) == [one, two])
+            try Data("\n  \n".utf8).write(to: file)
+            let empty = try await Self.pushctl(["app", "push", app, "--bundle-ids-file", file.path], port: port)
+            #expect(empty.status == 2)
+            #expect(empty.error.hasPrefix("pushctl: \(file.path) lists no bundle ids"))
+
             let usage = try await Self.pushctl(["--json", "usage", account], port: port)
             let usageJSON = try JSONSerialization.jsonObject(with: Data(usage.output.utf8)) as? [String: Any]
             #expect(usageJSON?["limit"] as? Int == 50000)

@@ -284,24 +284,23 @@ struct AppsController: Sendable {
         }
     }
 
-    /// Splits lines, trims, drops blanks, checks each id and refuses one listed twice (ignoring case).
+    /// Trims each id, checks it (a blank one too) and refuses one listed twice (ignoring case).
     static func normalize(_ values: [String]) throws(AdminError) -> [String] {
         var result: [String] = []
         var seen: Set<String> = []
         for value in values {
-            for line in value.split(whereSeparator: \.isNewline) {
-                let bundleID = line.trimmingCharacters(in: .whitespaces)
-                if bundleID.isEmpty { continue }
-                guard AdminValidation.isBundleID(bundleID) else {
-                    throw .invalid(
-                        "bundle id \"\(bundleID.prefix(160))\" is not valid: letters, digits, dots and hyphens, at most 155"
-                    )
-                }
-                guard seen.insert(bundleID.lowercased()).inserted else {
-                    throw .invalid("bundle id \(bundleID) is listed twice")
-                }
-                result.append(bundleID)
+            // A blank one is refused, not skipped: the list replaces the app's, and
+            // every bundle id left out loses its devices.
+            let bundleID = value.trimmingCharacters(in: .whitespaces)
+            guard AdminValidation.isBundleID(bundleID) else {
+                throw .invalid(
+                    "bundle id \"\(bundleID.prefix(160))\" is not valid: letters, digits, dots and hyphens, at most 155"
+                )
             }
+            guard seen.insert(bundleID.lowercased()).inserted else {
+                throw .invalid("bundle id \(bundleID) is listed twice")
+            }
+            result.append(bundleID)
         }
         return result
     }

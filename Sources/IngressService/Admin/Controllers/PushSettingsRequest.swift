@@ -1,10 +1,13 @@
+import Foundation
+
 /// `PATCH /apps/:id/push`: any of the app's push settings; absent fields keep their
 /// value, `"credentialId": null` detaches the credential.
 struct PushSettingsRequest: Decodable {
     var enabled: Bool?
     /// nil: unchanged; `.some(nil)`: none.
     var credentialId: String??
-    /// The complete list (replaces the current one): an array, or one string with an id per line.
+    /// The complete list (replaces the current one): an array of ids, or one string
+    /// with an id per line (the console's text, where blank lines are skipped).
     var bundleIds: [String]?
 
     enum CodingKeys: String, CodingKey { case enabled, credentialId, bundleIds }
@@ -17,9 +20,9 @@ struct PushSettingsRequest: Decodable {
                 try container.decodeNil(forKey: .credentialId)
                     ? nil : try container.decode(String.self, forKey: .credentialId))
         }
-        // An array of ids, or the console's text: one per line.
         if let text = try? container.decodeIfPresent(String.self, forKey: .bundleIds) {
-            bundleIds = [text]
+            bundleIds = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
         } else {
             bundleIds = try container.decodeIfPresent([String].self, forKey: .bundleIds)
         }
