@@ -57,7 +57,11 @@ import Testing
             let method = try await admin.call("POST", "/accounts/x/usage")
             #expect(method.status == 405)
             #expect(method.errorCode == "method_not_allowed")
-            #expect(method.headers["allow"] == "GET")
+            #expect(method.headers["allow"] == "GET, HEAD")
+            // HEAD wherever GET is (RFC 9110 §9.1): the status and headers, no body.
+            let head = try await admin.call("HEAD", "/accounts")
+            #expect(head.status == 200)
+            #expect(head.text.isEmpty)
             let push = try await admin.call("POST", "/apps/x/push")
             #expect(push.status == 405)
             #expect(push.headers["allow"] == "PATCH, PUT")

@@ -24,6 +24,12 @@ import Testing
             #expect(forbidden.text.contains("push:send"))
             let key = try await stack.apiKey()
             #expect(try await stack.api("GET", "/users/\(user)/devices", key: key).status == 200)
+            let head = try await stack.api("HEAD", "/users/\(user)/devices", key: key)
+            #expect(head.status == 200)
+            #expect(head.body.isEmpty)
+            let post = try await stack.api("POST", "/users/\(user)/devices", key: key)
+            #expect(post.status == 405)
+            #expect(post.headers["allow"] == "GET, HEAD")
         }
     }
 

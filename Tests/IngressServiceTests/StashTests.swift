@@ -35,6 +35,12 @@ import Testing
             #expect(try await pending(app, id, secret) == sent.suffix(5).map(Base64URL.encode))
             #expect(try await app.queueLength() == 0)
             #expect(app.app.metrics.pushes.value("stashed", "") == 6)
+            // HEAD wherever GET is (RFC 9110 §9.1): the status and headers, no body.
+            let head = try await app.request(
+                "HEAD", "/api/push/v1/subscriptions/\(id)/pending", headers: [("Authorization", "Bearer \(secret)")])
+            #expect(head.status == 200)
+            #expect(head.body.isEmpty)
+            #expect(head.headers["content-type"] == "application/json")
         }
     }
 

@@ -103,8 +103,10 @@ public struct AdminAPI: HTTPHandler {
         var allowed: [String] = []  // methods of the routes whose path matches
         for route in routes {
             guard let parameters = route.match(segments) else { continue }
-            guard route.method == request.method else {
+            // HEAD wherever GET is (RFC 9110 §9.1): libmicrohttpd leaves out the body.
+            guard route.method == request.method || (route.method == "GET" && request.method == "HEAD") else {
                 allowed.append(route.method)
+                if route.method == "GET" { allowed.append("HEAD") }
                 continue
             }
             do {

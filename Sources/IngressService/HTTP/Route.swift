@@ -40,7 +40,7 @@ enum Route: Sendable, Equatable {
         }
         let path = path.utf8.count > 1 && path.utf8.last == UInt8(ascii: "/") ? String(path.dropLast()) : path
         switch path {
-        // HEAD as well as GET (RFC 9110 §9.1; some load balancers probe with HEAD):
+        // HEAD wherever GET is (RFC 9110 §9.1; some load balancers probe with HEAD):
         // libmicrohttpd sends a HEAD's headers without the body.
         case "/healthz": self = Self.isRead(method) ? .healthz : .methodNotAllowed(allowed: "GET, HEAD")
         case "/readyz": self = Self.isRead(method) ? .readyz : .methodNotAllowed(allowed: "GET, HEAD")
@@ -61,8 +61,8 @@ enum Route: Sendable, Equatable {
                 case (1, _, "PUT"): self = .update(id: id)
                 case (1, _, "DELETE"): self = .delete(id: id)
                 case (1, _, _): self = .methodNotAllowed(allowed: "PUT, DELETE")
-                case (2, "pending", "GET"): self = .pending(id: id)
-                case (2, "pending", _): self = .methodNotAllowed(allowed: "GET")
+                case (2, "pending", "GET"), (2, "pending", "HEAD"): self = .pending(id: id)
+                case (2, "pending", _): self = .methodNotAllowed(allowed: "GET, HEAD")
                 case (2, "activate", "POST"): self = .activate(id: id)
                 case (2, "activate", _): self = .methodNotAllowed(allowed: "POST")
                 default: self = .notFound
@@ -113,7 +113,7 @@ enum Route: Sendable, Equatable {
         case 3 where parts[0] == "subscriptions" && parts[2] == "bind" && !parts[1].isEmpty:
             return method == "DELETE" ? .appUnbind(id: parts[1]) : .methodNotAllowed(allowed: "DELETE")
         case 3 where parts[0] == "users" && parts[2] == "devices" && !parts[1].isEmpty:
-            return method == "GET" ? .appDevices(userID: parts[1]) : .methodNotAllowed(allowed: "GET")
+            return isRead(method) ? .appDevices(userID: parts[1]) : .methodNotAllowed(allowed: "GET, HEAD")
         default: return .notFound
         }
     }
