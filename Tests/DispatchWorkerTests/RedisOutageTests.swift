@@ -54,6 +54,24 @@ import Testing
     /// A worker that starts while Redis does not answer (a host rebooting, a rollout
     /// that got ahead of Redis) starts anyway, as the ingress does, instead of exiting;
     /// once Redis answers it makes the consumer group and sends what was queued.
+    /// A scrape never waits on Redis (its queue gauges come from the sampler): against a
+    /// Redis that takes connections and never answers, each command waits out its 5 s
+    /// timeout, and a scrape that waited on them would pass a scraper's timeout in the
+    /// very outage it should show.
+    @Test func metricsAnswerWithoutWaitingOnASilentRedis() async throws {
+        let (fd, port) = try UnusedPort.boundSocket()
+        defer { _ = close(fd) }
+        listen(fd, 16)  // never accepted: connections complete in the backlog, no reply comes
+        try await DeliveryStack.with { stack in
+            let worker = try await stack.startWorker(["REDIS_URL": "redis://127.0.0.1:\(port)/0"])
+            let started = ContinuousClock.now
+            let metrics = try await RawHTTPClient(port: worker.metricsPort).request("GET", "/metrics")
+            #expect(metrics.status == 200)
+            #expect(metrics.text.contains("\npushgate_worker_in_flight 0\n"))
+            #expect(ContinuousClock.now - started < .seconds(3))
+        }
+    }
+
     @Test func aWorkerStartedWhileRedisIsDownSendsOnceItIsBack() async throws {
         let (relay, redisURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
         defer { relay.close() }

@@ -1,6 +1,6 @@
 import Shared
 
-/// `METRICS_LISTEN`: `/metrics` (Prometheus text, gauges sampled first), `/healthz`
+/// `METRICS_LISTEN`: `/metrics` (Prometheus text, queue gauges at most 2 s old), `/healthz`
 /// (the process answers) and `/readyz` (Redis and Postgres answer and the worker is
 /// not stopping; `?exclude=postgres`: Redis, `ReadinessCheck`).
 struct OperationsHandler: HTTPHandler {
@@ -15,7 +15,9 @@ struct OperationsHandler: HTTPHandler {
         guard request.method == "GET" || request.method == "HEAD" else { return .text(405, "method not allowed\n") }
         switch request.path {
         case "/metrics":
-            await gauges.sample()
+            // The queue gauges are the sampler's (`QueueGauges.run`, every 2 s): a scrape
+            // that waited on Redis would time out in the very outage it should show.
+            gauges.sampleProcess()
             return .text(200, metrics.registry.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         case "/healthz":
             return .json(200, #"{"status":"ok"}"#)

@@ -13,11 +13,16 @@ struct QueueGauges: Sendable {
     let apns: APNsClient
     let metrics: WorkerMetrics
 
-    func sample() async {
+    /// The gauges this process knows by itself (and the batched counters), at once.
+    func sampleProcess() {
         metrics.flush()
         metrics.inFlight.set(Double(limiter.messagesInFlight))
         let client = apns.metrics
         metrics.openConnections.set(Double(max(client.connectionsOpened - client.connectionsClosed, 0)))
+    }
+
+    /// The queue gauges, from Redis; a stream that cannot be read keeps its last values.
+    func sampleQueues() async {
         for context in contexts {
             guard
                 let replies = try? await redis.pipeline([
@@ -50,7 +55,8 @@ struct QueueGauges: Sendable {
 
     func run(every interval: Duration, while running: @Sendable () -> Bool) async {
         while running() {
-            await sample()
+            sampleProcess()
+            await sampleQueues()
             try? await Task.sleep(for: interval)
         }
     }

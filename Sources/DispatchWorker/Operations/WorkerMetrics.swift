@@ -61,7 +61,8 @@ final class WorkerMetrics: Sendable {
         openConnections = registry.gauge(
             "pushgate_worker_apns_connections_open", help: "HTTP/2 connections to APNs open in this process.")
         retries = registry.counter(
-            "pushgate_worker_retries_total", help: "Messages put into the delayed-retry set, by cause.",
+            "pushgate_worker_retries_total",
+            help: "Times a message went into the delayed-retry set (one waiting out an outage: each look), by cause.",
             labels: ["cause"])
         deadLetters = registry.counter(
             "pushgate_worker_dead_letters_total",
