@@ -40,6 +40,13 @@ import Testing
                 "DATABASE_URL", "postgresql://pushgate:50%off@db/pushgate",
                 "DATABASE_URL is not a libpq connection string"
             ),
+            // libpq itself reads ports only when it connects (as a server not up yet).
+            (
+                "DATABASE_URL", "postgresql://u:pw@127.0.0.1:notaport/db",
+                "DATABASE_URL is not a libpq connection string"
+            ),
+            ("DATABASE_URL", "host=127.0.0.1 port=70000", "DATABASE_URL is not a libpq connection string"),
+            ("DATABASE_URL", "host=a,b port=5432,x", "DATABASE_URL is not a libpq connection string"),
         ] as [(String, String?, String)])
     func invalidValueNamesTheVariable(variable: String, value: String?, expected: String) {
         var values = Self.valid
@@ -52,6 +59,15 @@ import Testing
     }
 
     /// An invalid DATABASE_URL is refused without its value: it holds the password.
+    @Test func databaseURLsWithSeveralHostsOrDefaultPortsAreValid() {
+        for url in [
+            "host=a,b port=5432,5433", "host=a,b port=,5433", "postgresql://u@a:5432,b/db", "postgresql:///db",
+            "host=/var/run/postgresql port= 5432 ",
+        ] {
+            #expect(PostgresConnection.isValidConnectionString(url), "\(url)")
+        }
+    }
+
     @Test func anInvalidDatabaseURLIsNotEchoed() {
         var values = Self.valid
         values["DATABASE_URL"] = "postgresql://pushgate:50%off@db/pushgate"

@@ -100,6 +100,13 @@ import Testing
         let wrong = try await Self.runMigrate(environment: ["DATABASE_URL": missing, "MIGRATE_WAIT_SECONDS": "30"])
         #expect(wrong.status == 1)
         #expect(!wrong.standardError.contains("waiting for it"))
+        // So does an option libpq refuses only when connecting.
+        let separator = url.contains("?") ? "&" : "?"
+        let badMode = try await Self.runMigrate(environment: [
+            "DATABASE_URL": url + separator + "sslmode=sometimes", "MIGRATE_WAIT_SECONDS": "30",
+        ])
+        #expect(badMode.status == 1)
+        #expect(!badMode.standardError.contains("waiting for it"))
 
         relay.cut()
         let begin = ContinuousClock.now

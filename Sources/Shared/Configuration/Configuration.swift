@@ -59,7 +59,9 @@ public struct CommonConfiguration: Sendable {
             // The value is not echoed: it holds the password.
             throw ConfigurationError(
                 variable: "DATABASE_URL",
-                problem: "is not a libpq connection string or postgresql:// URL (percent-encode special characters)")
+                problem:
+                    "is not a libpq connection string or postgresql:// URL (percent-encode special characters; a port is 1 to 65535)"
+            )
         }
         return url
     }

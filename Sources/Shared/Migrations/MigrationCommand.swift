@@ -64,8 +64,9 @@ public enum MigrationCommand {
         }
     }
 
-    /// libpq's words for connection failures that waiting does not mend.
+    /// libpq's words for connection failures that waiting does not mend ("invalid": an
+    /// option's value it refuses only when connecting, such as `sslmode`).
     static let lastingFailures = [
-        "password", "authentication", "does not exist", "pg_hba.conf", "certificate", "permission denied",
+        "password", "authentication", "does not exist", "pg_hba.conf", "certificate", "permission denied", "invalid",
     ]
 }

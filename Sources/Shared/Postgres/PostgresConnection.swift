@@ -304,11 +304,25 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
         return scrubbed
     }
 
-    /// Whether libpq can parse `connectionString` (checked at startup, so a bad one
-    /// is a configuration error naming the variable, never a message quoting it).
+    /// Whether libpq can parse `connectionString` and its ports are port numbers
+    /// (checked at startup, so a bad one is a configuration error naming the variable,
+    /// never a message quoting it). libpq reads the ports only when it connects, and a
+    /// failed connection looks like a server not up yet.
     public static func isValidConnectionString(_ connectionString: String) -> Bool {
         guard let options = PQconninfoParse(connectionString, nil) else { return false }
-        PQconninfoFree(options)
+        defer { PQconninfoFree(options) }
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if String(cString: keyword) == "port", let value = option.pointee.val {
+                // One per host, comma-separated; an empty one means the default.
+                let ports = String(cString: value).split(separator: ",", omittingEmptySubsequences: false)
+                for port in ports {
+                    let digits = port.trimmingCharacters(in: .whitespaces)
+                    guard digits.isEmpty || Int(digits).map({ (1...65535).contains($0) }) == true else { return false }
+                }
+            }
+            option += 1
+        }
         return true
     }
 
