@@ -178,7 +178,7 @@ func buildApplication(
             repository: appRepository, redis: redis, keys: keys, cache: cache,
             replies: ReplyCollector(redis: replyRedis, stopping: stopping),
             maximumTTLSeconds: configuration.maximumPushTTLSeconds,
-            deadline: .milliseconds(configuration.appAPISendDeadlineMilliseconds)),
+            deadline: .milliseconds(configuration.appAPISendDeadlineMilliseconds), metrics: metrics),
         failureLog: failureLog)
     let device = DeviceRoutes(
         subscriptions: subscriptions, directory: directory,

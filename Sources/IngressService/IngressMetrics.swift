@@ -16,6 +16,12 @@ struct IngressMetrics: Sendable {
     /// Refreshes of aged cache entries that Postgres could not answer, after which
     /// the push went on with the entry as last read (`HotPathCache.refresh`).
     let cacheRefreshFailures: Counter.Series
+    /// Web Push pushes (502, 1007) and App API messages (`failed`) the ingress refused
+    /// as undeliverable, by why: the workers never see them, so theirs is the only
+    /// count of an app left without a usable credential.
+    let undeliverable: Counter
+    /// App API messages by the status (and reason) their send answered.
+    let appAPIMessages: Counter
 
     init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
@@ -41,10 +47,23 @@ struct IngressMetrics: Sendable {
             help: "Refreshes of cache entries past their lifetime that Postgres could not answer; the push went on"
                 + " with the entry as last read."
         ).initialize()
+        undeliverable = registry.counter(
+            "pushgate_ingress_undeliverable_total",
+            help: "Web Push pushes (502, 1007) and App API messages (failed) refused at the ingress as"
+                + " undeliverable: the app has no credential, its credential was rejected, or the circuit is up.",
+            labels: ["reason"])
+        for reason in ["credential_missing", "credential_rejected", "circuit"] { _ = undeliverable.initialize(reason) }
+        appAPIMessages = registry.counter(
+            "pushgate_ingress_app_api_messages_total", help: "App API messages by the status and reason answered.",
+            labels: ["status", "reason"])
     }
 
     func pushAccepted() { accepted.increment() }
     func pushStashed() { stashed.increment() }
     func pushDiscarded() { discarded.increment() }
     func pushRejected(_ error: PushAPIError) { pushes.increment(by: 1, "rejected", String(error.code.rawValue)) }
+    /// `reason` as the hot-path script gives it (`provider_error` is the circuit flag).
+    func refusedUndeliverable(_ reason: String) {
+        undeliverable.increment(by: 1, reason == "provider_error" ? "circuit" : reason)
+    }
 }

@@ -32,7 +32,7 @@ import Testing
                     redis: redis, keys: stack.keys, subscriptions: SubscriptionRepository(postgres: stack.postgres),
                     directory: AppDirectory(postgres: stack.postgres), lifetimeMilliseconds: 60_000),
                 replies: ReplyCollector(redis: redis, stopping: StopFlag()), maximumTTLSeconds: 3600,
-                deadline: .seconds(10))
+                deadline: .seconds(10), metrics: IngressMetrics())
             let message = #"{"subscriptionId":"\#(device.id)","payload":"\#(DeliveryStack.payload)"}"#
             let batch = try SendBatch(json: Array(#"{"messages":[\#(message)]}"#.utf8))
             func send() async throws -> String {

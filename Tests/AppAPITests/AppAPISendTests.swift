@@ -113,6 +113,15 @@ import Testing
             #expect(answered[8]["reason"] == "")
             #expect(stack.recordings(token: sent.token).count == 1)
             #expect(stack.recordings(token: overQuota.token).isEmpty)
+            // Counted as answered; the circuit's refusal also as undeliverable.
+            let metrics = stack.ingress.metrics
+            for (status, reason, count) in [
+                ("failed", "provider_error", 1.0), ("sent", "", 1), ("gone", "", 1), ("quota_exceeded", "", 1),
+                ("inactive", "", 1), ("not_found", "", 2), ("skipped", "", 1), ("invalid", "", 1),
+            ] {
+                #expect(metrics.appAPIMessages.value(status, reason) == count, "\(status)")
+            }
+            #expect(metrics.undeliverable.value("circuit") == 1)
         }
     }
 

@@ -650,6 +650,11 @@ import Testing
                 "DEL", app.keys.circuit(credential: healthy.credentialID!, environment: "sandbox"))
             #expect(try await app.push(id).status == 201)
             #expect(try await app.queueLength() == 1)
+            // Counted by why: the workers never see these (the alerts on credentials watch them).
+            let undeliverable = app.app.metrics.undeliverable
+            #expect(undeliverable.value("credential_missing") == 1)
+            #expect(undeliverable.value("credential_rejected") == 1)
+            #expect(undeliverable.value("circuit") == 1)
             // No quota was reserved for the refused pushes.
             let month = RedisKeys.quotaMonth()
             #expect(try await app.redis.send("GET", app.keys.quota(account: none.accountID, month: month)) == .null)

@@ -13,6 +13,7 @@ struct AppAPISender: Sendable {
     let replies: ReplyCollector
     let maximumTTLSeconds: Int
     let deadline: Duration
+    let metrics: IngressMetrics
 
     func send(_ batch: SendBatch, app: String) async throws -> HTTPResponse {
         let start = ContinuousClock.now
@@ -82,6 +83,7 @@ struct AppAPISender: Sendable {
                 outcomes[index].reason = reply.reason
             }
         }
+        for outcome in outcomes { metrics.appAPIMessages.increment(by: 1, outcome.status, outcome.reason) }
         return .json(200, "{\"results\":[" + outcomes.map(\.json).joined(separator: ",") + "]}")
     }
 
@@ -108,8 +110,9 @@ struct AppAPISender: Sendable {
             case .inactive, .stashed, .discarded: return ("inactive", "")
             case .quotaExceeded: return ("quota_exceeded", "")
             case .disabled: throw AppAPIError.pushDisabled
-            case .undeliverable:
-                return ("failed", HotPathScript.undeliverableReason(from: reply) ?? "provider_error")
+            case .undeliverable(let reason):
+                metrics.refusedUndeliverable(reason)
+                return ("failed", reason)
             case .cacheMiss(let kind, let id, let stale):
                 try await cache.refresh(kind: kind, id: id, stale: stale, for: &request)
             case .rateLimited, .checked:

@@ -266,7 +266,9 @@ final class WebPushRoutes: Sendable {
             // From the acceptance time whose month was refused (at a month's end, the next is a second away).
             let acceptedAt = Date(timeIntervalSince1970: TimeInterval(request.acceptedAt) / 1000)
             throw .quotaExceeded(secondsToNextMonth: quotaMonths.secondsToNextMonth(from: acceptedAt))
-        case .undeliverable: throw .deliveryFailed
+        case .undeliverable(let reason):
+            metrics.refusedUndeliverable(reason)
+            throw .deliveryFailed
         case .inactive: throw .notFound  // `app` mode only; Web Push never runs it
         }
     }

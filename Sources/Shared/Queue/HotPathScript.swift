@@ -38,8 +38,9 @@ public enum HotPathScript {
         /// `check` mode: everything before the body size passed; `exists` mode: the
         /// subscription exists.
         case checked
-        /// No usable credential, or the workers' circuit flag is up.
-        case undeliverable
+        /// No usable credential, or the workers' circuit flag is up: `reason` is
+        /// `credential_missing`, `credential_rejected` or `provider_error` (the flag).
+        case undeliverable(reason: String)
         /// `app` mode: the subscription is not activated.
         case inactive
         /// A cache entry is missing, or `stale`: past its freshness, and this push
@@ -226,12 +227,6 @@ public enum HotPathScript {
         }
     }
 
-    /// The reason a code-7 (`undeliverable`) reply carries, if any.
-    public static func undeliverableReason(from reply: RedisReply) -> String? {
-        guard let items = reply.array, items.first?.int == 7, items.count > 1 else { return nil }
-        return items[1].string
-    }
-
     /// Reads one push's reply: the queue entry's id, a code, or `{code, …}` (the codes
     /// that carry more).
     public static func decision(from reply: RedisReply) throws(RedisError) -> Decision {
@@ -248,7 +243,7 @@ public enum HotPathScript {
         case 4: return .rateLimited(retryAfterMilliseconds: items.count > 1 ? items[1].int ?? 1000 : 1000)
         case 5: return .quotaExceeded
         case 6: return .checked
-        case 7: return .undeliverable
+        case 7: return .undeliverable(reason: text(1) ?? "provider_error")
         case 8: return .stashed
         case 11: return .discarded
         case 9: return .inactive
