@@ -30,6 +30,10 @@ import Testing
             #expect(apps?.first?["appId"] as? String == app)
             let unbanned = try await admin.call("DELETE", "/users/\(user)/ban")
             #expect(unbanned.json["banned"] is NSNull)
+            // A ban without a reason says so with null, as every absent value does.
+            let bare = try await admin.call("PUT", "/users/\(user)/ban", [:])
+            #expect((bare.json["banned"] as? [String: Any])?["reason"] is NSNull)
+            #expect(try await admin.call("DELETE", "/users/\(user)/ban").status == 200)
 
             let cleared = try await admin.call(
                 "PATCH", "/apps/\(app)/users/\(user)", ["unsubscribed": false, "disabled": false])

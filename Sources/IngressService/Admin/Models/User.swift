@@ -5,6 +5,13 @@ struct User: Sendable, Codable, Equatable {
     struct Ban: Sendable, Codable, Equatable {
         var reason: String?
         var at: Date
+
+        /// A ban without a reason says `"reason": null`, as every absent value does.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(reason, forKey: .reason)
+            try container.encode(at, forKey: .at)
+        }
     }
 
     var id: String
