@@ -596,6 +596,28 @@ import Testing
         await server.shutdown(deadline: .seconds(1))
     }
 
+    /// A chunk-size line (here with an extension) longer than the connection's memory:
+    /// libmicrohttpd 0.9.75 without threads can neither hand it over nor read more,
+    /// and asks to run again at once until the connection times out. The driver puts
+    /// off runs that do nothing; it had run some 8,000 times a second, a core busy
+    /// for the 30 s of the connection's timeout, per such request.
+    @Test func aChunkSizeLineLongerThanTheConnectionsMemoryDoesNotSpinTheEventLoop() async throws {
+        try await withServer(EchoHandler(), polling: .eventLoop) { server in
+            let driver = try #require(server.driver)
+            let stuck = try HeldConnection(port: server.port)
+            stuck.send(Array("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n64;x=".utf8))
+            stuck.send(Array(repeating: UInt8(ascii: "a"), count: 40_000))
+            try await Task.sleep(for: .milliseconds(300))
+            let before = try await driver.loop.submit { driver.runs }
+            try await Task.sleep(for: .seconds(1))
+            let runs = try await driver.loop.submit { driver.runs } - before
+            #expect(runs < 50, "\(runs) runs in a second")
+            // Others are served as before.
+            let response = try await RawHTTPClient(port: server.port).request("POST", "/", body: [1, 2, 3])
+            #expect(response.status == 201)
+        }
+    }
+
     @Test(arguments: pollings) func refusesToStartOnAPortInUse(polling: Polling) async throws {
         try await withServer(EchoHandler(), polling: polling) { server in
             let (logger, _) = TestEnvironment.capturingLogger()

@@ -23,6 +23,19 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
     private var timer: (id: EventLoop.TimerID, deadline: ContinuousClock.Instant)?
     /// The longest the daemon goes without a run, in milliseconds.
     static let longestWait: UInt64 = 1000
+    /// Whether the run in progress called any of the server's callbacks (`noteProgress`).
+    private var progressed = false
+    /// Runs in a row that only the timer asked for (libmicrohttpd's "at once") and that
+    /// called no callback. libmicrohttpd 0.9.75 without threads busy-waits on a
+    /// connection whose read buffer is full of what it cannot hand over (a chunk-size
+    /// line longer than the connection's memory), asking to run at once until that
+    /// connection times out: one such request kept a core busy for 30 s. Past a few
+    /// such runs the next is put off, doubling up to `longestWait`; readiness and
+    /// resumed connections still run the daemon at once, so others are served.
+    private var fruitlessRuns = 0
+    static let fruitlessRunsTolerated = 8
+    /// Runs of the daemon so far (tests watch it for a busy loop).
+    private(set) var runs = 0
 
     init(loop: EventLoop) {
         self.loop = loop
@@ -84,10 +97,16 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
     func writable() {}
     func hangUp() { run() }
 
+    /// A callback of the server ran (on the loop's thread, within a run): the run did
+    /// something.
+    func noteProgress() { progressed = true }
+
     /// One pass of the daemon: accepts, reads, calls the access handler, writes,
     /// expires idle connections; then arranges the next pass it asks for.
-    private func run() {
+    private func run(byTimer: Bool = false) {
         guard !stopped, let daemon else { return }
+        progressed = false
+        runs += 1
         _ = MHD_run(daemon)
         // The next run: at once (0) when data already read or a resumed connection
         // waits, which no new event would announce (the timer then runs after the
@@ -98,13 +117,20 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
         // it is replaced only when an earlier one is needed (or it has fired).
         var milliseconds: UInt64 = 0
         if MHD_get_timeout(daemon, &milliseconds) != .YES { milliseconds = Self.longestWait }
+        if byTimer {
+            fruitlessRuns = progressed || milliseconds > 0 ? 0 : fruitlessRuns + 1
+        }
+        if fruitlessRuns > Self.fruitlessRunsTolerated {
+            let shift = min(fruitlessRuns - Self.fruitlessRunsTolerated, 10)
+            milliseconds = max(milliseconds, min(UInt64(1) << UInt64(shift), Self.longestWait))
+        }
         let now = ContinuousClock.now
         let deadline = now.advanced(by: .milliseconds(min(milliseconds, Self.longestWait)))
         if let timer, timer.deadline <= deadline { return }
         if let timer { loop.cancel(timer.id) }
         let id = loop.schedule(after: now.duration(to: deadline)) { [self] in
             timer = nil
-            run()
+            run(byTimer: true)
         }
         timer = (id, deadline)
     }

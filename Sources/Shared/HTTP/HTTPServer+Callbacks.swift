@@ -47,6 +47,7 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
     cls, connection, url, method, version, uploadData, uploadSize, conCls in
     guard let cls, let connection, let conCls, let uploadSize else { return .NO }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    server.driver?.noteProgress()
 
     guard let existing = conCls.pointee else {
         let head = HTTPRequestHead(
@@ -176,6 +177,7 @@ let httpServerCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
     conCls.pointee = nil
     let context = Unmanaged<HTTPRequestContext>.fromOpaque(pointer)
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    server.driver?.noteProgress()
     // A request that ended before its body was dispatched (the client went away).
     server.releaseBody(of: context.takeUnretainedValue())
     context.release()
@@ -186,6 +188,7 @@ let httpServerCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
 let httpServerConnection: MHD_NotifyConnectionCallback = { cls, _, _, event in
     guard let cls else { return }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    server.driver?.noteProgress()
     switch event {
     case .CONNECTION_NOTIFY_STARTED: server.connections.add(1, ordering: .relaxed)
     case .CONNECTION_NOTIFY_CLOSED: server.connections.subtract(1, ordering: .relaxed)
