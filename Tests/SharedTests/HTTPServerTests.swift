@@ -316,7 +316,10 @@ import Testing
             for (hosts, status, reason) in [
                 ("Host: a\r\nHost: b", 400, invalidHost), ("Host: a b", 400, invalidHost),
                 ("Host: a/b@c", 400, invalidHost), ("Host: ", 201, ""), ("Host: [::1]:8080", 201, ""),
-                ("Host: push.example.com:443", 201, ""),
+                ("Host: push.example.com:443", 201, ""), ("Host: x:", 201, ""), ("Host: 10.0.0.1:8080", 201, ""),
+                ("Host: x:80:90", 400, invalidHost), ("Host: x:8a", 400, invalidHost),
+                ("Host: [::1", 400, invalidHost), ("Host: []", 400, invalidHost), ("Host: [::1]x", 400, invalidHost),
+                ("Host: ::1", 400, invalidHost),
                 // Not a list field: which of two counts would be a guess.
                 (
                     "Host: x\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b", 400,

@@ -28,7 +28,9 @@ package struct RawHTTPClient {
         _ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8] = [],
         sendContentLength: Bool = true
     ) async throws -> Response {
-        var head = "\(method) \(target) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n"
+        // An IPv6 address is bracketed in Host, as in a URL (RFC 9112 §3.2).
+        let hostField = host.contains(":") ? "[\(host)]:\(port)" : host
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: \(hostField)\r\nConnection: close\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         if sendContentLength { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"

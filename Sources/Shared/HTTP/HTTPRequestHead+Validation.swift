@@ -141,10 +141,26 @@ extension HTTPRequestHead {
     }
 
     /// RFC 9112 §3.2 `Host`: `uri-host [":" port]`, possibly empty (a target without
-    /// authority). Checked by its characters: those of a reg-name, an IPv4 address or
-    /// an IP literal (`[...]`) and the port; no space, `/`, `@`, `?` or `#`.
-    static func isHost(_ value: String) -> Bool { value.utf8.allSatisfy(hostBytes.contains) }
-    private static let hostBytes = ASCIISet(alphanumericsAnd: "-._~%!$&'()*+,;=:[]")
+    /// authority). `uri-host` is an IP literal (`[...]`), or a reg-name or IPv4 address
+    /// (RFC 3986's characters: no space, `/`, `@`, `?`, `#` or `:`); `port` is digits,
+    /// possibly none.
+    static func isHost(_ value: String) -> Bool {
+        var rest = Substring(value)
+        if rest.utf8.first == UInt8(ascii: "[") {
+            guard let close = rest.firstIndex(of: "]") else { return false }
+            let literal = rest[rest.index(after: rest.startIndex)..<close]
+            guard !literal.isEmpty, literal.utf8.allSatisfy(ipLiteralBytes.contains) else { return false }
+            rest = rest[rest.index(after: close)...]
+        } else {
+            let end = rest.firstIndex(of: ":") ?? rest.endIndex
+            guard rest[..<end].utf8.allSatisfy(regNameBytes.contains) else { return false }
+            rest = rest[end...]
+        }
+        guard let colon = rest.utf8.first else { return true }
+        return colon == UInt8(ascii: ":") && rest.utf8.dropFirst().allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+    }
+    private static let regNameBytes = ASCIISet(alphanumericsAnd: "-._~%!$&'()*+,;=")
+    private static let ipLiteralBytes = ASCIISet(alphanumericsAnd: "-._~!$&'()*+,;=:")
 
     /// A request target in origin form: an absolute-form target (`http://host/path`,
     /// which RFC 9112 §3.2.2 has servers accept) loses its scheme and authority.
