@@ -60,16 +60,18 @@ final class WorkerApplication: Sendable {
     /// waited for: pushes to known devices are delivered without it.
     func start() async throws {
         try server.start()
+        // The queue gauges from the start: a worker waiting for `migrate` still shows
+        // the queue growing (the lag alert, the autoscaler).
+        let (gauges, stopping) = (gauges, stopping)
+        gaugeTask.withLock {
+            $0 = Task { await gauges.run(every: .seconds(2)) { !stopping.isSet } }
+        }
         while await readiness.schemaIsBehind() {
             try await Task.sleep(for: Self.schemaRecheckInterval)
         }
         acknowledger.start()
         counts.start()
         for consumer in consumers { await consumer.start() }
-        let (gauges, stopping) = (gauges, stopping)
-        gaugeTask.withLock {
-            $0 = Task { await gauges.run(every: .seconds(2)) { !stopping.isSet } }
-        }
     }
 
     /// SIGTERM: stop reading and claiming, let in-flight messages finish and be

@@ -54,7 +54,8 @@ struct IngressMetrics: Sendable {
             labels: ["reason"])
         for reason in ["credential_missing", "credential_rejected", "circuit"] { _ = undeliverable.initialize(reason) }
         appAPIMessages = registry.counter(
-            "pushgate_ingress_app_api_messages_total", help: "App API messages by the status and reason answered.",
+            "pushgate_ingress_app_api_messages_total",
+            help: "App API messages by the status and reason their 200 answered (batches refused whole are not).",
             labels: ["status", "reason"])
     }
 

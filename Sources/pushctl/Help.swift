@@ -35,7 +35,7 @@ enum Help {
           app delete APP
           app push APP [--enable | --disable] [--credential CREDENTIAL | --no-credential]
                        [--bundle-id ID]... [--bundle-ids-file FILE] [--no-bundle-ids]
-                       (FILE: one bundle id per line, or - for stdin;
+                       (FILE: one bundle id per line, blank lines skipped, at least one; - for stdin;
                         bundle ids replace the app's list; removing one deletes its device subscriptions,
                         listing one in another case respells it and keeps them)
 

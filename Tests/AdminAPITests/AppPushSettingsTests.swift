@@ -95,9 +95,12 @@ import Testing
             let twice = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": "com.a.b\ncom.A.b"])
             #expect(twice.status == 400)
             #expect(twice.errorMessage == "bundle id com.A.b is listed twice")
-            // An array holds one id per element: lines in one are not split.
+            // An array holds one id per element: lines in one are not split (a trailing
+            // line break, as read from a file, is trimmed like spaces).
             let lines = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": ["com.a.b\ncom.c.d"]])
             #expect(lines.status == 400)
+            let trailing = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": ["com.a.b\n"]])
+            #expect(trailing.errorCode == "credential_required")  // valid, and new: verified first
         }
     }
 
@@ -117,7 +120,7 @@ import Testing
             #expect(try await admin.subscriptionExists(subscription))
             let shown = try await admin.call("GET", "/apps/\(app)")
             #expect(shown.json["bundleIds"] as? [String] == [bundle])
-            // The console's text skips blank lines: an empty text is an empty list.
+            // The console's text skips blank lines (so an empty text would be an empty list).
             let text = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": "\n \n\(bundle)\n"])
             #expect(text.status == 200)
             #expect(text.json["bundleIds"] as? [String] == [bundle])

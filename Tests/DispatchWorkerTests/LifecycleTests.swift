@@ -329,6 +329,10 @@ import Testing
             try await eventually("no message in flight") {
                 try await client.request("GET", "/metrics").text.contains("\npushgate_worker_in_flight 0\n")
             }
+            // The queue gauges once the sampler has run (every 2 s, from the start).
+            try await eventually("the queue gauges") {
+                try await client.request("GET", "/metrics").text.contains("pushgate_queue_lag_seconds{")
+            }
             let metrics = try await client.request("GET", "/metrics").text
             for name in [
                 "pushgate_queue_lag_seconds{stream=\"\(stack.keys.stream)\"}", "pushgate_worker_queue_length",
@@ -346,6 +350,9 @@ import Testing
                 #expect(metrics.contains(name), "\(name) missing")
             }
             #expect(try await client.request("GET", "/healthz").status == 200)
+            let post = try await client.request("POST", "/metrics")
+            #expect(post.status == 405)
+            #expect(post.headers["allow"] == "GET, HEAD")
             let ready = try await client.request("GET", "/readyz")
             #expect(ready.status == 200)
             #expect(ready.text == #"{"redis":"ok","postgres":"ok"}"#)

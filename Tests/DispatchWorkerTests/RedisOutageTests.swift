@@ -51,9 +51,6 @@ import Testing
         }
     }
 
-    /// A worker that starts while Redis does not answer (a host rebooting, a rollout
-    /// that got ahead of Redis) starts anyway, as the ingress does, instead of exiting;
-    /// once Redis answers it makes the consumer group and sends what was queued.
     /// A scrape never waits on Redis (its queue gauges come from the sampler): against a
     /// Redis that takes connections and never answers, each command waits out its 5 s
     /// timeout, and a scrape that waited on them would pass a scraper's timeout in the
@@ -72,6 +69,9 @@ import Testing
         }
     }
 
+    /// A worker that starts while Redis does not answer (a host rebooting, a rollout
+    /// that got ahead of Redis) starts anyway, as the ingress does, instead of exiting;
+    /// once Redis answers it makes the consumer group and sends what was queued.
     @Test func aWorkerStartedWhileRedisIsDownSendsOnceItIsBack() async throws {
         let (relay, redisURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
         defer { relay.close() }

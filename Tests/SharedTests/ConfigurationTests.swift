@@ -47,6 +47,7 @@ import Testing
             ),
             ("DATABASE_URL", "host=127.0.0.1 port=70000", "DATABASE_URL is not a libpq connection string"),
             ("DATABASE_URL", "host=a,b port=5432,x", "DATABASE_URL is not a libpq connection string"),
+            ("DATABASE_URL", "host=a,b,c port=1,2", "DATABASE_URL is not a libpq connection string"),
         ] as [(String, String?, String)])
     func invalidValueNamesTheVariable(variable: String, value: String?, expected: String) {
         var values = Self.valid
@@ -58,16 +59,17 @@ import Testing
         }
     }
 
-    /// An invalid DATABASE_URL is refused without its value: it holds the password.
+    /// Ports are checked one per host, an empty one meaning the default.
     @Test func databaseURLsWithSeveralHostsOrDefaultPortsAreValid() {
         for url in [
             "host=a,b port=5432,5433", "host=a,b port=,5433", "postgresql://u@a:5432,b/db", "postgresql:///db",
-            "host=/var/run/postgresql port= 5432 ",
+            "host=/var/run/postgresql port= 5432 ", "host=a,b,c port=5432", "hostaddr=127.0.0.1,::1 port=1,2",
         ] {
             #expect(PostgresConnection.isValidConnectionString(url), "\(url)")
         }
     }
 
+    /// An invalid DATABASE_URL is refused without its value: it holds the password.
     @Test func anInvalidDatabaseURLIsNotEchoed() {
         var values = Self.valid
         values["DATABASE_URL"] = "postgresql://pushgate:50%off@db/pushgate"

@@ -80,8 +80,8 @@ import Testing
     }
 
     /// A Postgres that does not answer yet (a host still booting) is waited for, up
-    /// to `MIGRATE_WAIT_SECONDS`: a failed `migrate` keeps the services that depend on
-    /// it from starting at all (systemd `Requires=`). Past the wait, it fails (exit 1).
+    /// to `MIGRATE_WAIT_SECONDS`: a failed `migrate` at boot leaves a new schema
+    /// unapplied until someone runs it again. Past the wait, it fails (exit 1).
     @Test func migrateWaitsForAPostgresThatDoesNotAnswerYet() async throws {
         let database = try await ScratchDatabase.create("late")
         let (relay, url) = try TCPRelay.inFront(of: database.url)
@@ -115,6 +115,22 @@ import Testing
         #expect(ContinuousClock.now - begin >= .seconds(1))
         #expect(failed.standardError.contains("migration failed"))
         try await database.drop()
+    }
+
+    /// What waiting can mend, read from libpq's reason (after its last "failed:"), not
+    /// from the host or database names quoted before it.
+    @Test(arguments: [
+        ("connection to server at \"db.invalid\" (10.0.0.1), port 5432 failed: Connection refused", true),
+        ("connection to server at \"db\", port 5432 failed: received invalid response to SSL negotiation: H", true),
+        ("could not translate host name \"db.invalid\" to address: Name or service not known", true),
+        ("connection to server at \"db\", port 5432 failed: FATAL:  the database system is starting up", true),
+        ("invalid sslmode value: \"sometimes\"", false),
+        ("invalid integer value \"x\" for connection option \"connect_timeout\"", false),
+        ("connection to server at \"db\", port 5432 failed: FATAL:  password authentication failed", false),
+        ("connection to server at \"authentication\", port 5432 failed: timeout expired", true),
+    ])
+    func onlyFailuresWaitingCanMendAreWaitedFor(message: String, waited: Bool) {
+        #expect(MigrationCommand.isUnreachable(PostgresError(code: .connectionFailed, message: message)) == waited)
     }
 
     @Test func migrateWithoutDatabaseURLExitsWithStatusTwoAndOneLine() async throws {

@@ -1,6 +1,6 @@
 import Shared
 
-/// `METRICS_LISTEN`: `/metrics` (Prometheus text, queue gauges at most 2 s old), `/healthz`
+/// `METRICS_LISTEN`: `/metrics` (Prometheus text; queue gauges as last sampled), `/healthz`
 /// (the process answers) and `/readyz` (Redis and Postgres answer and the worker is
 /// not stopping; `?exclude=postgres`: Redis, `ReadinessCheck`).
 struct OperationsHandler: HTTPHandler {
@@ -12,7 +12,11 @@ struct OperationsHandler: HTTPHandler {
     func maximumBodySize(for head: HTTPRequestHead) -> Int { 0 }
 
     func handle(_ request: HTTPRequest) async -> HTTPResponse {
-        guard request.method == "GET" || request.method == "HEAD" else { return .text(405, "method not allowed\n") }
+        guard request.method == "GET" || request.method == "HEAD" else {
+            var response = HTTPResponse.text(405, "method not allowed\n")
+            response.headers.add("Allow", "GET, HEAD")  // RFC 9110 §15.5.6
+            return response
+        }
         switch request.path {
         case "/metrics":
             // The queue gauges are the sampler's (`QueueGauges.run`, every 2 s): a scrape

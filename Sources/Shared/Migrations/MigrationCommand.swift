@@ -33,7 +33,7 @@ public enum MigrationCommand {
                 return 0
             } catch let error as PostgresError where Self.isUnreachable(error) && ContinuousClock.now < deadline {
                 // Postgres not up yet (a host booting, a pod scheduled first): a failed
-                // migrate would keep the services that wait for it from starting at all.
+                // migrate would leave a new schema unapplied until run again by hand.
                 if !waitingLogged {
                     logger.warning(
                         "Postgres does not answer yet; waiting for it",
@@ -55,18 +55,24 @@ public enum MigrationCommand {
     static func isUnreachable(_ error: PostgresError) -> Bool {
         switch error.code {
         case .connectionFailed, .connectionClosed:
-            // libpq names the server before "failed:"; only what follows is the reason.
+            // libpq names the server (a host, a database) before "failed:"; only what
+            // follows its last one is the reason.
             let text = error.description.lowercased()
-            let reason = text.range(of: "failed:").map { text[$0.upperBound...] } ?? text[...]
-            return !lastingFailures.contains { reason.contains($0) }
+            let reason = text.range(of: "failed:", options: .backwards).map { text[$0.upperBound...] } ?? text[...]
+            return !lastingFailures.contains { reason.contains($0) } && !reason.contains(Self.refusedOptionValue)
         default:
             return false
         }
     }
 
-    /// libpq's words for connection failures that waiting does not mend ("invalid": an
-    /// option's value it refuses only when connecting, such as `sslmode`).
+    /// libpq's words for connection failures that waiting does not mend.
     static let lastingFailures = [
-        "password", "authentication", "does not exist", "pg_hba.conf", "certificate", "permission denied", "invalid",
+        "password", "authentication", "does not exist", "pg_hba.conf", "certificate", "permission denied",
+        "invalid port number", "could not match",
     ]
+
+    /// An option value libpq refuses only when connecting: `invalid sslmode value`,
+    /// `invalid integer value "x" for connection option "port"` (not, say, a proxy's
+    /// `invalid response to SSL negotiation`, which can pass).
+    nonisolated(unsafe) static let refusedOptionValue = /invalid [a-z_]+ value/
 }

@@ -311,19 +311,23 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
     public static func isValidConnectionString(_ connectionString: String) -> Bool {
         guard let options = PQconninfoParse(connectionString, nil) else { return false }
         defer { PQconninfoFree(options) }
+        var lists: [String: [Substring]] = [:]  // host, hostaddr, port: comma-separated
         var option = options
         while let keyword = option.pointee.keyword {
-            if String(cString: keyword) == "port", let value = option.pointee.val {
-                // One per host, comma-separated; an empty one means the default.
-                let ports = String(cString: value).split(separator: ",", omittingEmptySubsequences: false)
-                for port in ports {
-                    let digits = port.trimmingCharacters(in: .whitespaces)
-                    guard digits.isEmpty || Int(digits).map({ (1...65535).contains($0) }) == true else { return false }
-                }
+            let name = String(cString: keyword)
+            if ["host", "hostaddr", "port"].contains(name), let value = option.pointee.val {
+                lists[name] = String(cString: value).split(separator: ",", omittingEmptySubsequences: false)
             }
             option += 1
         }
-        return true
+        guard let ports = lists["port"] else { return true }
+        // One port per host, or one for all; an empty one means the default.
+        let hosts = max(lists["host"]?.count ?? 1, lists["hostaddr"]?.count ?? 1)
+        guard ports.count == 1 || ports.count == hosts else { return false }
+        return ports.allSatisfy { port in
+            let digits = port.trimmingCharacters(in: .whitespacesAndNewlines)
+            return digits.isEmpty || Int(digits).map { (1...65535).contains($0) } == true
+        }
     }
 
     /// Runs `work` with the open handle on this connection's queue.

@@ -291,7 +291,7 @@ struct AppsController: Sendable {
         for value in values {
             // A blank one is refused, not skipped: the list replaces the app's, and
             // every bundle id left out loses its devices.
-            let bundleID = value.trimmingCharacters(in: .whitespaces)
+            let bundleID = value.trimmingCharacters(in: .whitespacesAndNewlines)
             guard AdminValidation.isBundleID(bundleID) else {
                 throw .invalid(
                     "bundle id \"\(bundleID.prefix(160))\" is not valid: letters, digits, dots and hyphens, at most 155"
