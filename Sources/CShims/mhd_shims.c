@@ -79,6 +79,10 @@ const struct sockaddr *pg_shim_mhd_client_address(struct MHD_Connection *connect
     return info == NULL ? NULL : info->client_addr;
 }
 
+void pg_shim_mhd_set_connection_timeout(struct MHD_Connection *connection, unsigned int seconds) {
+    MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
 int pg_shim_mhd_epoll_fd(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
     return info == NULL ? -1 : info->epoll_fd;

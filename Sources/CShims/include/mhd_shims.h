@@ -47,3 +47,6 @@ int pg_shim_mhd_epoll_fd(struct MHD_Daemon *daemon);
 
 /// The peer address of a connection, or NULL (MHD_get_connection_info is variadic).
 const struct sockaddr *pg_shim_mhd_client_address(struct MHD_Connection *connection);
+
+/// Sets one connection's idle timeout (MHD_set_connection_option is variadic).
+void pg_shim_mhd_set_connection_timeout(struct MHD_Connection *connection, unsigned int seconds);

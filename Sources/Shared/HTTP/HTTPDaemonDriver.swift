@@ -34,11 +34,21 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
     /// resumed connections still run the daemon at once, so others are served.
     private var fruitlessRuns = 0
     static let fruitlessRunsTolerated = 8
+    /// Such runs in the current second (not reset by other connections' progress):
+    /// at `busyRunsPerSecond`, the stalled chunked uploads are timed out
+    /// (`ChunkedUploads`), which ends the busy loop rather than slowing it.
+    private var fruitlessRunsThisSecond = 0
+    private var secondStart = ContinuousClock.now
+    static let busyRunsPerSecond = 16
+    /// The chunked bodies being received, one of which may cause the busy loop.
+    let uploads = ChunkedUploads()
+    private let log: ThrottledLog?
     /// Runs of the daemon so far (tests watch it for a busy loop).
     private(set) var runs = 0
 
-    init(loop: EventLoop) {
+    init(loop: EventLoop, log: ThrottledLog? = nil) {
         self.loop = loop
+        self.log = log
     }
 
     /// Starts watching `daemon` (started without threads, epoll). Once, any thread.
@@ -117,14 +127,30 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
         // it is replaced only when an earlier one is needed (or it has fired).
         var milliseconds: UInt64 = 0
         if MHD_get_timeout(daemon, &milliseconds) != .YES { milliseconds = Self.longestWait }
+        let now = ContinuousClock.now
         if byTimer {
-            fruitlessRuns = progressed || milliseconds > 0 ? 0 : fruitlessRuns + 1
+            let fruitless = !progressed && milliseconds == 0
+            fruitlessRuns = fruitless ? fruitlessRuns + 1 : 0
+            if now - secondStart >= .seconds(1) {
+                secondStart = now
+                fruitlessRunsThisSecond = 0
+            }
+            if fruitless {
+                fruitlessRunsThisSecond += 1
+                if fruitlessRunsThisSecond == Self.busyRunsPerSecond {
+                    let stalled = uploads.timeOutStalled(now: now)
+                    if stalled > 0 {
+                        log?.warning(
+                            "closing chunked uploads stuck in libmicrohttpd (a chunk-size line longer than the"
+                                + " connection's memory)", metadata: ["connections": "\(stalled)"])
+                    }
+                }
+            }
         }
         if fruitlessRuns > Self.fruitlessRunsTolerated {
             let shift = min(fruitlessRuns - Self.fruitlessRunsTolerated, 10)
             milliseconds = max(milliseconds, min(UInt64(1) << UInt64(shift), Self.longestWait))
         }
-        let now = ContinuousClock.now
         let deadline = now.advanced(by: .milliseconds(min(milliseconds, Self.longestWait)))
         if let timer, timer.deadline <= deadline { return }
         if let timer { loop.cancel(timer.id) }

@@ -16,6 +16,8 @@ final class HTTPRequestContext: Sendable {
     nonisolated(unsafe) var reservedBodyBytes = 0
     /// When the head arrived: a body still arriving `bodyTimeout` later is cut off.
     let startedAt = ContinuousClock.now
+    /// When the body last delivered bytes (the head's arrival before any).
+    nonisolated(unsafe) var lastBodyAt = ContinuousClock.now
     nonisolated(unsafe) var bodyTooLarge = false
     /// Bytes of a body over its limit read and dropped so far.
     nonisolated(unsafe) var droppedBodyBytes = 0
@@ -63,6 +65,9 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
         }
         server.inFlight.add(1, ordering: .relaxed)
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
+        if let driver = server.driver, context.declaredBodyLength == nil, head.headers["Transfer-Encoding"] != nil {
+            driver.uploads.began(context, on: connection)
+        }
         let httpVersion = version.map { String(cString: $0) } ?? ""
         let configuration = server.configuration
         if let rejection = head.rejection(
@@ -111,6 +116,7 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
             return .NO
         }
         let size = uploadSize.pointee
+        context.lastBodyAt = .now
         let dropping = context.bodyTooLarge || context.bodyOverMemory || context.headRejection != nil
         if !dropping {
             let needed = context.body.count + size
@@ -153,6 +159,7 @@ private func dispatch(
 ) -> MHD_Result {
     let handler = server.handler
     let oversized = context.bodyTooLarge
+    server.driver?.uploads.ended(context)
     guard server.suspended.suspend(connection, context: context) else {
         return queue(handler.unavailable(context.head), on: connection, server: server)
     }
@@ -178,6 +185,7 @@ let httpServerCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
     let context = Unmanaged<HTTPRequestContext>.fromOpaque(pointer)
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
     server.driver?.noteProgress()
+    server.driver?.uploads.ended(context.takeUnretainedValue())
     // A request that ended before its body was dispatched (the client went away).
     server.releaseBody(of: context.takeUnretainedValue())
     context.release()

@@ -177,8 +177,9 @@ public final class HTTPServer: Sendable {
         self.configuration = configuration
         self.handler = handler
         self.logger = logger
-        libraryLog = ThrottledLog(logger: logger, interval: .seconds(5))
-        driver = configuration.eventLoop.map { HTTPDaemonDriver(loop: $0) }
+        let libraryLog = ThrottledLog(logger: logger, interval: .seconds(5))
+        self.libraryLog = libraryLog
+        driver = configuration.eventLoop.map { HTTPDaemonDriver(loop: $0, log: libraryLog) }
     }
 
     /// The port actually bound (useful when configured with port 0).
