@@ -353,6 +353,7 @@ import Testing
             let post = try await client.request("POST", "/metrics")
             #expect(post.status == 405)
             #expect(post.headers["allow"] == "GET, HEAD")
+            #expect(try await client.request("POST", "/nothing").status == 404)
             let ready = try await client.request("GET", "/readyz")
             #expect(ready.status == 200)
             #expect(ready.text == #"{"redis":"ok","postgres":"ok"}"#)

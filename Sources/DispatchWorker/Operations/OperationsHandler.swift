@@ -11,7 +11,10 @@ struct OperationsHandler: HTTPHandler {
 
     func maximumBodySize(for head: HTTPRequestHead) -> Int { 0 }
 
+    static let paths: Set<String> = ["/metrics", "/healthz", "/readyz"]
+
     func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        guard Self.paths.contains(request.path) else { return .text(404, "not found\n") }
         guard request.method == "GET" || request.method == "HEAD" else {
             var response = HTTPResponse.text(405, "method not allowed\n")
             response.headers.add("Allow", "GET, HEAD")  // RFC 9110 §15.5.6
