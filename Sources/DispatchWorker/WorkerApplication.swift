@@ -161,7 +161,8 @@ func buildWorker(
         deadLetterLifetimeSeconds: configuration.deadLetterLifetimeSeconds)
     let processor = EntryProcessor(
         sender: MessageSender(
-            apns: apns, credentials: credentials, configuration: configuration.common, metrics: metrics),
+            apns: apns, credentials: credentials, configuration: configuration.common, metrics: metrics,
+            destinations: DestinationSlots(limit: configuration.maxInFlightPerDestination)),
         recorder: recorder,
         retriedCheck: RetriedSubscriptionCheck(postgres: postgres, logger: logger.child("retried_check")),
         topics: TopicSupersession(redis: redis, logger: logger.child("topics")),

@@ -98,6 +98,13 @@ import Testing
         let worker = try WorkerConfiguration(environment: Environment(Self.valid))
         #expect(worker.streams == [WorkerConfiguration.defaultStream])
         #expect(worker.apnsConnections == 4)
+        // Half the worker's in-flight messages per APNs destination by default, at most all.
+        #expect(worker.maxInFlightPerDestination == 1000)
+        var smaller = Self.valid
+        smaller["WORKER_MAX_IN_FLIGHT"] = "300"
+        #expect(try WorkerConfiguration(environment: Environment(smaller)).maxInFlightPerDestination == 150)
+        smaller["WORKER_MAX_IN_FLIGHT_PER_DESTINATION"] = "301"
+        #expect(throws: ConfigurationError.self) { try WorkerConfiguration(environment: Environment(smaller)) }
         // A default consumer name is new at every start: two defaults never match.
         let again = try WorkerConfiguration(environment: Environment(Self.valid))
         #expect(worker.workerID.hasPrefix("\(ProcessInfo.processInfo.hostName)-\(getpid())-"))

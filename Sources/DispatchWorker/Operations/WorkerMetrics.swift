@@ -84,7 +84,7 @@ final class WorkerMetrics: Sendable {
         // a first burst must be a rise from 0 for `rate`/`increase` to see it.
         for cause in [
             "connection", "timeout", "untrusted_server", "protocol_error", "InternalServerError", "ServiceUnavailable",
-            "Shutdown", "credential_key",
+            "Shutdown", "credential_key", "destination_busy",
         ] {
             retries.initialize(cause)
         }

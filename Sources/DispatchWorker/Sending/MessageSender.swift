@@ -11,14 +11,19 @@ final class MessageSender: Sendable {
     let apns: APNsClient
     let credentials: CredentialCache
     let metrics: WorkerMetrics
+    let destinations: DestinationSlots
     /// `APNS_PRODUCTION_URL` and `APNS_SANDBOX_URL`, parsed once.
     let production: APNsEnvironment
     let sandbox: APNsEnvironment
 
-    init(apns: APNsClient, credentials: CredentialCache, configuration: CommonConfiguration, metrics: WorkerMetrics) {
+    init(
+        apns: APNsClient, credentials: CredentialCache, configuration: CommonConfiguration, metrics: WorkerMetrics,
+        destinations: DestinationSlots
+    ) {
         self.apns = apns
         self.credentials = credentials
         self.metrics = metrics
+        self.destinations = destinations
         production = configuration.apnsProduction
         sandbox = configuration.apnsSandbox
     }
@@ -61,6 +66,15 @@ final class MessageSender: Sendable {
             return report(batch, .failed(.credentialMissing, detail: "credential_unopenable"), completion)
         case .rechecking: return report(batch, .postponed(cause: "credential_recheck"), completion)
         }
+        // What the destination has room for goes; the rest waits its turn in the retry set.
+        let destination = DestinationSlots.key(credentialID: message.credentialID, sandbox: message.sandbox)
+        let admitted = destinations.take(destination, upTo: batch.count)
+        if admitted < batch.count {
+            report(Array(batch[admitted...]), .postponed(cause: "destination_busy"), completion)
+            guard admitted > 0 else { return }
+        }
+        let batch = admitted < batch.count ? Array(batch[..<admitted]) : batch
+        let destinations = destinations
         var omittedCiphertexts = 0
         let notifications = NotificationBuilder.notifications(for: batch, omittedCiphertexts: &omittedCiphertexts)
         if omittedCiphertexts > 0 { metrics.ciphertextOmitted.increment(by: Double(omittedCiphertexts)) }
@@ -70,6 +84,7 @@ final class MessageSender: Sendable {
         let pending = PendingDeliveries(batch)
         await apns.send(notifications, credential: credential, environment: environment) { index, result in
             guard let delivery = pending.take(index) else { return }
+            destinations.give(destination)
             switch result {
             case .success(let response):
                 latency.observe(since: start)

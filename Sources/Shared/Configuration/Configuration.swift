@@ -250,6 +250,10 @@ public struct IngressConfiguration: Sendable {
 ///   `HotPathScript.maximumBatch` messages), default 256 (1–10000).
 /// - `WORKER_MAX_IN_FLIGHT`: messages one process works on at once (read, not yet
 ///   acknowledged), default 2000 (1–100000).
+/// - `WORKER_MAX_IN_FLIGHT_PER_DESTINATION`: of those, how many may be on their way
+///   to one credential in one APNs environment at once, default half of
+///   `WORKER_MAX_IN_FLIGHT` (at most it): one app's slow or unreachable APNs cannot
+///   hold up the others'; its messages past the bound wait in the delayed-retry set.
 /// - `WORKER_READ_LINGER_MS`: under load (a read of many messages that emptied the
 ///   stream), how long to wait before the next read so that it takes more at once,
 ///   default 5 (0–100; 0: read again at once). Light load is read at once regardless.
@@ -285,6 +289,7 @@ public struct WorkerConfiguration: Sendable {
     public var metricsListen: ListenAddress
     public var batchSize: Int
     public var maxInFlight: Int
+    public var maxInFlightPerDestination: Int
     public var readLingerMilliseconds: Int
     public var visibilityTimeoutSeconds: Int
     public var maxDeliveries: Int
@@ -303,6 +308,8 @@ public struct WorkerConfiguration: Sendable {
         common = try CommonConfiguration(environment: environment)
         batchSize = try environment.integer("WORKER_BATCH_SIZE", default: 256, range: 1...10_000)
         maxInFlight = try environment.integer("WORKER_MAX_IN_FLIGHT", default: 2000, range: 1...100_000)
+        maxInFlightPerDestination = try environment.integer(
+            "WORKER_MAX_IN_FLIGHT_PER_DESTINATION", default: max(1, maxInFlight / 2), range: 1...maxInFlight)
         readLingerMilliseconds = try environment.integer("WORKER_READ_LINGER_MS", default: 5, range: 0...100)
         visibilityTimeoutSeconds = try environment.integer("WORKER_VISIBILITY_TIMEOUT", default: 60, range: 1...3600)
         maxDeliveries = try environment.integer("WORKER_MAX_DELIVERIES", default: 5, range: 2...100)
