@@ -84,7 +84,7 @@ final class MessageSender: Sendable {
         let pending = PendingDeliveries(batch)
         await apns.send(notifications, credential: credential, environment: environment) { index, result in
             guard let delivery = pending.take(index) else { return }
-            destinations.give(destination)
+            destinations.give(destination, elapsed: start.duration(to: .now))
             switch result {
             case .success(let response):
                 latency.observe(since: start)
