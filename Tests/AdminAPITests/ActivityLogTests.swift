@@ -22,8 +22,14 @@ import Testing
             let user = AdminHarness.unique("user")
             _ = try await admin.call("PATCH", "/apps/\(app)/users/\(user)", ["authorized": true])
             _ = try await admin.call("DELETE", "/credentials/\(credential)?detach=true")
-            // A request that changes nothing is not recorded.
+            // A request that changes nothing is not recorded, nor does it touch updatedAt.
+            let appBefore = try await admin.call("GET", "/apps/\(app)").json["updatedAt"] as? String
+            let accountBefore = try await admin.call("GET", "/accounts/\(account)").json["updatedAt"] as? String
             _ = try await admin.call("PATCH", "/apps/\(app)/push", ["enabled": true])
+            _ = try await admin.call("PATCH", "/accounts/\(account)", ["plan": "plus"])
+            #expect(appBefore != nil && accountBefore != nil)
+            #expect(try await admin.call("GET", "/apps/\(app)").json["updatedAt"] as? String == appBefore)
+            #expect(try await admin.call("GET", "/accounts/\(account)").json["updatedAt"] as? String == accountBefore)
 
             let log = try await admin.call("GET", "/accounts/\(account)/activity")
             #expect(log.status == 200)

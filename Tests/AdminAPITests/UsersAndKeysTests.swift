@@ -33,6 +33,8 @@ import Testing
             // A ban without a reason says so with null, as every absent value does.
             let bare = try await admin.call("PUT", "/users/\(user)/ban", [:])
             #expect((bare.json["banned"] as? [String: Any])?["reason"] is NSNull)
+            let blank = try await admin.call("PUT", "/users/\(user)/ban", ["reason": " \n"])
+            #expect((blank.json["banned"] as? [String: Any])?["reason"] is NSNull)
             #expect(try await admin.call("DELETE", "/users/\(user)/ban").status == 200)
 
             let cleared = try await admin.call(

@@ -319,7 +319,8 @@ import Testing
                 ("Host: push.example.com:443", 201, ""), ("Host: x:", 201, ""), ("Host: 10.0.0.1:8080", 201, ""),
                 ("Host: x:80:90", 400, invalidHost), ("Host: x:8a", 400, invalidHost),
                 ("Host: [::1", 400, invalidHost), ("Host: []", 400, invalidHost), ("Host: [::1]x", 400, invalidHost),
-                ("Host: ::1", 400, invalidHost),
+                ("Host: ::1", 400, invalidHost), ("Host: [zz]", 400, invalidHost), ("Host: [1:2]", 400, invalidHost),
+                ("Host: [v1.x:y]:80", 201, ""), ("Host: [v.x]", 400, invalidHost), ("Host: [::ffff:1.2.3.4]", 201, ""),
                 // Not a list field: which of two counts would be a guess.
                 (
                     "Host: x\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b", 400,

@@ -50,9 +50,9 @@ enum AdminValidation {
     }
 
     /// Free text such as a ban reason: at most 500 characters, no control characters
-    /// but tabs and line breaks.
+    /// but tabs and line breaks. A blank one is no reason: null, as when absent.
     static func reason(_ value: String?) throws(AdminError) -> String? {
-        guard let value else { return nil }
+        guard let value, !value.allSatisfy(\.isWhitespace) else { return nil }
         guard value.count <= 500 else { throw .invalid("reason must be at most 500 characters") }
         guard
             !value.unicodeScalars.contains(where: {

@@ -148,8 +148,7 @@ extension HTTPRequestHead {
         var rest = Substring(value)
         if rest.utf8.first == UInt8(ascii: "[") {
             guard let close = rest.firstIndex(of: "]") else { return false }
-            let literal = rest[rest.index(after: rest.startIndex)..<close]
-            guard !literal.isEmpty, literal.utf8.allSatisfy(ipLiteralBytes.contains) else { return false }
+            guard isIPLiteral(rest[rest.index(after: rest.startIndex)..<close]) else { return false }
             rest = rest[rest.index(after: close)...]
         } else {
             let end = rest.firstIndex(of: ":") ?? rest.endIndex
@@ -160,7 +159,23 @@ extension HTTPRequestHead {
         return colon == UInt8(ascii: ":") && rest.utf8.dropFirst().allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
     private static let regNameBytes = ASCIISet(alphanumericsAnd: "-._~%!$&'()*+,;=")
-    private static let ipLiteralBytes = ASCIISet(alphanumericsAnd: "-._~!$&'()*+,;=:")
+    private static let ipFutureBytes = ASCIISet(alphanumericsAnd: "-._~!$&'()*+,;=:")
+    private static let hexDigits = Set("0123456789abcdefABCDEF".utf8)
+
+    /// The inside of RFC 3986's `IP-literal`: an IPv6 address, or `IPvFuture`
+    /// (`v` hex digits `.` address characters).
+    private static func isIPLiteral(_ literal: Substring) -> Bool {
+        if let first = literal.utf8.first, first | 0x20 == UInt8(ascii: "v") {
+            let rest = literal.utf8.dropFirst()
+            guard let dot = rest.firstIndex(of: UInt8(ascii: ".")) else { return false }
+            let version = rest[..<dot]
+            let address = rest[rest.index(after: dot)...]
+            return !version.isEmpty && version.allSatisfy(hexDigits.contains) && !address.isEmpty
+                && address.allSatisfy(ipFutureBytes.contains)
+        }
+        var address = in6_addr()
+        return String(literal).withCString { inet_pton(AF_INET6, $0, &address) } == 1
+    }
 
     /// A request target in origin form: an absolute-form target (`http://host/path`,
     /// which RFC 9112 §3.2.2 has servers accept) loses its scheme and authority.

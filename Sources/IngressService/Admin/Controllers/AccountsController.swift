@@ -72,8 +72,10 @@ struct AccountsController: Sendable {
         let name = try body.name.map { try AdminValidation.name($0) }
         let (before, after) = try await dependencies.postgres.withTransaction { connection in
             let before = try await accounts.require(id, forUpdate: true, on: connection)
-            let after = try await accounts.update(
-                id, name: name ?? before.name, plan: body.plan ?? before.plan, on: connection)
+            let (newName, newPlan) = (name ?? before.name, body.plan ?? before.plan)
+            // An unchanged account keeps its updatedAt.
+            guard newName != before.name || newPlan != before.plan else { return (before, before) }
+            let after = try await accounts.update(id, name: newName, plan: newPlan, on: connection)
             if before.name != after.name || before.plan != after.plan {
                 try await dependencies.activity.record(
                     on: connection, accountID: id, actor: request.actor, action: "account.update",

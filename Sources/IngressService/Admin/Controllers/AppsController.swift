@@ -161,7 +161,12 @@ struct AppsController: Sendable {
                     "concurrent_update", "app \(id)'s push settings changed while they were verified; try again")
             }
             let before = change.before
-            try await apps.setPush(id, enabled: change.enabled, credentialID: change.credential?.id, on: connection)
+            // An unchanged app keeps its updatedAt.
+            if change.enabled != before.pushEnabled || change.credential?.id != before.credentialId
+                || !change.removed.isEmpty || !change.renamed.isEmpty || !change.added.isEmpty
+            {
+                try await apps.setPush(id, enabled: change.enabled, credentialID: change.credential?.id, on: connection)
+            }
             let deleted = try await apps.removeIdentifiers(change.removed, appID: id, on: connection)
             let renamed = try await apps.renameIdentifiers(change.renamed, appID: id, on: connection)
             try await apps.addIdentifiers(change.added, appID: id, on: connection)
