@@ -124,17 +124,30 @@ def main():
             problems.append(f"deploy/kubernetes: no workload runs the {role}")
     # systemd: the example environment file and Environment= lines.
     units = root / "deploy/systemd"
-    example = {line.split("=", 1)[0] for line in (units / "pushgate.env.example").read_text().splitlines()
-               if line and not line.startswith("#")}
+    def keys(file):
+        return {line.split("=", 1)[0] for line in (units / file).read_text().splitlines()
+                if line and not line.startswith("#")}
+    shared_env, ingress_env = keys("pushgate.env.example"), keys("pushgate-ingress.env.example")
+    if "ADMIN_TOKEN" in shared_env:
+        problems.append("pushgate.env.example: sets ADMIN_TOKEN, which every unit reads and only the ingress needs")
+    for key in sorted(ingress_env - {"ADMIN_LISTEN", "ADMIN_TOKEN"}):
+        problems.append(f"pushgate-ingress.env.example: sets {key}, which belongs in pushgate.env.example")
+    ingress_unit = (units / "pushgate-ingress.service").read_text()
+    if not re.search(r"^EnvironmentFile=-?/etc/pushgate/pushgate-ingress.env$", ingress_unit, re.M):
+        problems.append("pushgate-ingress.service: does not read pushgate-ingress.env")
+    for path in sorted(units.glob("*.service")):
+        if path.name != "pushgate-ingress.service" and "pushgate-ingress.env" in path.read_text():
+            problems.append(f"{path.name}: reads pushgate-ingress.env, which holds the admin token")
+    example = shared_env | ingress_env
     for path in sorted(units.glob("*.service")):
         for key in re.findall(r"^Environment=([A-Z][A-Z0-9_]+)=", path.read_text(), re.M):
             example.add(key)
             if key not in read:
                 problems.append(f"{path.name}: sets {key}, which the code does not read")
     for key in sorted(example - read):
-        problems.append(f"pushgate.env.example: sets {key}, which the code does not read")
+        problems.append(f"the systemd environment examples set {key}, which the code does not read")
     for key in sorted((required["common"] | required["ingress"] | {"ADMIN_TOKEN"}) - example):
-        problems.append(f"pushgate.env.example: lacks {key}, which the services require")
+        problems.append(f"the systemd environment examples lack {key}, which the services require")
 
     dockerfile()
 
