@@ -39,7 +39,7 @@ import Testing
             #expect(order.prefix(3).contains(otherToken), "\(order.firstIndex(of: otherToken) ?? -1)")
             for token in slowTokens + [otherToken] { #expect(stack.recordings(token: token).count == 1) }
             #expect(worker.metrics.retries.value("destination_busy") > 0)
-            try await eventually("the queue empty") { try await stack.isEmptyWithRetries() }
+            try await eventually("the queue empty") { try await stack.isDrained() }
             #expect(try await stack.quota() == 9)
         }
     }

@@ -235,7 +235,7 @@ import Testing
             try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
             try await stack.startWorker()
             try await eventually("both sent by the next worker") {
-                try await stack.isEmptyWithRetries()
+                try await stack.isDrained()
                     && messages.allSatisfy { !stack.recordings(token: $0.deviceToken).isEmpty }
             }
             #expect(try await stack.quota() == 2)

@@ -24,7 +24,7 @@ import Testing
             try await stack.controlRequest("DELETE", "/faults")
             try await eventually("all 20 delivered", timeout: .seconds(20)) { stack.recordings().count >= 20 }
             for (_, token) in ids { #expect(stack.recordings(token: token).count == 1) }
-            try await eventually("the queue empty") { try await stack.isEmptyWithRetries() }
+            try await eventually("the queue empty") { try await stack.isDrained() }
             #expect(worker.metrics.retries.value("ServiceUnavailable") >= 20)
             #expect(try await stack.quota() == 20)
             #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
@@ -46,7 +46,7 @@ import Testing
             try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(deleted)")
             try await stack.controlRequest("DELETE", "/faults")
             try await eventually("the kept one delivered") { stack.recordings(token: keptToken).count == 1 }
-            try await eventually("the queue empty") { try await stack.isEmptyWithRetries() }
+            try await eventually("the queue empty") { try await stack.isDrained() }
             #expect(stack.recordings(token: deletedToken).isEmpty)
             #expect(worker.metrics.sends.value("discarded", "subscription_deleted") == 1)
             #expect(try await stack.quota() == 1)
@@ -85,7 +85,7 @@ import Testing
             try await stack.postgres.execute("UPDATE apps SET push_enabled = false WHERE id = \(stack.fixture.appID)")
             try await stack.controlRequest("DELETE", "/faults")
             try await eventually("dropped") { worker.metrics.sends.value("discarded", "push_disabled") == 1 }
-            try await eventually("the queue empty") { try await stack.isEmptyWithRetries() }
+            try await eventually("the queue empty") { try await stack.isDrained() }
             #expect(stack.recordings(token: token).isEmpty)
             #expect(try await stack.quota() == 0)
         }
@@ -110,7 +110,7 @@ import Testing
             try await eventually("the older one's retry dropped") {
                 worker.metrics.sends.value("discarded", "topic_replaced") == 1
             }
-            try await eventually("the queue empty") { try await stack.isEmptyWithRetries() }
+            try await eventually("the queue empty") { try await stack.isDrained() }
             let delivered = stack.recordings(token: token).map { String(decoding: $0.payload, as: UTF8.self) }
             #expect(delivered.count == 2)
             #expect(delivered.contains { $0.contains(Base64URL.encode(newer)) })
@@ -250,7 +250,7 @@ import Testing
                 #expect(reply == ["mid": messages[index].messageID, "status": "sent", "reason": ""])
             }
             for message in messages { #expect(stack.recordings(token: message.deviceToken).count == 1) }
-            try await eventually("the queue empty") { try await stack.isEmptyWithRetries() }
+            try await eventually("the queue empty") { try await stack.isDrained() }
             #expect(worker.metrics.retries.value("TooManyRequests") == 1)
             #expect(try await stack.quota() == 3)
             for index in 0..<3 { #expect(try await stack.redis.send("LLEN", stack.keys.reply("r\(index)")).int == 0) }

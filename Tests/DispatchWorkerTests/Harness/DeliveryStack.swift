@@ -209,21 +209,20 @@ final class DeliveryStack: @unchecked Sendable {
         }
     }
 
-    /// Nothing on the queue stream and nothing in the delayed-retry set, read in one
-    /// script: a message moves between the two (`promoteRetries`, `acknowledge`)
-    /// atomically, and two separate reads could each miss it.
-    func isEmptyWithRetries() async throws -> Bool {
-        let reply = try await redis.send(
-            "EVAL", "return redis.call('XLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])", 2, keys.stream,
-            keys.retrySchedule)
-        return reply.int == 0
-    }
-
-    /// Nothing on the queue stream and nothing read but not acknowledged.
+    /// Nothing on the queue stream, nothing read but not acknowledged and nothing in
+    /// the delayed-retry set, read in one script: a message moves between the stream
+    /// and the set (`promoteRetries`, `acknowledge`) atomically, and separate reads
+    /// could each miss it.
     func isDrained() async throws -> Bool {
-        let length = try await streamLength()
-        let pending = try await pendingCount()
-        return length == 0 && pending == 0
+        let script = """
+            local left = redis.call('XLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])
+            local found, pending = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1])
+            if found then left = left + pending[1] end
+            return left
+            """
+        let reply = try await redis.send(
+            "EVAL", script, 2, keys.stream, keys.retrySchedule, RedisKeys.consumerGroup)
+        return reply.int == 0
     }
 
     /// Entries read by some worker and not acknowledged.
