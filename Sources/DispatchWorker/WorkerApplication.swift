@@ -162,7 +162,8 @@ func buildWorker(
     let processor = EntryProcessor(
         sender: MessageSender(
             apns: apns, credentials: credentials, configuration: configuration.common, metrics: metrics,
-            destinations: DestinationSlots(limit: configuration.maxInFlightPerDestination)),
+            destinations: DestinationSlots(
+                limit: configuration.maxInFlightPerDestination, ceiling: configuration.maxInFlight)),
         recorder: recorder,
         retriedCheck: RetriedSubscriptionCheck(postgres: postgres, logger: logger.child("retried_check")),
         topics: TopicSupersession(redis: redis, logger: logger.child("topics")),

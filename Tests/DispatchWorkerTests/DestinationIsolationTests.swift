@@ -44,23 +44,61 @@ import Testing
         }
     }
 
-    /// A destination that answers promptly is not bounded: one app's backlog needs
-    /// more in flight than the bound to drain at full speed.
-    @Test func aPromptDestinationIsNotBounded() {
-        let slots = DestinationSlots(limit: 2)
+    /// A burst into a destination that has had no answer yet (here: one that has
+    /// just stopped answering promptly) stops at the bound: production's message,
+    /// queued behind six sandbox ones, goes with the first two instead of waiting for
+    /// the sandbox answers. A probe saw another app's notifications 14 s late behind a
+    /// burst of 4,000 into a destination that had just gone silent.
+    @Test func aBurstToADestinationThatHasNotAnsweredYetStopsAtTheBound() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":1500}"#)
+            var slowTokens: [String] = []
+            for _ in 0..<6 {
+                let (id, _, token) = try await stack.subscribe(sandbox: true)
+                #expect(try await stack.push(id).status == 201)
+                slowTokens.append(token)
+            }
+            let (otherID, _, otherToken) = try await stack.subscribe()
+            #expect(try await stack.push(otherID).status == 201)
+            let worker = try await stack.startWorker([
+                "WORKER_MAX_IN_FLIGHT": "4", "WORKER_MAX_IN_FLIGHT_PER_DESTINATION": "2",
+            ])
+            try await eventually("all delivered", timeout: .seconds(30)) { stack.recordings().count >= 7 }
+            let order = stack.recordings().map(\.deviceToken)
+            #expect(order.prefix(3).contains(otherToken), "\(order.firstIndex(of: otherToken) ?? -1)")
+            for token in slowTokens + [otherToken] { #expect(stack.recordings(token: token).count == 1) }
+            #expect(worker.metrics.retries.value("destination_busy") > 0)
+            try await eventually("the queue empty") { try await stack.isDrained() }
+            #expect(try await stack.quota() == 7)
+        }
+    }
+
+    /// A destination's window starts at the bound and grows by one with each prompt
+    /// answer, so a backlog drained at full speed gets more in flight than the bound
+    /// once its answers show it takes them; slow answers, or none for a second, bring
+    /// it back to the bound.
+    @Test func theWindowGrowsWithPromptAnswersAndFallsBackWhenSlow() {
         let start = ContinuousClock.now
-        #expect(slots.take("a", upTo: 5, now: start) == 5)
+        let slots = DestinationSlots(limit: 2, ceiling: 4)
+        #expect(slots.take("a", upTo: 5, now: start) == 2)  // a new destination: the bound
         slots.give("a", elapsed: .milliseconds(20), now: start + .milliseconds(20))
-        #expect(slots.take("a", upTo: 5, now: start + .milliseconds(30)) == 5)
-        // Answers that take seconds make it slow: bounded to what is left of 2.
-        let slow = DestinationSlots(limit: 2)
+        #expect(slots.take("a", upTo: 5, now: start + .milliseconds(30)) == 2)  // window 3
+        slots.give("a", elapsed: .milliseconds(20), now: start + .milliseconds(50))
+        slots.give("a", elapsed: .milliseconds(20), now: start + .milliseconds(50))
+        #expect(slots.take("a", upTo: 9, now: start + .milliseconds(60)) == 3)  // window 4, the ceiling
+        // No answer for over a second with messages on their way: back to the bound.
+        #expect(slots.take("a", upTo: 9, now: start + .milliseconds(1100)) == 0)
+        for _ in 0..<4 { slots.give("a", elapsed: .milliseconds(20), now: start + .milliseconds(1200)) }
+        // Nothing in flight and a prompt record: forgotten, the bound again.
+        #expect(slots.take("a", upTo: 9, now: start + .milliseconds(1300)) == 2)
+
+        // Answers that take seconds make it slow: it stays at the bound, and is kept.
+        let slow = DestinationSlots(limit: 2, ceiling: 4)
         _ = slow.take("b", upTo: 3, now: start)
         slow.give("b", elapsed: .seconds(3), now: start + .seconds(3))
-        #expect(slow.take("b", upTo: 3, now: start + .seconds(3)) == 0)  // 2 still in flight
-        // So does no answer at all for a second while at the bound (a black hole).
-        let silent = DestinationSlots(limit: 2)
-        #expect(silent.take("c", upTo: 2, now: start) == 2)
-        #expect(silent.take("c", upTo: 1, now: start + .milliseconds(500)) == 1)
-        #expect(silent.take("c", upTo: 1, now: start + .milliseconds(1500)) == 0)
+        #expect(slow.take("b", upTo: 3, now: start + .seconds(3)) == 1)
+        slow.give("b", elapsed: .seconds(3), now: start + .seconds(6))
+        slow.give("b", elapsed: .seconds(3), now: start + .seconds(6))
+        #expect(slow.take("b", upTo: 3, now: start + .seconds(6)) == 2)
     }
 }

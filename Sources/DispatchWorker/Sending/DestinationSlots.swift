@@ -1,36 +1,44 @@
 import Synchronization
 
 /// Bounds the messages on their way to one APNs destination (a credential in one
-/// environment) while that destination is slow. The worker's in-flight permits are
-/// shared by every app, and the queue is one line: a destination that answers slowly
-/// or not at all (up to the APNs request timeout, 15 s) would otherwise take every
-/// permit and hold every other app's messages behind its own (a probe saw another
-/// app's notifications 12 s late behind one whose APNs took 5 s to answer). Messages
-/// past the bound are postponed through the delayed-retry set (`MessageSender`),
-/// using no attempt; those of other destinations go on.
+/// environment). The worker's in-flight permits are shared by every app, and the
+/// queue is one line: a destination that answers slowly or not at all (up to the
+/// APNs request timeout, 15 s) would otherwise take every permit and hold every other
+/// app's messages behind its own (a probe saw another app's notifications 12 s late
+/// behind one whose APNs took 5 s to answer, and 14 s late behind a burst of 4,000
+/// into one that had just stopped answering). Messages past the bound are postponed
+/// through the delayed-retry set (`MessageSender`), using no attempt; those of other
+/// destinations go on.
 ///
-/// A destination that answers promptly is not bounded: one app's backlog drained at
-/// full speed needs more in flight than the bound (in-flight = rate × latency).
-/// Slow is an average answer time (over the last few) past `slowAnswer`, or no
-/// answer at all for `slowAnswer` while the bound is reached.
+/// Each destination has a window: `limit` at first, raised by one with every prompt
+/// answer up to `ceiling` (the worker's permits), so one app's backlog drained at
+/// full speed gets more in flight than the bound (in-flight = rate × latency) once
+/// its answers show it can take them, while a burst into a destination that has
+/// just gone silent stops at the bound. The window falls back to `limit` while the
+/// destination is slow: an average answer time (over the last few) past
+/// `slowAnswer`, or no answer at all for `slowAnswer` with messages on their way.
 final class DestinationSlots: Sendable {
     private struct Destination {
         var inFlight = 0
+        var window: Int
         /// Exponentially weighted average answer time, in seconds.
         var averageAnswer: Double = 0
         var lastAnswer: ContinuousClock.Instant
     }
 
     let limit: Int
+    let ceiling: Int
     static let slowAnswer: Duration = .seconds(1)
     private static let slowAnswerSeconds = 1.0
     /// The weight of the newest answer time in the average.
     private static let weight = 0.5
     private let destinations = Mutex<[String: Destination]>([:])
 
-    init(limit: Int) {
+    /// `limit` in flight to a destination until its answers raise it, up to `ceiling`.
+    init(limit: Int, ceiling: Int) {
         precondition(limit >= 1)
         self.limit = limit
+        self.ceiling = max(limit, ceiling)
     }
 
     /// The destination of a message: its credential and environment.
@@ -39,16 +47,14 @@ final class DestinationSlots: Sendable {
     }
 
     /// Takes up to `wanted` slots of `key`; returns how many it got (all of them
-    /// unless the destination is slow and at its bound).
+    /// unless the destination's window is full).
     func take(_ key: String, upTo wanted: Int, now: ContinuousClock.Instant = .now) -> Int {
         destinations.withLock { destinations in
-            var destination = destinations[key] ?? Destination(lastAnswer: now)
-            var granted = wanted
-            if destination.inFlight + wanted > limit,
-                destination.averageAnswer > Self.slowAnswerSeconds || now - destination.lastAnswer > Self.slowAnswer
-            {
-                granted = max(0, limit - destination.inFlight)
+            var destination = destinations[key] ?? Destination(window: limit, lastAnswer: now)
+            if destination.inFlight > 0 && now - destination.lastAnswer > Self.slowAnswer {
+                destination.window = limit
             }
+            let granted = min(wanted, max(0, destination.window - destination.inFlight))
             destination.inFlight += granted
             destinations[key] = destination
             return granted
@@ -64,8 +70,14 @@ final class DestinationSlots: Sendable {
             destination.inFlight -= 1
             destination.averageAnswer = destination.averageAnswer * (1 - Self.weight) + seconds * Self.weight
             destination.lastAnswer = now
-            // A destination with nothing in flight and a prompt record is forgotten;
-            // a slow one is kept, so its next message is bounded at once.
+            if destination.averageAnswer > Self.slowAnswerSeconds {
+                destination.window = limit
+            } else if seconds <= Self.slowAnswerSeconds {
+                destination.window = min(destination.window + 1, ceiling)
+            }
+            // A destination with nothing in flight and a prompt record is forgotten
+            // (its window starts at the bound again); a slow one is kept, so its
+            // record is not lost between messages.
             if destination.inFlight <= 0 && destination.averageAnswer <= Self.slowAnswerSeconds {
                 destinations[key] = nil
             } else {
