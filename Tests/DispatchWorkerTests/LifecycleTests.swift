@@ -136,6 +136,50 @@ import Testing
         }
     }
 
+    /// A read or claim whose answer was lost (a timeout while Redis stalled) may still
+    /// have run in Redis, handing entries to the worker's name that nothing in it holds:
+    /// they are taken back within seconds (`QueueConsumer.orphanAge`), not after the
+    /// visibility timeout (10 minutes here). The entry is moved to the running worker's
+    /// name here as such a read would hand it over.
+    @Test func anEntryLeftUnderTheWorkersNameByALostReadIsSentWithinSeconds() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            let name = "orphans-\(UInt32.random(in: 0...UInt32.max))"
+            _ = try await stack.redis.send(
+                "XGROUP", "CREATE", stack.keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
+            let entry = try await stack.enqueue(try await stack.message(subscription: id, token: token))
+            _ = try await stack.redis.send(
+                "XREADGROUP", "GROUP", RedisKeys.consumerGroup, "ghost", "COUNT", 10, "STREAMS", stack.keys.stream, ">")
+            let worker = try await stack.startWorker(["WORKER_ID": name, "WORKER_VISIBILITY_TIMEOUT": "600"])
+            // Past its start-up pass over its own name once it delivers a fresh push.
+            let (fresh, _, freshToken) = try await stack.subscribe()
+            #expect(try await stack.push(fresh).status == 201)
+            try await eventually("the fresh push delivered") { stack.recordings(token: freshToken).count == 1 }
+            _ = try await stack.redis.send("XCLAIM", stack.keys.stream, RedisKeys.consumerGroup, name, 0, entry)
+            try await eventually("the orphan sent", timeout: .seconds(15)) { stack.recordings(token: token).count == 1 }
+            try await eventually("the queue drained") { try await stack.isDrained() }
+            #expect(worker.metrics.claimed.value() == 1)
+            #expect(stack.recordings(token: freshToken).count == 1)
+        }
+    }
+
+    /// The sweep takes only what nothing here holds: a message whose APNs answer takes
+    /// longer than `QueueConsumer.orphanAge` is pending, idle, under the worker's name
+    /// all along, and is sent once.
+    @Test func anEntryOnItsWayLongerThanTheOrphanAgeIsNotTakenBack() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            // Two sweeps (every 5 s) pass while it is on its way, under the 15 s APNs timeout.
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":12000}"#)
+            let worker = try await stack.startWorker(["WORKER_VISIBILITY_TIMEOUT": "600"])
+            #expect(try await stack.push(id).status == 201)
+            try await eventually("delivered", timeout: .seconds(25)) { stack.recordings(token: token).count == 1 }
+            try await eventually("the queue drained") { try await stack.isDrained() }
+            #expect(worker.metrics.claimed.value() == 0)
+            #expect(stack.recordings(token: token).count == 1)
+        }
+    }
+
     @Test func aGracefulStopUnderLoadLosesNothingAndLeavesNothingPending() async throws {
         try await DeliveryStack.with(ingress: ["RATE_LIMIT_PUSH": "1000000/60"], plan: "enterprise") { stack in
             let (id, _, _) = try await stack.subscribe()

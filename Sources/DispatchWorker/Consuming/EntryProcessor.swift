@@ -44,6 +44,8 @@ final class EntryProcessor: Sendable {
     /// (one per message, one per unreadable entry), which the reader took or takes.
     func start(_ entries: [StreamEntry], context: StreamContext) -> Int {
         guard !entries.isEmpty else { return 0 }
+        // Held until acknowledged or dead-lettered (`Acknowledger`, `OutcomeRecorder`).
+        context.held.insert(entries.lazy.map(\.id))
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         var sends: [Delivery] = []
         sends.reserveCapacity(entries.count)

@@ -14,6 +14,9 @@ import Synchronization
 /// * the claimer, every half visibility timeout, `XAUTOCLAIM`s entries that stayed
 ///   unacknowledged longer than the visibility timeout (their worker died or hangs),
 ///   with their delivery counts, so entries handed out too often are dead-lettered;
+/// * the orphan sweep, every `orphanAge`, takes back entries pending under this
+///   worker's name that no task here holds (`HeldEntries`: a read or claim whose
+///   answer was lost but which ran in Redis);
 /// * the retry mover puts due entries of the delayed-retry set back on the stream.
 ///
 /// Any number of workers on any hosts can run these side by side.
@@ -73,6 +76,10 @@ final class QueueConsumer: Sendable {
             Task {
                 await resumption.value
                 await self.claimLoop()
+            },
+            Task {
+                await resumption.value
+                await self.orphanLoop()
             },
             Task { await self.retryLoop() },
         ]
@@ -265,6 +272,65 @@ final class QueueConsumer: Sendable {
                 await removeIdleConsumers()
             }
         }
+    }
+
+    /// How long an entry pending under this worker's name and held by no task here
+    /// waits before the sweep takes it back: far longer than a read's or a claim's
+    /// answer takes to arrive and be held, so the sweep never takes one on its way.
+    /// Also how often the sweep looks.
+    static let orphanAge: Duration = .seconds(5)
+
+    /// Takes back, every `orphanAge`, the entries pending under this worker's name
+    /// that no task here holds. A read that timed out while Redis stalled still ran
+    /// once Redis went on, handing the first new entries to this name; nothing would
+    /// send them before the claimer's visibility timeout (a probe saw pushes a minute
+    /// late, some expired).
+    private func orphanLoop() async {
+        let visibility =
+            Int(visibilityTimeout.components.seconds * 1000)
+            + Int(visibilityTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let idle = min(Int(Self.orphanAge.components.seconds * 1000), visibility)
+        let failures = ThrottledLog(logger: logger, interval: .seconds(60))
+        while !isStopping {
+            try? await sleepUnlessStopping(Self.orphanAge)
+            guard !isStopping else { return }
+            do {
+                let taken = try await takeOrphans(idleMilliseconds: idle)
+                logClaimed(taken, "took back entries a lost read or claim left under this worker's name")
+            } catch {
+                failures.warning("cannot look for entries left under this worker's name", error: error)
+            }
+        }
+    }
+
+    /// One page of orphans, idle at least `idleMilliseconds`: found with `XPENDING`,
+    /// taken with `XCLAIM` (which skips any that became active meanwhile).
+    private func takeOrphans(idleMilliseconds idle: Int) async throws -> Int {
+        let pending = try await redis.send(
+            "XPENDING", context.stream, context.group, "IDLE", idle, "-", "+", batchSize, consumer)
+        var deliveries: [String: Int] = [:]
+        for item in pending.array ?? [] {
+            guard let parts = item.array, parts.count >= 4, let id = parts[0].string else { continue }
+            deliveries[id] = Int(parts[3].int ?? 0)
+        }
+        let orphans = context.held.notHeld(Array(deliveries.keys)).sorted()
+        guard !orphans.isEmpty, let granted = await claimPermits() else { return 0 }
+        let ids: [any RedisValueConvertible] = Array(orphans.prefix(Self.entryCount(permits: granted)))
+        let reply: RedisReply
+        do {
+            reply = try await redis.send(
+                RedisCommand("XCLAIM", arguments: [context.stream, context.group, consumer, idle] + ids))
+        } catch {
+            limiter.abandonRead(granted)
+            throw error
+        }
+        let entries = (reply.array ?? []).compactMap { item -> StreamEntry? in
+            guard let fields = item.array, fields.count >= 2, let id = fields[0].string else { return nil }
+            return StreamEntry(
+                id: id, fields: StreamEntryFields(fields[1].array?.compactMap(\.bytes) ?? []),
+                deliveryCount: (deliveries[id] ?? 0) + 1)
+        }
+        return start(claimed: entries, granted: granted)
     }
 
     /// How often, and after how long without activity, consumers with nothing

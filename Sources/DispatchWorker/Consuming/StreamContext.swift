@@ -5,6 +5,8 @@ import Shared
 /// struct's strings were one each.
 final class StreamContext: Sendable {
     let keys: RedisKeys
+    /// The entries of this stream this process works on.
+    let held = HeldEntries()
     var stream: String { keys.stream }
     var group: String { RedisKeys.consumerGroup }
 

@@ -69,7 +69,9 @@ final class WorkerMetrics: Sendable {
             help: "Messages moved to the dead-letter stream (an unreadable entry counts one), by reason.",
             labels: ["reason"])
         claimed = registry.counter(
-            "pushgate_worker_claimed_total", help: "Entries claimed from other consumers after the visibility timeout.")
+            "pushgate_worker_claimed_total",
+            help: "Entries taken back unacknowledged: from other consumers after the visibility timeout, "
+                + "or left under this worker's name by a predecessor or by a read whose answer was lost.")
         circuitRaised = registry.counter(
             "pushgate_worker_circuit_raised_total", help: "Times a credential/environment circuit flag was raised.")
         ciphertextOmitted = registry.counter(

@@ -108,6 +108,7 @@ final class Acknowledger: Sendable {
         while true {
             do {
                 try await send(plain: plain, others: others)
+                entries[0].entry.context.held.remove(entries.lazy.map(\.entry.id))
                 var sent = 0
                 for entry in entries {
                     counts.record(entry.items)

@@ -236,6 +236,8 @@ final class OutcomeRecorder: Sendable {
         } catch {
             logger.warning("cannot dead-letter an entry", metadata: ["entry": entry.id, "error": "\(type(of: error))"])
         }
+        // Let go either way: one still pending is an orphan the consumer takes again.
+        context.held.remove(CollectionOfOne(entry.id))
         limiter.release(permits)
     }
 
