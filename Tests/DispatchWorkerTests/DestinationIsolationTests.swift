@@ -96,6 +96,9 @@ import Testing
         let slow = DestinationSlots(limit: 2, ceiling: 4)
         _ = slow.take("b", upTo: 3, now: start)
         slow.give("b", elapsed: .seconds(3), now: start + .seconds(3))
+        // Its surplus waits about an answer's time (weighted average: 0 and 3 s).
+        #expect(slow.averageAnswerMilliseconds("b") == 1500)
+        #expect(slow.averageAnswerMilliseconds("unknown") == 0)
         #expect(slow.take("b", upTo: 3, now: start + .seconds(3)) == 1)
         slow.give("b", elapsed: .seconds(3), now: start + .seconds(6))
         slow.give("b", elapsed: .seconds(3), now: start + .seconds(6))

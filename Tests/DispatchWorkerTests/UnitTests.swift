@@ -139,9 +139,12 @@ import Testing
     /// A message that could not be tried waits half its age (base to cap, jittered),
     /// however often it waited before, and until its deadline, not past it.
     @Test func aPostponedMessageWaitsHalfItsAgeUntilItsDeadline() {
-        func postpone(age: Int64, remaining: Int64 = 10_000, random: Double = 0) -> RetryPolicy.Decision {
+        func postpone(age: Int64, atLeast: Int = 0, remaining: Int64 = 10_000, random: Double = 0)
+            -> RetryPolicy.Decision
+        {
             policy.postpone(
-                ageMilliseconds: age, nowMilliseconds: 0, deadlineMilliseconds: remaining, random: { random })
+                ageMilliseconds: age, atLeastMilliseconds: atLeast, nowMilliseconds: 0,
+                deadlineMilliseconds: remaining, random: { random })
         }
         #expect(postpone(age: 0) == .retry(afterMilliseconds: 50), "the base, jittered")
         #expect(postpone(age: 600) == .retry(afterMilliseconds: 150))
@@ -150,6 +153,10 @@ import Testing
         #expect(
             postpone(age: 3_600_000, remaining: 120) == .retry(afterMilliseconds: 120), "a last look at the deadline")
         #expect(postpone(age: 3_600_000, remaining: 0) == .giveUp)
+        // A busy destination's answer time as the least wait, jittered, under the cap.
+        #expect(postpone(age: 0, atLeast: 300) == .retry(afterMilliseconds: 150))
+        #expect(postpone(age: 0, atLeast: 300, random: 0.999) == .retry(afterMilliseconds: 299))
+        #expect(postpone(age: 0, atLeast: 90_000) == .retry(afterMilliseconds: 500), "the cap")
     }
 }
 

@@ -167,10 +167,10 @@ final class OutcomeRecorder: Sendable {
                 await record(.failed(.providerError, detail: cause), delivery)
             }
 
-        case .postponed(let cause):
+        case .postponed(let cause, let atLeast):
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             switch retryPolicy.postpone(
-                ageMilliseconds: now - message.acceptedAt, nowMilliseconds: now,
+                ageMilliseconds: now - message.acceptedAt, atLeastMilliseconds: atLeast, nowMilliseconds: now,
                 deadlineMilliseconds: Self.deadline(of: message))
             {
             case .retry(let delay):

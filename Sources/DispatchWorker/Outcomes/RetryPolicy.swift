@@ -29,16 +29,18 @@ struct RetryPolicy: Sendable {
 
     /// The decision for a message that could not be tried at all (`DeliveryOutcome.postponed`),
     /// `ageMilliseconds` after it was accepted: look again after half its age so far,
-    /// between the base and the cap, with jitter. The wait grows with the outage as
-    /// the attempts' backoff does, yet uses none of them; only the deadline ends it
-    /// (the last look comes at the deadline, not after it).
+    /// between the base and the cap (at least `atLeastMilliseconds` before jitter),
+    /// with jitter. The wait grows with the outage as the attempts' backoff does, yet
+    /// uses none of them; only the deadline ends it (the last look comes at the
+    /// deadline, not after it).
     func postpone(
-        ageMilliseconds: Int64, nowMilliseconds: Int64, deadlineMilliseconds: Int64,
+        ageMilliseconds: Int64, atLeastMilliseconds: Int = 0, nowMilliseconds: Int64, deadlineMilliseconds: Int64,
         random: () -> Double = { Double.random(in: 0..<1) }
     ) -> Decision {
         let remaining = deadlineMilliseconds - nowMilliseconds
         guard remaining > 0 else { return .giveUp }
-        let full = Int(min(Int64(capMilliseconds), max(Int64(baseMilliseconds), ageMilliseconds / 2)))
+        let wanted = max(Int64(baseMilliseconds), ageMilliseconds / 2, Int64(atLeastMilliseconds))
+        let full = Int(min(Int64(capMilliseconds), wanted))
         let delay = Self.jittered(full, random: random)
         return .retry(afterMilliseconds: Int(min(Int64(delay), remaining)))
     }

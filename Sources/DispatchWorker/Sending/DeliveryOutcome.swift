@@ -17,8 +17,9 @@ enum DeliveryOutcome: Sendable, Equatable {
     /// Not tried: something of ours it needs (its credential, from Postgres, or its
     /// provider token, from Redis) cannot be read. Looked at again later, until the
     /// message expires, without using one of its APNs attempts: an outage of our own
-    /// must not fail what Apple never saw.
-    case postponed(cause: String)
+    /// must not fail what Apple never saw. `atLeastMilliseconds`: the earliest look
+    /// worth making (a busy destination's average answer time; 0 for the usual wait).
+    case postponed(cause: String, atLeastMilliseconds: Int = 0)
     /// The client is shutting down before the send finished: another worker sends it
     /// (it goes back through the delayed-retry set).
     case abandoned

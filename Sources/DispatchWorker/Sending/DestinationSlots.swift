@@ -61,6 +61,13 @@ final class DestinationSlots: Sendable {
         }
     }
 
+    /// The destination's average answer time, in whole milliseconds (0 when unknown).
+    func averageAnswerMilliseconds(_ key: String) -> Int {
+        destinations.withLock { destinations in
+            Int(min((destinations[key]?.averageAnswer ?? 0) * 1000, 3_600_000))
+        }
+    }
+
     /// Gives a slot of `key` back: its message was answered (or failed) `elapsed`
     /// after it was sent.
     func give(_ key: String, elapsed: Duration, now: ContinuousClock.Instant = .now) {

@@ -70,7 +70,12 @@ final class MessageSender: Sendable {
         let destination = DestinationSlots.key(credentialID: message.credentialID, sandbox: message.sandbox)
         let admitted = destinations.take(destination, upTo: batch.count)
         if admitted < batch.count {
-            report(Array(batch[admitted...]), .postponed(cause: "destination_busy"), completion)
+            // Not back before a slot is likely to be free: a destination answering in
+            // seconds would otherwise see its surplus cycle through Redis several times a second.
+            let wait = destinations.averageAnswerMilliseconds(destination)
+            report(
+                Array(batch[admitted...]), .postponed(cause: "destination_busy", atLeastMilliseconds: wait),
+                completion)
             guard admitted > 0 else { return }
         }
         let batch = admitted < batch.count ? Array(batch[..<admitted]) : batch
