@@ -25,6 +25,4 @@ final class HeldEntries: Sendable {
     func notHeld(_ candidates: [String]) -> [String] {
         ids.withLock { ids in candidates.filter { !ids.contains($0) } }
     }
-
-    var count: Int { ids.withLock { $0.count } }
 }

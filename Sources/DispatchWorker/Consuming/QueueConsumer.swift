@@ -304,10 +304,13 @@ final class QueueConsumer: Sendable {
     }
 
     /// One page of orphans, idle at least `idleMilliseconds`: found with `XPENDING`,
-    /// taken with `XCLAIM` (which skips any that became active meanwhile).
+    /// taken with `XCLAIM` (which skips any that became active meanwhile). The page
+    /// holds every entry this process can hold (each holds a permit until it is let go)
+    /// and a read's worth more.
     private func takeOrphans(idleMilliseconds idle: Int) async throws -> Int {
+        let page = limiter.limit + batchSize
         let pending = try await redis.send(
-            "XPENDING", context.stream, context.group, "IDLE", idle, "-", "+", batchSize, consumer)
+            "XPENDING", context.stream, context.group, "IDLE", idle, "-", "+", page, consumer)
         var deliveries: [String: Int] = [:]
         for item in pending.array ?? [] {
             guard let parts = item.array, parts.count >= 4, let id = parts[0].string else { continue }
