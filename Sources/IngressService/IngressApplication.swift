@@ -174,6 +174,7 @@ func buildApplication(
         authenticator: AppAPIAuthenticator(keys: AppAPIKeyStore(postgres: postgres)), repository: appRepository,
         limiter: limiter,
         keyLookups: FailedLookupLimit(limiter: limiter, scope: .appAPIKeyFailures, clientIP: clientIP),
+        validKeys: RecentlyValidKeys(),
         sender: AppAPISender(
             repository: appRepository, redis: redis, keys: keys, cache: cache,
             replies: ReplyCollector(redis: replyRedis, stopping: stopping),

@@ -34,9 +34,10 @@ import Testing
     }
 
     /// Keys are looked up in Postgres: past `RATE_LIMIT_APP_API_KEY_FAILURES` invalid
-    /// keys from one client IP, its requests answer 429 before any lookup, valid key
-    /// or not, until the window moves on. A request without a key needs no lookup and
-    /// never touches that allowance: 401.
+    /// keys from one client IP, its requests answer 429 before any lookup until the
+    /// window moves on, but for keys found valid lately (another backend behind the
+    /// same address), which are still looked up: one revoked meanwhile is refused.
+    /// A request without a key needs no lookup and never touches that allowance: 401.
     @Test func invalidKeysArePerClientIPLimited() async throws {
         try await DeliveryStack.with(ingress: ["RATE_LIMIT_APP_API_KEY_FAILURES": "2/60"]) { stack in
             let user = try await stack.user()
@@ -49,7 +50,12 @@ import Testing
             #expect(limited.status == 429)
             #expect(limited.text == #"{"error": "1006 Too many requests"}"#)
             #expect(Int(limited.headers["retry-after"] ?? "") ?? 0 >= 1)
-            #expect(try await stack.api("GET", "/users/\(user)/devices", key: key).status == 429)
+            #expect(try await stack.api("GET", "/users/\(user)/devices", key: key).status == 200)
+            let unseen = try await stack.apiKey()  // valid, but not seen by this ingress yet
+            #expect(try await stack.api("GET", "/users/\(user)/devices", key: unseen).status == 429)
+            try await stack.postgres.execute(
+                "UPDATE app_api_keys SET revoked_at = now() WHERE key_hash = \(SHA256.hash(key))")
+            #expect(try await stack.api("GET", "/users/\(user)/devices", key: key).status == 401)
             #expect(try await stack.api("GET", "/users/\(user)/devices", key: nil).status == 401)
         }
     }

@@ -6,12 +6,14 @@ import Shared
 ///
 /// A key is looked up in Postgres, so each client IP may present keys that are not
 /// (or no longer) valid only `RATE_LIMIT_APP_API_KEY_FAILURES` times per window
-/// (`FailedLookupLimit`); past it its requests answer 429 before the lookup.
+/// (`FailedLookupLimit`); past it its requests answer 429 before the lookup, but for
+/// keys this process found valid lately (`RecentlyValidKeys`).
 struct AppAPIRoutes: Sendable {
     let authenticator: AppAPIAuthenticator
     let repository: AppAPIRepository
     let limiter: SlidingWindowLimiter
     let keyLookups: FailedLookupLimit
+    let validKeys: RecentlyValidKeys
     let sender: AppAPISender
     /// Storage failures (never keys, payloads or tokens).
     let failureLog: ThrottledLog
@@ -44,23 +46,29 @@ struct AppAPIRoutes: Sendable {
 
     /// The key's app, within the client's allowance of failed keys: only an unknown
     /// or revoked key stays counted. A request without a key costs no lookup, so it
-    /// is answered before the allowance is touched.
+    /// is answered before the allowance is touched; nor is one past the allowance
+    /// whose key was valid lately.
     private func authenticate(_ request: HTTPRequest) async throws -> String {
         let key = try authenticator.key(in: request)
-        let lookup: FailedLookupLimit.Lookup
+        let keyHash = SHA256.hash(key)
+        let lookup: FailedLookupLimit.Lookup?
         do {
             lookup = try await keyLookups.admit(request.head)
         } catch let error as PushAPIError where error.code == .tooManyRequests {
-            throw AppAPIError.tooManyRequests(retryAfter: error.retryAfter ?? 1)
+            guard validKeys.contains(keyHash) else {
+                throw AppAPIError.tooManyRequests(retryAfter: error.retryAfter ?? 1)
+            }
+            lookup = nil
         }
         do {
             let app = try await authenticator.appID(forKey: key)
-            await keyLookups.release(lookup)
+            validKeys.record(keyHash)
+            if let lookup { await keyLookups.release(lookup) }
             return app
         } catch let error as AppAPIError where error == .unknownKey {
             throw error  // counted
         } catch {
-            await keyLookups.release(lookup)
+            if let lookup { await keyLookups.release(lookup) }
             throw error
         }
     }
