@@ -26,14 +26,7 @@ import Testing
             try await eventually("the first two answered") { stack.recordings().count == 2 }
             // ...so of six more, two go at a time, and production's message does not
             // wait behind four of them.
-            var slowTokens: [String] = []
-            for _ in 0..<6 {
-                let (id, _, token) = try await stack.subscribe(sandbox: true)
-                #expect(try await stack.push(id).status == 201)
-                slowTokens.append(token)
-            }
-            let (otherID, _, otherToken) = try await stack.subscribe()
-            #expect(try await stack.push(otherID).status == 201)
+            let (slowTokens, otherToken) = try await Self.pushSixSandboxThenOneProduction(stack)
             try await eventually("all delivered", timeout: .seconds(30)) { stack.recordings().count >= 9 }
             let order = stack.recordings().dropFirst(2).map(\.deviceToken)
             #expect(order.prefix(3).contains(otherToken), "\(order.firstIndex(of: otherToken) ?? -1)")
@@ -44,6 +37,21 @@ import Testing
         }
     }
 
+    /// Six pushes to sandbox devices, then one to a production device; their tokens.
+    private static func pushSixSandboxThenOneProduction(_ stack: DeliveryStack) async throws
+        -> (sandbox: [String], production: String)
+    {
+        var sandbox: [String] = []
+        for _ in 0..<6 {
+            let (id, _, token) = try await stack.subscribe(sandbox: true)
+            #expect(try await stack.push(id).status == 201)
+            sandbox.append(token)
+        }
+        let (productionID, _, production) = try await stack.subscribe()
+        #expect(try await stack.push(productionID).status == 201)
+        return (sandbox, production)
+    }
+
     /// A burst into a destination that has had no answer yet (here: one that has
     /// just stopped answering promptly) stops at the bound: production's message,
     /// queued behind six sandbox ones, goes with the first two instead of waiting for
@@ -52,14 +60,7 @@ import Testing
     @Test func aBurstToADestinationThatHasNotAnsweredYetStopsAtTheBound() async throws {
         try await DeliveryStack.with { stack in
             try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":1500}"#)
-            var slowTokens: [String] = []
-            for _ in 0..<6 {
-                let (id, _, token) = try await stack.subscribe(sandbox: true)
-                #expect(try await stack.push(id).status == 201)
-                slowTokens.append(token)
-            }
-            let (otherID, _, otherToken) = try await stack.subscribe()
-            #expect(try await stack.push(otherID).status == 201)
+            let (slowTokens, otherToken) = try await Self.pushSixSandboxThenOneProduction(stack)
             let worker = try await stack.startWorker([
                 "WORKER_MAX_IN_FLIGHT": "4", "WORKER_MAX_IN_FLIGHT_PER_DESTINATION": "2",
             ])
