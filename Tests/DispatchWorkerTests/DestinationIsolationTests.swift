@@ -97,9 +97,11 @@ import Testing
         let slow = DestinationSlots(limit: 2, ceiling: 4)
         _ = slow.take("b", upTo: 3, now: start)
         slow.give("b", elapsed: .seconds(3), now: start + .seconds(3))
-        // Its surplus waits about an answer's time (weighted average: 0 and 3 s).
-        #expect(slow.averageAnswerMilliseconds("b") == 1500)
-        #expect(slow.averageAnswerMilliseconds("unknown") == 0)
+        // Its surplus waits about an answer's time (weighted average: 0 and 3 s), or
+        // as long as it has been silent with messages on their way, if longer.
+        #expect(slow.answerTimeMilliseconds("b", now: start + .seconds(3)) == 1500)
+        #expect(slow.answerTimeMilliseconds("b", now: start + .seconds(5)) == 2000)
+        #expect(slow.answerTimeMilliseconds("unknown") == 0)
         #expect(slow.take("b", upTo: 3, now: start + .seconds(3)) == 1)
         slow.give("b", elapsed: .seconds(3), now: start + .seconds(6))
         slow.give("b", elapsed: .seconds(3), now: start + .seconds(6))

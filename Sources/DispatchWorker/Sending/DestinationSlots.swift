@@ -61,10 +61,21 @@ final class DestinationSlots: Sendable {
         }
     }
 
-    /// The destination's average answer time, in whole milliseconds (0 when unknown).
-    func averageAnswerMilliseconds(_ key: String) -> Int {
+    /// About how long the destination takes to answer, in whole milliseconds: its
+    /// average answer time, or, while messages wait on it, the time since its last
+    /// answer if longer (a destination that went silent has no answers to average:
+    /// its surplus would otherwise come back every few hundred milliseconds until the
+    /// first timeouts). 0 when unknown.
+    func answerTimeMilliseconds(_ key: String, now: ContinuousClock.Instant = .now) -> Int {
         destinations.withLock { destinations in
-            Int(min((destinations[key]?.averageAnswer ?? 0) * 1000, 3_600_000))
+            guard let destination = destinations[key] else { return 0 }
+            var seconds = destination.averageAnswer
+            if destination.inFlight > 0 {
+                let silence = now - destination.lastAnswer
+                let silent = Double(silence.components.seconds) + Double(silence.components.attoseconds) / 1e18
+                seconds = max(seconds, silent)
+            }
+            return Int(min(seconds * 1000, 3_600_000))
         }
     }
 

@@ -72,7 +72,7 @@ final class MessageSender: Sendable {
         if admitted < batch.count {
             // Not back before a slot is likely to be free: a destination answering in
             // seconds would otherwise see its surplus cycle through Redis several times a second.
-            let wait = destinations.averageAnswerMilliseconds(destination)
+            let wait = destinations.answerTimeMilliseconds(destination)
             report(
                 Array(batch[admitted...]), .postponed(cause: "destination_busy", atLeastMilliseconds: wait),
                 completion)
