@@ -251,10 +251,10 @@ public struct IngressConfiguration: Sendable {
 /// - `WORKER_MAX_IN_FLIGHT`: messages one process works on at once (read, not yet
 ///   acknowledged), default 2000 (1–100000).
 /// - `WORKER_MAX_IN_FLIGHT_PER_DESTINATION`: of those, how many may be on their way
-///   to one credential in one APNs environment at once while it answers slowly
-///   (`DestinationSlots`), default half of `WORKER_MAX_IN_FLIGHT` (at most it): one
-///   app's slow or unreachable APNs cannot hold up the others'; its messages past the
-///   bound wait in the delayed-retry set.
+///   to one credential in one APNs environment at once until its prompt answers widen
+///   that (up to `WORKER_MAX_IN_FLIGHT`; `DestinationSlots`), default half of
+///   `WORKER_MAX_IN_FLIGHT` (at most it): one app's slow or unreachable APNs cannot
+///   hold up the others'; its messages past the bound wait in the delayed-retry set.
 /// - `WORKER_READ_LINGER_MS`: under load (a read of many messages that emptied the
 ///   stream), how long to wait before the next read so that it takes more at once,
 ///   default 5 (0–100; 0: read again at once). Light load is read at once regardless.

@@ -15,9 +15,9 @@ final class HTTPRequestContext: Sendable {
     /// not only the bytes received.
     nonisolated(unsafe) var reservedBodyBytes = 0
     /// When the head arrived: a body still arriving `bodyTimeout` later is cut off.
-    let startedAt = ContinuousClock.now
-    /// When the body last delivered bytes (the head's arrival before any).
-    nonisolated(unsafe) var lastBodyAt = ContinuousClock.now
+    let startedAt: ContinuousClock.Instant
+    /// When a chunked body last delivered bytes (the head's arrival before any).
+    nonisolated(unsafe) var lastBodyAt: ContinuousClock.Instant
     nonisolated(unsafe) var bodyTooLarge = false
     /// Bytes of a body over its limit read and dropped so far.
     nonisolated(unsafe) var droppedBodyBytes = 0
@@ -38,6 +38,8 @@ final class HTTPRequestContext: Sendable {
     init(head: HTTPRequestHead, bodyLimit: Int) {
         self.head = head
         self.bodyLimit = bodyLimit
+        startedAt = .now
+        lastBodyAt = startedAt
         declaredBodyLength = head.headers["Content-Length"].flatMap(HTTPRequestHead.contentLength)
     }
 }
@@ -116,7 +118,8 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
             return .NO
         }
         let size = uploadSize.pointee
-        context.lastBodyAt = .now
+        // Only a chunked upload is watched for stalls (`ChunkedUploads`): no clock read per push.
+        if context.declaredBodyLength == nil { context.lastBodyAt = .now }
         let dropping = context.bodyTooLarge || context.bodyOverMemory || context.headRejection != nil
         if !dropping {
             let needed = context.body.count + size
