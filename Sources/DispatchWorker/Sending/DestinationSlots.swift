@@ -71,9 +71,7 @@ final class DestinationSlots: Sendable {
             guard let destination = destinations[key] else { return 0 }
             var seconds = destination.averageAnswer
             if destination.inFlight > 0 {
-                let silence = now - destination.lastAnswer
-                let silent = Double(silence.components.seconds) + Double(silence.components.attoseconds) / 1e18
-                seconds = max(seconds, silent)
+                seconds = max(seconds, (now - destination.lastAnswer).inSeconds)
             }
             return Int(min(seconds * 1000, 3_600_000))
         }
@@ -82,7 +80,7 @@ final class DestinationSlots: Sendable {
     /// Gives a slot of `key` back: its message was answered (or failed) `elapsed`
     /// after it was sent.
     func give(_ key: String, elapsed: Duration, now: ContinuousClock.Instant = .now) {
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.inSeconds
         destinations.withLock { destinations in
             guard var destination = destinations[key] else { return }
             destination.inFlight -= 1

@@ -89,10 +89,11 @@ final class MessageSender: Sendable {
         let pending = PendingDeliveries(batch)
         await apns.send(notifications, credential: credential, environment: environment) { index, result in
             guard let delivery = pending.take(index) else { return }
-            destinations.give(destination, elapsed: start.duration(to: .now))
+            let elapsed = start.duration(to: .now)
+            destinations.give(destination, elapsed: elapsed)
             switch result {
             case .success(let response):
-                latency.observe(since: start)
+                latency.observe(elapsed.inSeconds)
                 completion(delivery, DeliveryOutcome.classify(response))
             case .failure(let error):
                 completion(delivery, DeliveryOutcome.classify(error))

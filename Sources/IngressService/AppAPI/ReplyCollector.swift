@@ -24,7 +24,7 @@ struct ReplyCollector: Sendable {
         while replies.count < ids.count {
             let remaining = ContinuousClock.now.duration(to: deadline)
             guard remaining > .zero, !stopping.isSet else { break }
-            let seconds = min(Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18, 1)
+            let seconds = min(remaining.inSeconds, 1)
             let wait = String(format: "%.3f", max(seconds, 0.01))
             // A failed wait ends the collection with what it has (and what the list holds).
             guard let reply = try? await redis.send(RedisCommand("BLPOP", key, wait), timeout: .seconds(3)) else {

@@ -22,8 +22,8 @@ public struct ReconnectBackoff: Sendable, Equatable {
     /// after one, growing by `multiplier`, capped at `maximum`; zero after none.
     public func step(afterFailures failures: Int) -> Duration {
         guard failures > 0 else { return .zero }
-        let seconds = Self.seconds(initial) * pow(multiplier, Double(min(failures - 1, 62)))
-        return seconds >= Self.seconds(maximum) ? maximum : .nanoseconds(Int64(seconds * 1e9))
+        let seconds = initial.inSeconds * pow(multiplier, Double(min(failures - 1, 62)))
+        return seconds >= maximum.inSeconds ? maximum : .nanoseconds(Int64(seconds * 1e9))
     }
 
     /// The delay to wait: uniformly in [step / 2, step].
@@ -31,16 +31,11 @@ public struct ReconnectBackoff: Sendable, Equatable {
         let step = step(afterFailures: failures)
         guard step > .zero else { return .zero }
         let fraction = Double.random(in: 0.5...1, using: &generator)
-        return .nanoseconds(Int64(Self.seconds(step) * fraction * 1e9))
+        return .nanoseconds(Int64(step.inSeconds * fraction * 1e9))
     }
 
     public func delay(afterFailures failures: Int) -> Duration {
         var generator = SystemRandomNumberGenerator()
         return delay(afterFailures: failures, using: &generator)
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

@@ -229,8 +229,7 @@ public final class Histogram: MetricFamily {
 
         /// Observes the time since `start`, in seconds.
         public func observe(since start: ContinuousClock.Instant) {
-            let elapsed = ContinuousClock.now - start
-            observe(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            observe((ContinuousClock.now - start).inSeconds)
         }
     }
 
