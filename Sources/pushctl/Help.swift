@@ -51,9 +51,12 @@ enum Help {
           user ban USER [--reason TEXT]
           user unban USER
           user app USER --app APP [--authorized BOOL] [--unsubscribed BOOL] [--disabled BOOL] [--reason TEXT]
+            (--reason with --disabled true, or alone for a user disabled in the app already)
 
         Activity log (newest first)
           activity [--account ACCOUNT] [--subject SUBJECT] [--limit N] [--before ENTRY_ID]
+            SUBJECT is what changed: account:ID, app:ID, credential:ID or user:ID (app:ID also
+            lists its users' changes, app:ID/user:USER)
 
         Exit status: 0 done, 1 the admin API refused (its code and message are printed), 2 bad command line
         (or a file it names cannot be read), 3 the admin API could not be reached.

@@ -200,17 +200,35 @@ struct Pushctl {
         }
     }
 
+    /// The text of the file at `path` (standard input for `-`); a file that cannot be
+    /// read is refused with the system's reason (no such file, a directory, …).
     static func readFile(_ path: String) throws(PushctlError) -> String {
-        let data: Data?
-        if path == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
-        } else {
-            data = FileManager.default.contents(atPath: path)
+        let data: Data
+        do {
+            data = try path == "-" ? FileHandle.standardInput.readToEnd() ?? Data() : readContents(of: path)
+        } catch {
+            throw PushctlError(kind: .local, message: "cannot read \(path): \(error.localizedDescription)")
         }
-        guard let data, let text = String(data: data, encoding: .utf8) else {
-            throw PushctlError(kind: .local, message: "cannot read \(path)")
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw PushctlError(kind: .local, message: "cannot read \(path): not UTF-8 text")
         }
         return text
+    }
+
+    /// Reads through the file descriptor (so a device such as `/dev/null` reads as
+    /// empty); errno's text when it cannot be opened or read.
+    private static func readContents(of path: String) throws -> Data {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw FileError(errno: errno) }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        var status = stat()
+        if fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFDIR { throw FileError(errno: EISDIR) }
+        return try handle.readToEnd() ?? Data()
+    }
+
+    private struct FileError: LocalizedError {
+        let errno: Int32
+        var errorDescription: String? { String(cString: strerror(errno)) }
     }
 
     // MARK: Apps

@@ -58,6 +58,15 @@ import Testing
 
             let bySubject = try await admin.call("GET", "/activity?subject=app:\(app)&limit=2")
             #expect((bySubject.json["entries"] as? [[String: Any]])?.count == 2)
+            // An app's subject also finds the changes under it (its users'), and only
+            // its own: not those of an app whose id merely starts with it.
+            let longerApp = app + "x"
+            _ = try await admin.call("POST", "/accounts/\(account)/apps", ["id": longerApp])
+            let underApp = try await admin.call("GET", "/activity?subject=app:\(app)")
+            let subjects = (underApp.json["entries"] as? [[String: Any]] ?? []).map { $0["subject"] as? String ?? "" }
+            #expect(subjects.contains("app:\(app)/user:\(user)"))
+            #expect(subjects.allSatisfy { $0 == "app:\(app)" || $0.hasPrefix("app:\(app)/") })
+            #expect(subjects.count == 7)
         }
     }
 

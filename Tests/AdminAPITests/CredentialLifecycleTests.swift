@@ -88,7 +88,8 @@ import Testing
         let warning = PushWarning.rejected(reason: "APNs answered InvalidProviderToken", at: nil)
         #expect(
             warning.message
-                == "this credential was rejected (APNs answered InvalidProviderToken); sends fail until it is replaced")
+                == "this credential was rejected (APNs answered InvalidProviderToken); sends fail until it is verified again (once Apple accepts it) or replaced"
+        )
         #expect(PushWarning.rejected(reason: nil, at: nil).message.contains("(InvalidProviderToken)"))
     }
 }

@@ -54,7 +54,19 @@ import Testing
                 "/nonexistent/AuthKey.p8",
             ], port: 1)
         #expect(unreadable.status == 2)
-        #expect(unreadable.error.hasPrefix("pushctl: cannot read /nonexistent/AuthKey.p8"))
+        #expect(unreadable.error.hasPrefix("pushctl: cannot read /nonexistent/AuthKey.p8: No such file or directory"))
+        // Why a path cannot be read is said; a device reads as empty, as a file would.
+        let folder = try await Self.pushctl(
+            [
+                "credential", "add", "--account", "a", "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--p8",
+                "/tmp",
+            ],
+            port: 1)
+        #expect(folder.status == 2)
+        #expect(folder.error.hasPrefix("pushctl: cannot read /tmp: Is a directory"))
+        let empty = try await Self.pushctl(["app", "push", "a", "--bundle-ids-file", "/dev/null"], port: 1)
+        #expect(empty.status == 2)
+        #expect(empty.error.hasPrefix("pushctl: /dev/null lists no bundle ids"))
         for arguments in [
             ["account", "list", "--limit", "abc"], ["activity", "--limit", "0"], ["activity", "--limit", "1001"],
         ] {

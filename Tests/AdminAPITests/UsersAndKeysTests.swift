@@ -21,6 +21,20 @@ import Testing
             #expect(set.json["unsubscribed"] as? Bool == true)
             #expect(set.json["disabled"] as? Bool == true)
             #expect(set.json["disabledReason"] as? String == "abuse")
+            // A reason alone changes a disabled user's reason; it is refused where it
+            // would be dropped (with disabled: false, or for a user not disabled).
+            let reworded = try await admin.call(
+                "PATCH", "/apps/\(app)/users/\(user)", ["disabledReason": "abuse, twice"])
+            #expect(reworded.json["disabled"] as? Bool == true)
+            #expect(reworded.json["disabledReason"] as? String == "abuse, twice")
+            let contradictory = try await admin.call(
+                "PATCH", "/apps/\(app)/users/\(user)", ["disabled": false, "disabledReason": "x"])
+            #expect(contradictory.status == 400)
+            #expect(contradictory.text.contains("invalid_request"))
+            let other = try await admin.app(account: try await admin.account())
+            let unused = try await admin.call("PATCH", "/apps/\(other)/users/\(user)", ["disabledReason": "x"])
+            #expect(unused.status == 400)
+            #expect(try await admin.call("GET", "/apps/\(other)/users/\(user)").json["disabled"] as? Bool == false)
 
             let banned = try await admin.call("PUT", "/users/\(user)/ban", ["reason": "spam"])
             #expect((banned.json["banned"] as? [String: Any])?["reason"] as? String == "spam")

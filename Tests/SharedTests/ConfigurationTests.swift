@@ -48,6 +48,8 @@ import Testing
             ("DATABASE_URL", "host=127.0.0.1 port=70000", "DATABASE_URL is not a libpq connection string"),
             ("DATABASE_URL", "host=a,b port=5432,x", "DATABASE_URL is not a libpq connection string"),
             ("DATABASE_URL", "host=a,b,c port=1,2", "DATABASE_URL is not a libpq connection string"),
+            ("DATABASE_URL", "host=a sslmode=sometimes", "DATABASE_URL is not a libpq connection string"),
+            ("DATABASE_URL", "postgresql://a/db?target_session_attrs=primary-ish", "DATABASE_URL is not"),
         ] as [(String, String?, String)])
     func invalidValueNamesTheVariable(variable: String, value: String?, expected: String) {
         var values = Self.valid
@@ -64,6 +66,7 @@ import Testing
         for url in [
             "host=a,b port=5432,5433", "host=a,b port=,5433", "postgresql://u@a:5432,b/db", "postgresql:///db",
             "host=/var/run/postgresql port= 5432 ", "host=a,b,c port=5432", "hostaddr=127.0.0.1,::1 port=1,2",
+            "host=a sslmode=verify-full", "postgresql://a/db?sslmode=disable&target_session_attrs=read-write",
         ] {
             #expect(PostgresConnection.isValidConnectionString(url), "\(url)")
         }
@@ -105,6 +108,16 @@ import Testing
         #expect(try WorkerConfiguration(environment: Environment(smaller)).maxInFlightPerDestination == 150)
         smaller["WORKER_MAX_IN_FLIGHT_PER_DESTINATION"] = "301"
         #expect(throws: ConfigurationError.self) { try WorkerConfiguration(environment: Environment(smaller)) }
+        // A retry cap below the first delay would make every delay the cap.
+        var retries = Self.valid
+        retries["WORKER_RETRY_BASE_MS"] = "100000"
+        retries["WORKER_RETRY_CAP_MS"] = "10"
+        #expect(
+            throws: ConfigurationError(
+                variable: "WORKER_RETRY_CAP_MS", problem: "must be at least WORKER_RETRY_BASE_MS (100000)")
+        ) { try WorkerConfiguration(environment: Environment(retries)) }
+        retries["WORKER_RETRY_CAP_MS"] = "100000"
+        #expect(try WorkerConfiguration(environment: Environment(retries)).retryCapMilliseconds == 100_000)
         // A default consumer name is new at every start: two defaults never match.
         let again = try WorkerConfiguration(environment: Environment(Self.valid))
         #expect(worker.workerID.hasPrefix("\(ProcessInfo.processInfo.hostName)-\(getpid())-"))

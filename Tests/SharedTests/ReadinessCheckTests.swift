@@ -89,6 +89,26 @@ import Testing
         #expect(!lines.all.joined().contains("S3cretPW"))
     }
 
+    /// A Postgres that answers and refuses the connection (a role that does not
+    /// exist): an error that says so, not a warning that it does not answer.
+    @Test func aPostgresThatRefusesTheConnectionAtStartIsLoggedAsAnError() async throws {
+        let url = TestEnvironment.databaseURL.replacingOccurrences(of: "://pushgate@", with: "://no_such_role_x@")
+        try #require(url != TestEnvironment.databaseURL)
+        let postgres = PostgresClient(url: url, maximumConnections: 1)
+        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        defer {
+            redis.close()
+            postgres.close()
+        }
+        let (logger, lines) = TestEnvironment.capturingLogger()
+        #expect(await !ReadinessCheck(redis: redis, postgres: postgres, logger: logger).schemaIsBehind())
+        let errors = lines.all.filter { $0.contains("Postgres refuses this service's connection") }
+        #expect(errors.count == 1)
+        #expect(errors.first?.contains(#""level":"error""#) == true)
+        #expect(errors.first?.contains("no_such_role_x") == true)
+        #expect(!lines.all.joined().contains("Postgres does not answer"))
+    }
+
     /// A database behind this build's schema (a rollout before its `migrate`): not
     /// ready, also with Postgres excluded, logged once with both versions; once
     /// migrated, ready again.

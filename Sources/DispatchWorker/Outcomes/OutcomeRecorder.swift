@@ -123,7 +123,7 @@ final class OutcomeRecorder: Sendable {
                 credentials.markRejected(message.credentialID)
                 if !apps.isEmpty {
                     logger.warning(
-                        "APNs rejected a credential; it is flagged and its apps' pushes fail until it is replaced",
+                        "APNs rejected a credential; it is flagged and its apps' pushes fail until it is verified again or replaced",
                         metadata: ["credential": message.credentialID, "apns.reason": reason, "apps": "\(apps.count)"])
                 }
             } catch {

@@ -21,14 +21,15 @@ struct ActivityLog: Sendable {
             """)
     }
 
-    /// Newest first. `accountID`/`subject` filter; `beforeID` pages (entries older than it).
+    /// Newest first. `accountID`/`subject` filter (a subject also matches the entries
+    /// under it: `app:A` those on `app:A/user:U`); `beforeID` pages (entries older than it).
     func entries(accountID: String?, subject: String?, beforeID: Int64?, limit: Int) async throws -> [ActivityEntry] {
         let rows = try await postgres.query(
             """
             SELECT id, account_id, actor, action, subject, before::text AS before, after::text AS after, at
             FROM activity_log
             WHERE (\(accountID)::text IS NULL OR account_id = \(accountID))
-              AND (\(subject)::text IS NULL OR subject = \(subject))
+              AND (\(subject)::text IS NULL OR subject = \(subject) OR starts_with(subject, \(subject) || '/'))
               AND (\(beforeID)::bigint IS NULL OR id < \(beforeID))
             ORDER BY id DESC
             LIMIT \(limit)

@@ -60,7 +60,7 @@ public struct CommonConfiguration: Sendable {
             throw ConfigurationError(
                 variable: "DATABASE_URL",
                 problem:
-                    "is not a libpq connection string or postgresql:// URL (percent-encode special characters; a port is 1 to 65535)"
+                    "is not a libpq connection string or postgresql:// URL (percent-encode special characters; a port is 1 to 65535; sslmode is disable, allow, prefer, require, verify-ca or verify-full)"
             )
         }
         return url
@@ -317,6 +317,11 @@ public struct WorkerConfiguration: Sendable {
         maxAttempts = try environment.integer("WORKER_MAX_ATTEMPTS", default: 20, range: 1...100)
         retryBaseMilliseconds = try environment.integer("WORKER_RETRY_BASE_MS", default: 500, range: 1...3_600_000)
         retryCapMilliseconds = try environment.integer("WORKER_RETRY_CAP_MS", default: 60_000, range: 1...86_400_000)
+        guard retryCapMilliseconds >= retryBaseMilliseconds else {
+            throw ConfigurationError(
+                variable: "WORKER_RETRY_CAP_MS",
+                problem: "must be at least WORKER_RETRY_BASE_MS (\(retryBaseMilliseconds))")
+        }
         shutdownTimeoutSeconds = try environment.integer("WORKER_SHUTDOWN_TIMEOUT", default: 30, range: 0...3600)
         circuitThreshold = try environment.integer("WORKER_CIRCUIT_THRESHOLD", default: 20, range: 1...100_000)
         circuitLifetimeSeconds = try environment.integer("WORKER_CIRCUIT_TTL", default: 30, range: 1...3600)

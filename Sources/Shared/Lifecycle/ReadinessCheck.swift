@@ -117,16 +117,26 @@ public final class ReadinessCheck: Sendable {
     /// service can ask at start: an operator who runs no probes (or only Redis's, as the
     /// manifests do) learns of a missed `migrate` or an unreachable database too.
     public func schemaIsBehind() async -> Bool {
-        let (state, problem) = await Self.answer(
-            within: .seconds(2), otherwise: (PostgresState.down, "no answer within 2 s")
-        ) { [self] () async throws -> (PostgresState, String?) in
+        let (state, problem, lasting) = await Self.answer(
+            within: .seconds(2), otherwise: (PostgresState.down, "no answer within 2 s", false)
+        ) { [self] () async throws -> (PostgresState, String?, Bool) in
             do {
-                return (try await probePostgres(), nil)
+                return (try await probePostgres(), nil, false)
+            } catch let error as PostgresError
+                where error.code == .connectionFailed && !MigrationCommand.isUnreachable(error)
+            {
+                return (.down, ThrottledLog.describe(error), true)
             } catch {
-                return (.down, ThrottledLog.describe(error))
+                return (.down, ThrottledLog.describe(error), false)
             }
         }
-        if let problem {
+        if let problem, lasting {
+            // A wrong password, role, database or option: no wait mends it, but a
+            // rotated password or a database created late might, so the service stays up.
+            logger?.error(
+                "Postgres refuses this service's connection (check DATABASE_URL); \(postgresUsers) fail until it accepts",
+                metadata: ["error": problem])
+        } else if let problem {
             logger?.warning(
                 "Postgres does not answer; \(postgresUsers) fail until it does",
                 metadata: ["error": problem])

@@ -308,6 +308,8 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
     /// (checked at startup, so a bad one is a configuration error naming the variable,
     /// never a message quoting it). libpq reads the ports only when it connects, and a
     /// failed connection looks like a server not up yet.
+    /// So are the values of the options that take one of a few words (libpq, too,
+    /// checks those only when it connects, and refuses every connection).
     public static func isValidConnectionString(_ connectionString: String) -> Bool {
         guard let options = PQconninfoParse(connectionString, nil) else { return false }
         defer { PQconninfoFree(options) }
@@ -315,8 +317,12 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
         var option = options
         while let keyword = option.pointee.keyword {
             let name = String(cString: keyword)
-            if ["host", "hostaddr", "port"].contains(name), let value = option.pointee.val {
-                lists[name] = String(cString: value).split(separator: ",", omittingEmptySubsequences: false)
+            if let value = option.pointee.val {
+                if ["host", "hostaddr", "port"].contains(name) {
+                    lists[name] = String(cString: value).split(separator: ",", omittingEmptySubsequences: false)
+                } else if let words = enumeratedOptions[name], !words.contains(String(cString: value)) {
+                    return false
+                }
             }
             option += 1
         }
@@ -329,6 +335,15 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
             return digits.isEmpty || Int(digits).map { (1...65535).contains($0) } == true
         }
     }
+
+    /// libpq's options whose value is one of a few words (PostgreSQL 15's
+    /// documentation), with those words.
+    static let enumeratedOptions: [String: Set<String>] = [
+        "sslmode": ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"],
+        "gssencmode": ["disable", "prefer", "require"],
+        "target_session_attrs": ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"],
+        "channel_binding": ["disable", "prefer", "require"],
+    ]
 
     /// Runs `work` with the open handle on this connection's queue.
     private func onQueue<T: Sendable>(_ work: @escaping @Sendable (OpaquePointer) throws -> T) async throws -> T {

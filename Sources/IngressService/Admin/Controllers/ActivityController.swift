@@ -16,7 +16,7 @@ struct ActivityController: Sendable {
         ]
     }
 
-    /// Query: `account`, `subject` (e.g. `app:app_…`), `before` (an entry id, for paging), `limit` (1…1000, default 100).
+    /// Query: `account`, `subject` (e.g. `app:app_…`, also matching `app:app_…/user:…`), `before` (an entry id, for paging), `limit` (1…1000, default 100).
     func list(_ request: AdminRequest) async throws -> HTTPResponse {
         let account = request.parameters["id"] ?? request.query("account")
         let limit = try request.integer("limit", default: 100, range: 1...1000)

@@ -112,7 +112,8 @@ struct UsersController: Sendable {
         return AdminResponse.ok(state)
     }
 
-    /// Sets any of authorized / unsubscribed / disabled (creating the user if new).
+    /// Sets any of authorized / unsubscribed / disabled (creating the user if new);
+    /// `disabledReason` goes with `disabled: true`, or alone for a user disabled already.
     /// Revoking the authorization leaves the user's subscriptions bound (sends to them
     /// are skipped until it is granted again).
     func updateInApp(_ request: AdminRequest) async throws -> HTTPResponse {
@@ -130,7 +131,12 @@ struct UsersController: Sendable {
             if let unsubscribed = body.unsubscribed, unsubscribed != before.unsubscribed {
                 try await users.setUnsubscribed(unsubscribed, userID: userID, appID: appID, on: connection)
             }
-            if let disabled = body.disabled,
+            // A reason is a disabled user's: given alone, it replaces the reason of one
+            // disabled already; with anything but `disabled: true` it would be dropped.
+            if reason != nil, body.disabled == false || (body.disabled == nil && !before.disabled) {
+                throw AdminError.invalid("disabledReason is for a disabled user: send it with disabled: true")
+            }
+            if let disabled = body.disabled ?? (reason != nil ? true : nil),
                 disabled != before.disabled || (disabled && reason != before.disabledReason)
             {
                 try await users.setDisabled(disabled, reason: reason, userID: userID, appID: appID, on: connection)

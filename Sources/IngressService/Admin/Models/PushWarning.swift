@@ -14,7 +14,8 @@ struct PushWarning: Sendable, Codable, Equatable {
             code: "credential_rejected",
             // `reason` is the workers' "APNs answered <Apple's reason>".
             message:
-                "this credential was rejected (\(reason ?? "InvalidProviderToken")); sends fail until it is replaced",
+                "this credential was rejected (\(reason ?? "InvalidProviderToken")); sends fail until it is "
+                + "verified again (once Apple accepts it) or replaced",
             at: at)
     }
 
