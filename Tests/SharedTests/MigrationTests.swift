@@ -102,11 +102,17 @@ import Testing
         #expect(!wrong.standardError.contains("waiting for it"))
         // So does an option libpq refuses only when connecting.
         let separator = url.contains("?") ? "&" : "?"
+        let badTimeout = try await Self.runMigrate(environment: [
+            "DATABASE_URL": url + separator + "connect_timeout=soon", "MIGRATE_WAIT_SECONDS": "30",
+        ])
+        #expect(badTimeout.status == 1)
+        #expect(!badTimeout.standardError.contains("waiting for it"))
+        // An sslmode that is none of libpq's words is a configuration error before any connection.
         let badMode = try await Self.runMigrate(environment: [
             "DATABASE_URL": url + separator + "sslmode=sometimes", "MIGRATE_WAIT_SECONDS": "30",
         ])
-        #expect(badMode.status == 1)
-        #expect(!badMode.standardError.contains("waiting for it"))
+        #expect(badMode.status == 2)
+        #expect(badMode.standardError.contains("DATABASE_URL is not a libpq connection string"))
 
         relay.cut()
         let begin = ContinuousClock.now
