@@ -44,3 +44,12 @@ import Testing
         #expect(backoff.delay(afterFailures: 0, using: &generator) == .zero)
     }
 }
+
+@Suite struct DurationConversionTests {
+    @Test func secondsAndWholeMillisecondsOfADuration() {
+        #expect(Duration.milliseconds(1500).inSeconds == 1.5)
+        #expect(Duration.seconds(60).inWholeMilliseconds == 60_000)
+        #expect(Duration.microseconds(2_999).inWholeMilliseconds == 2)  // rounded down
+        #expect(Duration.zero.inWholeMilliseconds == 0)
+    }
+}

@@ -75,18 +75,11 @@ import Testing
     /// as a warning: with `/readyz` probed for Redis alone (the manifests), nothing else
     /// would tell an operator before registrations fail. The URL is never quoted.
     @Test func anUnreachablePostgresAtStartIsLoggedWithWhy() async throws {
-        let postgres = PostgresClient(url: "postgresql://pushgate:S3cretPW@127.0.0.1:1/pushgate", maximumConnections: 1)
-        let redis = try RedisClient(url: TestEnvironment.redisURL)
-        defer {
-            redis.close()
-            postgres.close()
-        }
-        let (logger, lines) = TestEnvironment.capturingLogger()
-        #expect(await !ReadinessCheck(redis: redis, postgres: postgres, logger: logger).schemaIsBehind())
-        let warnings = lines.all.filter { $0.contains("Postgres does not answer") }
+        let lines = try await Self.startUpCheckLog(databaseURL: "postgresql://pushgate:S3cretPW@127.0.0.1:1/pushgate")
+        let warnings = lines.filter { $0.contains("Postgres does not answer") }
         #expect(warnings.count == 1)
         #expect(warnings.first?.contains(#""error":"#) == true)
-        #expect(!lines.all.joined().contains("S3cretPW"))
+        #expect(!lines.joined().contains("S3cretPW"))
     }
 
     /// A Postgres that answers and refuses the connection (a role that does not
@@ -94,7 +87,18 @@ import Testing
     @Test func aPostgresThatRefusesTheConnectionAtStartIsLoggedAsAnError() async throws {
         let url = TestEnvironment.databaseURL.replacingOccurrences(of: "://pushgate@", with: "://no_such_role_x@")
         try #require(url != TestEnvironment.databaseURL)
-        let postgres = PostgresClient(url: url, maximumConnections: 1)
+        let lines = try await Self.startUpCheckLog(databaseURL: url)
+        let errors = lines.filter { $0.contains("Postgres refuses this service's connection") }
+        #expect(errors.count == 1)
+        #expect(errors.first?.contains(#""level":"error""#) == true)
+        #expect(errors.first?.contains("no_such_role_x") == true)
+        #expect(!lines.joined().contains("Postgres does not answer"))
+    }
+
+    /// The log lines of the start-up check against a Postgres at `databaseURL` that
+    /// cannot be used (it answers no schema: `schemaIsBehind` is false).
+    private static func startUpCheckLog(databaseURL: String) async throws -> [String] {
+        let postgres = PostgresClient(url: databaseURL, maximumConnections: 1)
         let redis = try RedisClient(url: TestEnvironment.redisURL)
         defer {
             redis.close()
@@ -102,11 +106,7 @@ import Testing
         }
         let (logger, lines) = TestEnvironment.capturingLogger()
         #expect(await !ReadinessCheck(redis: redis, postgres: postgres, logger: logger).schemaIsBehind())
-        let errors = lines.all.filter { $0.contains("Postgres refuses this service's connection") }
-        #expect(errors.count == 1)
-        #expect(errors.first?.contains(#""level":"error""#) == true)
-        #expect(errors.first?.contains("no_such_role_x") == true)
-        #expect(!lines.all.joined().contains("Postgres does not answer"))
+        return lines.all
     }
 
     /// A database behind this build's schema (a rollout before its `migrate`): not

@@ -95,12 +95,6 @@ final class QueueConsumer: Sendable {
 
     private var isStopping: Bool { stopping.load(ordering: .relaxed) }
 
-    /// The visibility timeout in whole milliseconds, as `XAUTOCLAIM` and `XCLAIM` take it.
-    private var visibilityMilliseconds: Int {
-        Int(visibilityTimeout.components.seconds * 1000)
-            + Int(visibilityTimeout.components.attoseconds / 1_000_000_000_000_000)
-    }
-
     func ensureGroup() async throws {
         do {
             _ = try await redis.send("XGROUP", "CREATE", context.stream, context.group, "0", "MKSTREAM")
@@ -247,7 +241,7 @@ final class QueueConsumer: Sendable {
     private func claimLoop() async {
         let interval = min(max(visibilityTimeout / 2, .milliseconds(250)), .seconds(30))
         var lastCleanup = ContinuousClock.now
-        let idle = visibilityMilliseconds
+        let idle = visibilityTimeout.inWholeMilliseconds
         while !isStopping {
             try? await sleepUnlessStopping(interval)
             var cursor = "0-0"
@@ -290,7 +284,7 @@ final class QueueConsumer: Sendable {
     /// send them before the claimer's visibility timeout (a probe saw pushes a minute
     /// late, some expired).
     private func orphanLoop() async {
-        let idle = min(Int(Self.orphanAge.components.seconds * 1000), visibilityMilliseconds)
+        let idle = min(Self.orphanAge, visibilityTimeout).inWholeMilliseconds
         let failures = ThrottledLog(logger: logger, interval: .seconds(60))
         while !isStopping {
             try? await sleepUnlessStopping(Self.orphanAge)

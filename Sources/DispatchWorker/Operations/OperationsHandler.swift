@@ -11,28 +11,30 @@ struct OperationsHandler: HTTPHandler {
 
     func maximumBodySize(for head: HTTPRequestHead) -> Int { 0 }
 
-    static let paths: Set<String> = ["/metrics", "/healthz", "/readyz"]
+    private enum Route: String {
+        case metrics = "/metrics"
+        case healthz = "/healthz"
+        case readyz = "/readyz"
+    }
 
     func handle(_ request: HTTPRequest) async -> HTTPResponse {
-        guard Self.paths.contains(request.path) else { return .text(404, "not found\n") }
+        guard let route = Route(rawValue: request.path) else { return .text(404, "not found\n") }
         guard request.method == "GET" || request.method == "HEAD" else {
             var response = HTTPResponse.text(405, "method not allowed\n")
             response.headers.add("Allow", "GET, HEAD")  // RFC 9110 §15.5.6
             return response
         }
-        switch request.path {
-        case "/metrics":
+        switch route {
+        case .metrics:
             // The queue gauges are the sampler's (`QueueGauges.run`, every 2 s): a scrape
             // that waited on Redis would time out in the very outage it should show.
             gauges.sampleProcess()
             return .text(200, metrics.registry.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
-        case "/healthz":
+        case .healthz:
             return .json(200, #"{"status":"ok"}"#)
-        case "/readyz":
+        case .readyz:
             if isStopping() { return .json(503, #"{"status":"stopping"}"#) }
             return await readiness.response(to: request)
-        default:
-            return .text(404, "not found\n")
         }
     }
 }

@@ -29,7 +29,7 @@ final class DestinationSlots: Sendable {
     let limit: Int
     let ceiling: Int
     static let slowAnswer: Duration = .seconds(1)
-    private static let slowAnswerSeconds = 1.0
+    private static let slowAnswerSeconds = slowAnswer.inSeconds
     /// The weight of the newest answer time in the average.
     private static let weight = 0.5
     private let destinations = Mutex<[String: Destination]>([:])

@@ -94,9 +94,8 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
     {
         let lockKey = Self.lockKey(credential)
         let owner = UUID().uuidString
-        let milliseconds = Int(
-            lockLifetime.components.seconds * 1000 + lockLifetime.components.attoseconds / 1_000_000_000_000_000)
-        let acquired = try await redis.send("SET", lockKey, owner, "NX", "PX", milliseconds).throwingError()
+        let acquired = try await redis.send("SET", lockKey, owner, "NX", "PX", lockLifetime.inWholeMilliseconds)
+            .throwingError()
         guard acquired.string == "OK" else { return nil }
         do {
             // Someone may have published a token between our read and the lock.

@@ -76,11 +76,9 @@ struct AccountsController: Sendable {
             // An unchanged account keeps its updatedAt.
             guard newName != before.name || newPlan != before.plan else { return (before, before) }
             let after = try await accounts.update(id, name: newName, plan: newPlan, on: connection)
-            if before.name != after.name || before.plan != after.plan {
-                try await dependencies.activity.record(
-                    on: connection, accountID: id, actor: request.actor, action: "account.update",
-                    subject: "account:\(id)", before: Snapshot(before), after: Snapshot(after))
-            }
+            try await dependencies.activity.record(
+                on: connection, accountID: id, actor: request.actor, action: "account.update",
+                subject: "account:\(id)", before: Snapshot(before), after: Snapshot(after))
             return (before, after)
         }
         if before.plan != after.plan {
