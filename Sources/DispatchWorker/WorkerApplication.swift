@@ -134,10 +134,14 @@ func buildWorker(
         logger: logger)
     let metrics = WorkerMetrics()
     let limiter = InFlightLimiter(limit: configuration.maxInFlight)
-    // Parked in the first stream's key space: any worker reading that stream takes them over.
-    let parking = ParkedCounts(
-        redis: redis, key: RedisKeys(stream: configuration.streams[0], namespace: namespace).parkedCounts)
-    let counts = DailyCounts(postgres: postgres, parking: parking, logger: logger.child("counts"))
+    let counts = DailyCounts(
+        postgres: postgres,
+        transfers: configuration.streams.map {
+            CountTransfer(
+                redis: redis, postgres: postgres, keys: RedisKeys(stream: $0, namespace: namespace),
+                owner: configuration.workerID, lease: .seconds(10))
+        },
+        logger: logger.child("counts"))
     let acknowledger = Acknowledger(
         redis: redis, limiter: limiter, counts: counts, metrics: metrics,
         replyLifetimeSeconds: configuration.replyLifetimeSeconds, logger: logger.child("ack"))
@@ -149,7 +153,7 @@ func buildWorker(
             postgres: postgres, sealer: try PushCredentialSealer(configuration: configuration.common)),
         logger: logger.child("credentials"))
     let recorder = OutcomeRecorder(
-        redis: redis, acknowledger: acknowledger, limiter: limiter, counts: counts, circuit: circuit,
+        redis: redis, acknowledger: acknowledger, limiter: limiter, circuit: circuit,
         credentials: credentials, remover: SubscriptionRemover(postgres: postgres),
         rejecter: CredentialRejecter(postgres: postgres, logger: logger.child("rejecter")),
         retryPolicy: RetryPolicy(

@@ -5,11 +5,12 @@ import Testing
 
 @testable import DispatchWorker
 
-/// `DailyCounts` against the real Postgres: when a batch is written.
+/// `DailyCounts` and `CountTransfer` against the real Postgres and Redis: when
+/// last-push times are written, and how the daily counts reach Postgres exactly once.
 @Suite struct DailyCountsTests {
-    /// A batch is written once it would write `batchSize` rows, not after `batchSize`
-    /// outcomes: a burst to one device adds nothing to write and waits for the interval.
-    @Test func aBatchIsWrittenAtItsRowCountNotItsOutcomeCount() async throws {
+    /// Last-push times are written once they would write `batchSize` rows, not after
+    /// `batchSize` pushes: a burst to one device adds nothing to write and waits for the interval.
+    @Test func lastPushTimesAreWrittenAtTheirRowCountNotTheirPushCount() async throws {
         let postgres = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 2)
         let fixture = try await Fixture.create(postgres)
         let ids = (0..<3).map { _ in Base64URL.encode(SecureRandom.bytes(16)) }
@@ -28,11 +29,6 @@ import Testing
                 alertTitle: "t", alertBody: "b", ciphertext: [1], priority: 10, expiration: 0, collapseID: nil,
                 acceptedAt: 0, quotaKey: "q")
         }
-        func sent() async throws -> Int64 {
-            let rows = try await postgres.query(
-                "SELECT sent FROM daily_counts WHERE account_id = \(fixture.accountID) AND app_id = \(fixture.appID)")
-            return try rows.first?.decode("sent", as: Int64.self) ?? 0
-        }
         func pushed() async throws -> Int64 {
             let rows = try await postgres.query(
                 "SELECT count(*) AS n FROM subscriptions WHERE id = ANY(\(ids)) AND last_push_at IS NOT NULL")
@@ -40,17 +36,16 @@ import Testing
         }
 
         let counts = DailyCounts(
-            postgres: postgres, interval: .seconds(3600), batchSize: 3,
+            postgres: postgres, transfers: [], interval: .seconds(3600), batchSize: 3,
             logger: Logger(component: "worker", minimumLevel: .warning))
         counts.start()
-        for _ in 0..<10 { counts.record(.sent, message: message(ids[0])) }
-        // Ten outcomes, two rows (one counter, one subscription): not a batch yet.
+        for _ in 0..<10 { counts.recordPush(message(ids[0])) }
+        // Ten pushes, one row: not a batch yet.
         try await Task.sleep(for: .milliseconds(400))
-        #expect(try await sent() == 0)
-        counts.record(.sent, message: message(ids[1]))
-        counts.record(.sent, message: message(ids[2]))
-        try await eventually("the batch of three subscriptions written") { try await sent() == 12 }
-        #expect(try await pushed() == 3)
+        #expect(try await pushed() == 0)
+        counts.recordPush(message(ids[1]))
+        counts.recordPush(message(ids[2]))
+        try await eventually("the batch of three subscriptions written") { try await pushed() == 3 }
         await counts.stop()
     }
 
@@ -78,10 +73,11 @@ import Testing
             return try rows.first?.decode("at", as: Double?.self)
         }
         let counts = DailyCounts(
-            postgres: postgres, interval: .seconds(3600), logger: Logger(component: "worker", minimumLevel: .warning))
+            postgres: postgres, transfers: [], interval: .seconds(3600),
+            logger: Logger(component: "worker", minimumLevel: .warning))
         let start = Date(timeIntervalSince1970: 1_790_000_000)
         func push(after seconds: Double) async throws -> Double? {
-            counts.record(.sent, message: message, at: start.addingTimeInterval(seconds))
+            counts.recordPush(message, at: start.addingTimeInterval(seconds))
             await counts.flush()
             return try await lastPush()
         }
@@ -92,14 +88,14 @@ import Testing
         #expect(try await push(after: 10) == start.timeIntervalSince1970 + 61)
     }
 
-    /// While Postgres cannot be reached, a failed batch is kept for the next try: every
-    /// count, but last-push times only up to the limit, so an outage does not grow the
-    /// worker's memory with each device pushed.
-    @Test func aFailedBatchKeepsItsCountsAndAtMostTheLimitOfLastPushTimes() async throws {
+    /// While Postgres cannot be reached, a failed batch keeps last-push times for the
+    /// next try only up to the limit, so an outage does not grow the worker's memory
+    /// with each device pushed.
+    @Test func aFailedBatchKeepsAtMostTheLimitOfLastPushTimes() async throws {
         // Port 1: nothing listens there, so every write is refused.
         let unreachable = PostgresClient(url: "postgresql://pushgate@127.0.0.1:1/pushgate", maximumConnections: 1)
         let counts = DailyCounts(
-            postgres: unreachable, interval: .seconds(3600), maximumKeptLastPush: 5,
+            postgres: unreachable, transfers: [], interval: .seconds(3600), maximumKeptLastPush: 5,
             logger: Logger(component: "worker", minimumLevel: .error))
         func message(_ device: String) -> QueueMessage {
             QueueMessage(
@@ -107,101 +103,88 @@ import Testing
                 topic: "t", deviceToken: "ab", sandbox: false, alertTitle: "t", alertBody: "b", ciphertext: [1],
                 priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0, quotaKey: "q")
         }
-        for index in 0..<12 { counts.record(.sent, message: message("device-\(index)")) }
-        counts.record(.failed, message: message("device-0"))
-        let tally = DailyCounts.Tally(sent: 12, failed: 1, gone: 0)
-        #expect(Array(counts.pending.tallies.values) == [tally] && counts.pending.lastPushCount == 12)
+        for index in 0..<12 { counts.recordPush(message("device-\(index)")) }
+        #expect(counts.pendingLastPushCount == 12)
         #expect(await counts.flush() == false)
-        #expect(Array(counts.pending.tallies.values) == [tally] && counts.pending.lastPushCount == 5)
+        #expect(counts.pendingLastPushCount == 5)
         #expect(await counts.flush() == false)
-        #expect(Array(counts.pending.tallies.values) == [tally] && counts.pending.lastPushCount == 5)
+        #expect(counts.pendingLastPushCount == 5)
         unreachable.close()
     }
 
-    /// A worker stopped while Postgres is away parks the counts it could not write in
-    /// Redis, and the next worker that can write takes them over and writes them once.
-    @Test func countsAStoppingWorkerCannotWriteAreWrittenByTheNextOne() async throws {
-        let setup = try await ParkingSetup()
+    /// A transfer whose worker died after taking the counts is taken over once its
+    /// lease is over, not before; and a transfer applied but not cleared from Redis
+    /// (its worker dead before the last step, or the answer lost) adds nothing when
+    /// it is run again.
+    @Test func aTransferIsTakenOverAfterItsLeaseAndAppliedOnce() async throws {
+        let setup = try await TransferSetup()
         defer { setup.close() }
-        let logger = Logger(component: "worker", minimumLevel: .error)
+        try await setup.add(sent: 3, failed: 1, gone: 1)
+        // A worker that took the counts, then died.
+        let taken = try await setup.redis.run(
+            CountTransfer.takeScript, keys: [setup.keys.pendingCounts, setup.keys.movingCounts],
+            arguments: ["dead-worker", Base64URL.encode(SecureRandom.bytes(16)), 60_000])
+        #expect(taken.array?.isEmpty == false)
+        let moving = (try await setup.redis.send("HGETALL", setup.keys.movingCounts).array ?? []).compactMap(\.bytes)
 
-        let stopping = DailyCounts(
-            postgres: setup.throughRelay, interval: .seconds(3600), parking: setup.parking, logger: logger)
-        stopping.start()
-        setup.relay.cut()
-        for _ in 0..<3 { stopping.record(.sent, message: setup.message) }
-        stopping.record(.failed, message: setup.message)
-        stopping.record(.gone, message: setup.message)
-        await stopping.stop()
-        #expect(try await setup.redis.send("HLEN", setup.parking.key).int == 3, "sent, failed and gone parked")
+        let other = setup.transfer(owner: "other", lease: .milliseconds(300))
+        #expect(try await other.run() == 0, "the dead worker's lease is not over")
         #expect(try await setup.written() == [0, 0, 0])
-
-        let next = DailyCounts(
-            postgres: setup.postgres, interval: .milliseconds(100), parking: setup.parking,
-            adoptionInterval: .milliseconds(100),
-            logger: logger)
-        next.start()
-        // Idle, its empty batches say nothing of Postgres: the parked counts stay in Redis.
         try await Task.sleep(for: .milliseconds(400))
-        #expect(try await setup.redis.send("HLEN", setup.parking.key).int == 3, "not taken over by an idle worker")
-        // A write of its own (another app's) reaches Postgres; then it takes them over.
-        let other = try await Fixture.create(setup.postgres)
-        var otherMessage = setup.message
-        otherMessage.accountID = other.accountID
-        otherMessage.appID = other.appID
-        next.record(.sent, message: otherMessage)
-        try await eventually("the parked counts written by the next worker") { try await setup.written() == [3, 1, 1] }
-        #expect(try await setup.redis.send("EXISTS", setup.parking.key).int == 0)
-        try await Task.sleep(for: .milliseconds(400))  // a few more adoptions and writes
-        #expect(try await setup.written() == [3, 1, 1], "written once")
-        await next.stop()
+        #expect(try await other.run() == 1)
+        #expect(try await setup.written() == [3, 1, 1])
+        #expect(try await setup.redis.send("EXISTS", setup.keys.movingCounts).int == 0)
+
+        // The same transfer once more, as if its clearing had been lost.
+        _ = try await setup.redis.send(RedisCommand("HSET", arguments: [Array(setup.keys.movingCounts.utf8)] + moving))
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(try await other.run() == 1, "taken again")
+        #expect(try await setup.written() == [3, 1, 1], "and added once")
+        #expect(try await setup.redis.send("EXISTS", setup.keys.movingCounts).int == 0)
     }
 
-    /// A write that fails parks its counts in Redis at once: a worker that dies while
-    /// Postgres is away (no stop, no last flush) leaves them there, not in its memory.
-    /// Once Postgres answers again, the worker takes them back and writes them, without
-    /// waiting for a send of its own.
-    @Test func aFailedWriteParksItsCountsAtOnceAndTheyAreWrittenWhenPostgresIsBack() async throws {
-        let setup = try await ParkingSetup()
+    /// While Postgres is away, the counts wait in Redis: those a transfer took, and
+    /// those acknowledged after, apart. A worker that stops then keeps none in memory;
+    /// the next one moves them all, once, when Postgres answers.
+    @Test func countsWaitInRedisWhilePostgresIsAwayAndAreWrittenOnceAfter() async throws {
+        let setup = try await TransferSetup()
         defer { setup.close() }
-        let counts = DailyCounts(
-            postgres: setup.throughRelay, interval: .milliseconds(100), parking: setup.parking,
-            adoptionInterval: .seconds(3600),
-            logger: Logger(component: "worker", minimumLevel: .error))
-
+        let logger = Logger(component: "worker", minimumLevel: .error)
+        try await setup.add(sent: 3, failed: 1, gone: 1)
         setup.relay.cut()
-        for _ in 0..<3 { counts.record(.sent, message: setup.message) }
-        counts.record(.failed, message: setup.message)
-        counts.record(.gone, message: setup.message)
-        #expect(await counts.flush() == false)
-        #expect(try await setup.redis.send("HLEN", setup.parking.key).int == 3, "sent, failed and gone parked at once")
-        #expect(counts.pending.tallies.isEmpty, "nothing left to lose in memory")
-
-        counts.start()
-        try await Task.sleep(for: .milliseconds(300))  // idle, asking a Postgres that is away
+        let stopping = DailyCounts(
+            postgres: setup.throughRelay, transfers: [setup.transfer(owner: "stopping", through: setup.throughRelay)],
+            interval: .milliseconds(100), logger: logger)
+        stopping.start()
+        #expect(await stopping.flush() == false)
+        try await setup.add(sent: 2, failed: 0, gone: 0)
+        await stopping.stop()
+        #expect(try await setup.redis.send("HLEN", setup.keys.movingCounts).int ?? 0 > 3, "taken, waiting")
+        #expect(try await setup.redis.send("HLEN", setup.keys.pendingCounts).int == 1, "acknowledged after")
         #expect(try await setup.written() == [0, 0, 0])
-        #expect(try await setup.redis.send("HLEN", setup.parking.key).int == 3)
+
         setup.relay.restore()
-        try await eventually("the parked counts written once Postgres answers") {
-            try await setup.written() == [3, 1, 1]
-        }
-        #expect(try await setup.redis.send("EXISTS", setup.parking.key).int == 0)
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(try await setup.written() == [3, 1, 1], "written once")
-        await counts.stop()
+        let next = DailyCounts(
+            postgres: setup.postgres, transfers: [setup.transfer(owner: "next", lease: .milliseconds(100))],
+            interval: .milliseconds(100), logger: logger)
+        next.start()
+        try await eventually("every count written") { try await setup.written() == [5, 1, 1] }
+        try await Task.sleep(for: .milliseconds(300))  // a few more transfers
+        #expect(try await setup.written() == [5, 1, 1], "written once")
+        #expect(try await setup.redis.send("EXISTS", setup.keys.movingCounts, setup.keys.pendingCounts).int == 0)
+        await next.stop()
     }
 }
 
-/// What the parking tests share: Postgres directly and through a relay they can cut,
-/// Redis, a parking hash of their own, and a message of a fresh account and app.
-private struct ParkingSetup {
+/// What the transfer tests share: Postgres directly and through a relay they can cut,
+/// Redis, a stream key space of their own, and a fresh account and app.
+private struct TransferSetup {
     let relay: TCPRelay
     let postgres: PostgresClient
     let throughRelay: PostgresClient
     let redis: RedisClient
     let fixture: Fixture
-    let parking: ParkedCounts
-    let message: QueueMessage
+    let keys: RedisKeys
 
     init() async throws {
         let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
@@ -211,12 +194,22 @@ private struct ParkingSetup {
         redis = try RedisClient(url: TestEnvironment.redisURL)
         fixture = try await Fixture.create(postgres)
         let unique = UInt64.random(in: 0...UInt64.max)
-        parking = ParkedCounts(
-            redis: redis, key: RedisKeys(stream: "q:{p\(unique)}", namespace: "pushgate-test:\(unique)").parkedCounts)
-        message = QueueMessage(
-            messageID: "m", subscriptionID: "device", appID: fixture.appID, accountID: fixture.accountID,
-            credentialID: "c", topic: fixture.topic, deviceToken: "ab", sandbox: false, alertTitle: "t",
-            alertBody: "b", ciphertext: [1], priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0, quotaKey: "q")
+        keys = RedisKeys(stream: "q:{c\(unique)}", namespace: "pushgate-test:\(unique)")
+    }
+
+    func transfer(owner: String, lease: Duration = .seconds(10), through postgres: PostgresClient? = nil)
+        -> CountTransfer
+    {
+        CountTransfer(redis: redis, postgres: postgres ?? self.postgres, keys: keys, owner: owner, lease: lease)
+    }
+
+    /// Adds to today's counts of the fixture's app, as acknowledgements do.
+    func add(sent: Int, failed: Int, gone: Int) async throws {
+        let day = DailyCounts.day(of: Date())
+        for (kind, amount) in [(DailyCounts.Kind.sent, sent), (.failed, failed), (.gone, gone)] where amount > 0 {
+            let field = CounterField.make(account: fixture.accountID, app: fixture.appID, day: day, kind: kind)
+            _ = try await redis.send("HINCRBY", keys.pendingCounts, field, amount)
+        }
     }
 
     /// The fixture app's written counts: sent, failed, gone.

@@ -99,6 +99,39 @@ import Testing
         }
     }
 
+    /// The daily counts of what a worker acknowledged are not in its memory: killed
+    /// while Postgres is away (so after acknowledging, before any count reached
+    /// Postgres), it loses none, and the next worker writes them all, once.
+    @Test func aWorkerKilledBeforeItsCountsReachedPostgresLosesNone() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await DeliveryStack.with { stack in
+            let device = try await stack.subscribe()
+            let first = try WorkerProcess(environment: stack.workerEnvironment(["DATABASE_URL": databaseURL]))
+            #expect(try await stack.push(device.id).status == 201)
+            try await eventually("the first push counted") { try await stack.dailyCounts().sent == 1 }
+
+            relay.cut()
+            for _ in 0..<30 { #expect(try await stack.push(device.id).status == 201) }
+            try await eventually("delivered and acknowledged without Postgres") {
+                try await stack.isDrained() && stack.recordings(token: device.token).count == 31
+            }
+            first.signal(SIGKILL)
+            _ = await first.waitForExit()
+            relay.restore()
+            #expect(try await stack.dailyCounts().sent == 1)
+
+            let second = try WorkerProcess(environment: stack.workerEnvironment())
+            try await eventually("the dead worker's counts written by the next") {
+                try await stack.dailyCounts().sent == 31
+            }
+            try await Task.sleep(for: .seconds(2))  // more transfers
+            #expect(try await stack.dailyCounts().sent == 31, "written once")
+            second.signal(SIGTERM)
+            _ = await second.waitForExit()
+        }
+    }
+
     /// A worker restarted under its name (a pod's container, a systemd unit) sends what
     /// its dead predecessor left unacknowledged at once, not after the visibility
     /// timeout (10 minutes here), and each only once more.

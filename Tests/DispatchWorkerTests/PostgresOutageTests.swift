@@ -34,7 +34,7 @@ import Testing
             #expect(registration.status == 503)
             #expect(registration.text == #"{"error": "1005 Storage error"}"#)
 
-            // A write of the counts now fails; they are parked in Redis, not lost.
+            // Moving the counts to Postgres now fails; they wait in Redis, not lost.
             #expect(await worker.counts.flush() == false)
             // Not ready by the plain probe; ready by the one that asks for Redis only.
             let operations = RawHTTPClient(port: worker.metricsPort)

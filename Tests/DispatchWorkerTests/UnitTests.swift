@@ -407,6 +407,44 @@ import Testing
     }
 }
 
+/// An acknowledgement's counters: numbered from 1 as first met, one per account, app
+/// and kind, each plain entry's counts as (number, messages) records by run.
+@Suite struct BatchCountersTests {
+    static func item(app: String, _ tally: DailyCounts.Kind?) -> Acknowledgement.Item {
+        var message = NotificationBuilderTests.message()
+        message.appID = app
+        let delivery = Delivery(
+            entry: PendingEntry(id: "1-0", context: StreamContext(keys: RedisKeys()), messageCount: 1), message: message
+        )
+        return PendingEntryTests.item(delivery, tally)
+    }
+
+    /// Big-endian 32-bit pairs, as the script reads them.
+    static func records(_ bytes: ArraySlice<UInt8>) -> [[UInt32]] {
+        stride(from: bytes.startIndex, to: bytes.endIndex, by: 8).map { start in
+            [0, 4].map { offset in bytes[(start + offset)..<(start + offset + 4)].reduce(0) { $0 << 8 | UInt32($1) } }
+        }
+    }
+
+    @Test func countersAreNumberedOncePerAccountAppAndKind() {
+        var counters = BatchCounters(day: "2026-12-01")
+        counters.addPlain([Self.item(app: "a", .sent), Self.item(app: "a", .sent), Self.item(app: "b", .sent)])
+        counters.addPlain([Self.item(app: "b", .sent), Self.item(app: "a", .sent)])
+        #expect(counters.number(of: Self.item(app: "a", .failed)) == 3)
+        #expect(counters.number(of: Self.item(app: "b", .sent)) == 2)
+        #expect(counters.number(of: Self.item(app: "a", nil)) == 0, "a retry counts nothing")
+        #expect(counters.number(of: Self.item(app: "a", .failed)) == 3)
+
+        #expect(Self.records(counters.plainRecords(0)) == [[1, 2], [2, 1]])
+        #expect(Self.records(counters.plainRecords(1)) == [[2, 1], [1, 1]])
+        let named = counters.fields.compactMap(CounterField.counter)
+        #expect(named.map(\.key.app) == ["a", "b", "a"])
+        #expect(named.map(\.kind) == [.sent, .sent, .failed])
+        #expect(named.allSatisfy { $0.key.account == "acct" && $0.key.day == "2026-12-01" })
+        #expect(CounterField.counter(Array("#id".utf8)) == nil, "bookkeeping names no counter")
+    }
+}
+
 /// Permits are messages; a read that brought more than it took takes the rest.
 @Suite struct InFlightLimiterTests {
     @Test func takingPastTheLimitHoldsReadersUntilEnoughComeBack() async {

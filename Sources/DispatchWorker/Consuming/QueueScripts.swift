@@ -8,37 +8,64 @@ enum QueueScripts {
     /// Records the outcomes of entries whose messages are all settled
     /// (`PendingEntry`): for each entry the group still has pending, `XACK`, `XDEL`,
     /// and for each of its messages as its outcome requires a quota release (`DECR`),
-    /// a reply (`RPUSH` + `EXPIRE`) or a delayed retry (`ZADD` of the message's fields,
-    /// msgpack'd, scored by the due time). An entry no longer pending (this very write
-    /// already ran but its answer was lost, or another worker claimed and finished it)
-    /// changes nothing, so a retried write never releases a quota, answers or
-    /// schedules a retry twice.
+    /// a reply (`RPUSH` + `EXPIRE`), a delayed retry (`ZADD` of the message's fields,
+    /// msgpack'd, scored by the due time) and a daily count (`HINCRBY` of the stream's
+    /// counts hash, which `CountTransfer` moves to Postgres). An entry no longer
+    /// pending (this very write already ran but its answer was lost, or another worker
+    /// claimed and finished it) changes nothing, so a retried write never releases a
+    /// quota, answers, schedules a retry or counts twice.
     ///
     /// Entries with nothing but the acknowledgement to record (every message `sent`)
     /// come first, as bare ids, and are acknowledged and deleted together, one `XACK`
     /// and one `XDEL` per 500: Redis pays its per-command cost (and writes its AOF
-    /// record) once per batch, not per entry, and each such entry costs one argument.
-    /// Deleting them without asking which were still pending changes nothing: an
-    /// entry of ours that is no longer pending was acknowledged by a script that
-    /// deleted it in the same run (this one or the dead-letter script).
+    /// record) once per batch, not per entry. An entry of ours that is no longer
+    /// pending was acknowledged by a script that deleted it in the same run (this one
+    /// or the dead-letter script), so when an `XACK` finds fewer pending than it was
+    /// given (rare: a duplicate delivery, or a repeated write), the ones it did
+    /// acknowledge are those still in the stream, and only they are counted.
     ///
-    /// KEYS: 1 stream, 2 delayed-retry set. ARGV: 1 group, 2 reply lifetime in seconds,
-    /// 3 the number of plain entries, their ids, then per other entry its id and its
-    /// number of messages, and per message five values and its retry fields: quota key
-    /// or "", reply list or "", reply JSON, retry delay in ms, the number of retry
-    /// fields (0: no retry), those fields.
+    /// KEYS: 1 stream, 2 delayed-retry set, 3 counts hash. ARGV: 1 group, 2 reply
+    /// lifetime in seconds, 3 the number of counters, their fields (`CounterField`,
+    /// numbered from 1 in this order); then the number of plain entries, their ids,
+    /// and in the same order each one's counts: records of 8 bytes, a counter's number
+    /// and how many of the entry's messages it counts (both big-endian 32-bit); then
+    /// per other entry its id and its number of messages, and per message six values
+    /// and its retry fields: quota key or "", reply list or "", reply JSON, retry
+    /// delay in ms, its counter's number (0: none), the number of retry fields (0: no
+    /// retry), those fields.
     /// Returns how many entries were acknowledged.
     static let acknowledge = RedisScript(
         source: """
+            local counters = tonumber(ARGV[3])
+            local added = {}
             local acknowledged = 0
-            local plainEnd = 3 + tonumber(ARGV[3])
-            for first = 4, plainEnd, 500 do
+            local plain = tonumber(ARGV[4 + counters])
+            local plainStart = 5 + counters
+            local plainEnd = plainStart + plain - 1
+            local stale
+            for first = plainStart, plainEnd, 500 do
               local last = math.min(first + 499, plainEnd)
-              acknowledged = acknowledged + redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, first, last))
+              local acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, first, last))
+              if acked < last - first + 1 then
+                stale = stale or {}
+                for j = first, last do
+                  if acked == 0 or #redis.call('XRANGE', KEYS[1], ARGV[j], ARGV[j]) == 0 then stale[j] = true end
+                end
+              end
               redis.call('XDEL', KEYS[1], unpack(ARGV, first, last))
+              acknowledged = acknowledged + acked
+            end
+            for j = plainStart, plainEnd do
+              if not (stale and stale[j]) then
+                local records = ARGV[j + plain]
+                for at = 1, #records, 8 do
+                  local counter, messages = struct.unpack('>I4I4', records, at)
+                  added[counter] = (added[counter] or 0) + messages
+                end
+              end
             end
             local now
-            local i = plainEnd + 1
+            local i = plainEnd + plain + 1
             while i <= #ARGV do
               local id, messages = ARGV[i], tonumber(ARGV[i + 1])
               local live = redis.call('XACK', KEYS[1], ARGV[1], id) == 1
@@ -48,7 +75,7 @@ enum QueueScripts {
               end
               i = i + 2
               for _ = 1, messages do
-                local retryFields = tonumber(ARGV[i + 4])
+                local retryFields = tonumber(ARGV[i + 5])
                 if live then
                   -- A month's key gone (expired 40 days on) is not made again at -1.
                   if ARGV[i] ~= '' and redis.call('EXISTS', ARGV[i]) == 1 then redis.call('DECR', ARGV[i]) end
@@ -56,17 +83,22 @@ enum QueueScripts {
                     redis.call('RPUSH', ARGV[i + 1], ARGV[i + 2])
                     redis.call('EXPIRE', ARGV[i + 1], ARGV[2])
                   end
+                  local counter = tonumber(ARGV[i + 4])
+                  if counter > 0 then added[counter] = (added[counter] or 0) + 1 end
                   if retryFields > 0 then
                     if not now then
                       local t = redis.call('TIME')
                       now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
                     end
-                    local fields = {unpack(ARGV, i + 5, i + 4 + retryFields)}
+                    local fields = {unpack(ARGV, i + 6, i + 5 + retryFields)}
                     redis.call('ZADD', KEYS[2], now + tonumber(ARGV[i + 3]), cmsgpack.pack(fields))
                   end
                 end
-                i = i + 5 + retryFields
+                i = i + 6 + retryFields
               end
+            end
+            for counter, amount in pairs(added) do
+              if amount > 0 then redis.call('HINCRBY', KEYS[3], ARGV[3 + counter], amount) end
             end
             return acknowledged
             """)
@@ -132,21 +164,22 @@ enum QueueScripts {
 
     /// Moves an entry to the dead-letter stream with its reason, acknowledges and
     /// deletes it, and for each of its messages (none when it cannot be read)
-    /// releases the quota reservation and answers the reply list, all unless it was
-    /// acknowledged already.
+    /// releases the quota reservation, answers the reply list and counts a failure
+    /// of the day, all unless it was acknowledged already.
     ///
     /// Dead letters hold device tokens and ciphertext, so they are kept for a
     /// lifetime only: each addition trims those older than it (`MINID`, by the ids'
     /// Redis time) and the stream expires that long after its newest. At most 100,000.
     ///
-    /// KEYS: 1 stream, 2 dead-letter stream. ARGV: 1 group, 2 entry id, 3 reason,
-    /// 4 reply TTL s, 5 dead-letter lifetime s, 6 the number of messages, then per
-    /// message its quota key, its reply list or "" and the reply JSON; then the entry's fields.
+    /// KEYS: 1 stream, 2 dead-letter stream, 3 counts hash. ARGV: 1 group, 2 entry id,
+    /// 3 reason, 4 reply TTL s, 5 dead-letter lifetime s, 6 the number of messages,
+    /// then per message its quota key, its reply list or "", the reply JSON and its
+    /// `failed` counter's field (`CounterField`); then the entry's fields.
     static let deadLetter = RedisScript(
         source: """
             if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
             local t = redis.call('TIME')
-            local messagesEnd = 6 + 3 * tonumber(ARGV[6])
+            local messagesEnd = 6 + 4 * tonumber(ARGV[6])
             local fields = {unpack(ARGV, messagesEnd + 1)}
             fields[#fields + 1] = 'dead_reason'
             fields[#fields + 1] = ARGV[3]
@@ -159,12 +192,13 @@ enum QueueScripts {
             redis.call('XTRIM', KEYS[2], 'MAXLEN', '~', 100000)
             redis.call('EXPIRE', KEYS[2], ARGV[5])
             redis.call('XDEL', KEYS[1], ARGV[2])
-            for i = 7, messagesEnd, 3 do
+            for i = 7, messagesEnd, 4 do
               if redis.call('EXISTS', ARGV[i]) == 1 then redis.call('DECR', ARGV[i]) end
               if ARGV[i + 1] ~= '' then
                 redis.call('RPUSH', ARGV[i + 1], ARGV[i + 2])
                 redis.call('EXPIRE', ARGV[i + 1], ARGV[4])
               end
+              redis.call('HINCRBY', KEYS[3], ARGV[i + 3], 1)
             end
             return 1
             """)

@@ -1,12 +1,13 @@
+import Foundation
 import Shared
 import Synchronization
 
 /// Acknowledges settled entries in batches: whatever accumulated while the
 /// previous write was under way goes out as one `QueueScripts.acknowledge` run per
-/// stream (`XACK`, `XDEL`, and quota releases, replies and retries per entry still
-/// pending, so a write retried after a lost answer applies nothing twice), and once
-/// it succeeded the outcomes are added to the daily counts and metrics and the
-/// entries' in-flight permits are given back. A failed write is tried again; the
+/// stream (`XACK`, `XDEL`, and quota releases, replies, retries and daily counts per
+/// entry still pending, so a write retried after a lost answer applies nothing
+/// twice), and once it succeeded the pushes are recorded (last-push times) and
+/// counted in the metrics, and the entries' in-flight permits are given back. A failed write is tried again; the
 /// entries stay pending meanwhile (and are claimable by another worker should this
 /// one die).
 final class Acknowledger: Sendable {
@@ -111,7 +112,7 @@ final class Acknowledger: Sendable {
                 entries[0].entry.context.held.remove(entries.lazy.map(\.entry.id))
                 var sent = 0
                 for entry in entries {
-                    counts.record(entry.items)
+                    counts.recordPushes(entry.items)
                     sent += entry.items.count { $0.tally == .sent }
                 }
                 for entry in others {
@@ -142,23 +143,32 @@ final class Acknowledger: Sendable {
     /// when its answer is lost. Written straight into RESP: no byte array per argument.
     private func send(plain: [Acknowledgement], others: [Acknowledgement]) async throws {
         let context = (plain.first ?? others[0]).entry.context
+        var counters = BatchCounters(day: DailyCounts.day(of: Date()))
+        for entry in plain { counters.addPlain(entry.items) }
         // Retried messages are written as their own fields (format 2), made here.
         let retryFields: [[[UInt8]]] = others.flatMap { entry in
             entry.items.map { item in item.retry.map { $0.fields(of: item.delivery.message) } ?? [] }
         }
+        let counterNumbers: [Int] = others.flatMap { entry in entry.items.map { counters.number(of: $0) } }
         let otherItems = others.reduce(0) { $0 + $1.items.count }
-        let argumentCount =
-            3 + plain.count + others.count * 2 + otherItems * 5 + retryFields.reduce(0) { $0 + $1.count }
-        // Entry ids are about 15 bytes, plus their 5-byte header and CRLF.
+        let retryFieldCount = retryFields.reduce(0) { $0 + $1.count }
+        let argumentCount: Int =
+            4 + counters.fields.count + plain.count * 2 + others.count * 2 + otherItems * 6 + retryFieldCount
+        // Entry ids are about 15 bytes, plus their 5-byte header and CRLF; a plain entry's counts 8 bytes and more.
         let command = EncodedRedisCommand.script(
-            QueueScripts.acknowledge, keys: [context.stream, context.keys.retrySchedule],
-            argumentCount: argumentCount, capacity: 256 + plain.count * 24 + otherItems * 160
+            QueueScripts.acknowledge, keys: [context.stream, context.keys.retrySchedule, context.keys.pendingCounts],
+            argumentCount: argumentCount,
+            capacity: 256 + counters.fields.count * 64 + plain.count * 40 + otherItems * 170
         ) { arguments in
             arguments.append(context.group)
             arguments.append(Int64(replyLifetimeSeconds))
+            arguments.append(Int64(counters.fields.count))
+            for field in counters.fields { arguments.append(field) }
             arguments.append(Int64(plain.count))
             for entry in plain { arguments.append(entry.entry.id) }
+            for index in plain.indices { arguments.append(counters.plainRecords(index)) }
             var retries = retryFields.makeIterator()
+            var numbers = counterNumbers.makeIterator()
             for entry in others {
                 arguments.append(entry.entry.id)
                 arguments.append(Int64(entry.items.count))
@@ -170,6 +180,7 @@ final class Acknowledger: Sendable {
                     arguments.append(reply?.0 ?? "")
                     arguments.append(reply?.1 ?? "")
                     arguments.append(Int64(item.retry?.delayMilliseconds ?? 0))
+                    arguments.append(Int64(numbers.next() ?? 0))
                     arguments.append(Int64(fields.count))
                     for field in fields { arguments.append(field) }
                 }

@@ -5,7 +5,7 @@ import Shared
 /// the entry is acknowledged, with the Redis side of its messages' outcomes, once
 /// all of them settled:
 ///
-/// | outcome | Postgres (batched, counted once acknowledged) | Redis (one `QueueScripts.acknowledge` run with the acknowledgement, unless noted) |
+/// | outcome | Postgres (batched: the daily counts moved from Redis by `CountTransfer`) | Redis (one `QueueScripts.acknowledge` run with the acknowledgement, unless noted; it adds the daily count) |
 /// |---|---|---|
 /// | sent | daily `sent` +1, `last_push_at` | reply `sent`; the quota stays reserved |
 /// | gone | subscription deleted (unless updated after Apple's verdict), daily `gone` +1 | tombstone + cache/stash dropped (before), quota released, reply `gone` |
@@ -14,7 +14,7 @@ import Shared
 /// | subscription deleted, push disabled (found so before a retry, or a send that waited) | — | quota released, reply `not_found`, or `failed`/`push_disabled` |
 /// | replaced (a newer message of its Web Push topic was queued) | — | quota released |
 /// | retry, postponed, or unsent at shutdown | — | put on the delayed-retry set; quota stays reserved |
-/// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed` (its own script) |
+/// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed`, counted (its own script) |
 ///
 /// When a Postgres or Redis write of an outcome fails, the message is retried (alone)
 /// instead; when the acknowledgement itself cannot be written, the entry stays pending
@@ -23,7 +23,6 @@ final class OutcomeRecorder: Sendable {
     let redis: RedisClient
     let acknowledger: Acknowledger
     let limiter: InFlightLimiter
-    let counts: DailyCounts
     let circuit: CircuitBreaker
     let credentials: CredentialCache
     let remover: SubscriptionRemover
@@ -37,15 +36,14 @@ final class OutcomeRecorder: Sendable {
     /// How long the dead-letter stream keeps an entry (`DEAD_LETTER_TTL_SECONDS`).
     let deadLetterLifetimeSeconds: Int
     init(
-        redis: RedisClient, acknowledger: Acknowledger, limiter: InFlightLimiter, counts: DailyCounts,
-        circuit: CircuitBreaker, credentials: CredentialCache, remover: SubscriptionRemover,
+        redis: RedisClient, acknowledger: Acknowledger, limiter: InFlightLimiter, circuit: CircuitBreaker,
+        credentials: CredentialCache, remover: SubscriptionRemover,
         rejecter: CredentialRejecter, retryPolicy: RetryPolicy, metrics: WorkerMetrics, operatorLog: OperatorLog,
         logger: Logger, tombstoneLifetimeSeconds: Int, replyLifetimeSeconds: Int, deadLetterLifetimeSeconds: Int
     ) {
         self.redis = redis
         self.acknowledger = acknowledger
         self.limiter = limiter
-        self.counts = counts
         self.circuit = circuit
         self.credentials = credentials
         self.remover = remover
@@ -213,20 +211,23 @@ final class OutcomeRecorder: Sendable {
         var arguments: [any RedisValueConvertible] = [
             context.group, entry.id, reason, replyLifetimeSeconds, deadLetterLifetimeSeconds, messages.count,
         ]
+        let day = DailyCounts.day(of: Date())
         for message in messages {
             arguments.append(message.quotaKey)
             arguments.append(message.replyKey ?? "")
             arguments.append(
                 message.hasReplyKey
                     ? ReplyJSON.make(messageID: message.messageID, status: "failed", reason: "provider_error") : "")
+            arguments.append(
+                CounterField.make(account: message.accountID, app: message.appID, day: day, kind: .failed))
         }
         do {
             let moved = try await redis.run(
-                QueueScripts.deadLetter, keys: [context.stream, context.keys.deadLetters],
+                QueueScripts.deadLetter,
+                keys: [context.stream, context.keys.deadLetters, context.keys.pendingCounts],
                 arguments: arguments + entry.fields.list)
             if moved.int == 1 {
                 metrics.deadLetters.increment(by: Double(max(1, messages.count)), metricReason)
-                for message in messages { counts.record(.failed, message: message) }
                 logger.warning(
                     "entry moved to the dead-letter stream",
                     metadata: [

@@ -4,7 +4,7 @@
 /// Postgres keeps subscriptions, configuration, daily counts and the activity log.
 public enum Migrations {
     public static let all: [Migration] = [
-        initialSchema, bindingOutlivesAuthorization, bindingOutlivesAuthorizationValidated,
+        initialSchema, bindingOutlivesAuthorization, bindingOutlivesAuthorizationValidated, dailyCountTransfers,
     ]
 
     /// The version a build's queries need: its newest migration's.
@@ -205,5 +205,19 @@ public enum Migrations {
             CREATE INDEX subscriptions_user_app ON subscriptions (user_id, app_id) WHERE user_id IS NOT NULL;
             DROP INDEX subscriptions_app_user;
             ALTER TABLE subscriptions VALIDATE CONSTRAINT subscriptions_user_id_fkey;
+            """)
+
+    /// The daily-count transfers applied (`CountTransfer`): a worker moves the counts
+    /// from Redis under a transfer id and records the id in the same statement that
+    /// adds them, so a transfer repeated (its answer lost, its worker dead before it
+    /// could clear the counts from Redis) adds nothing twice. Ids are kept a day.
+    static let dailyCountTransfers = Migration(
+        version: 4, name: "daily-count transfers applied once",
+        sql: """
+            CREATE TABLE daily_count_transfers (
+                id          text PRIMARY KEY,
+                applied_at  timestamptz NOT NULL DEFAULT now()
+            );
+            CREATE INDEX daily_count_transfers_applied_at ON daily_count_transfers (applied_at);
             """)
 }

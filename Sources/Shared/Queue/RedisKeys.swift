@@ -26,7 +26,8 @@ import Foundation
 /// | `<ns>:{t}:lock:<name>` | string | any replica | short leases (`sweep`) |
 /// | `<ns>:{t}:reply:<id>` | list | worker | outcomes for a sender that waits (`QueueMessage`'s reply lists) |
 /// | `<ns>:{t}:retry:<stream>` | zset | worker | delayed retries: msgpack'd entry fields, scored by due time (ms) |
-/// | `<ns>:{t}:counts:parked` | hash | worker | daily counts a stopping worker could not write to Postgres, for another to write |
+/// | `<ns>:{t}:counts:<stream>` | hash | worker | daily counts (`CounterField` → amount) acknowledged and not yet in Postgres |
+/// | `<ns>:{t}:counts-moving:<stream>` | hash | worker | the counts one transfer to Postgres is moving, with its id, owner and time (`CountTransfer`) |
 /// | the stream itself (`pushgate:queue:{0}`) | stream | ingress | `QueueMessage` entries, consumer group `workers` |
 /// | `<stream>:dead` | stream | worker | dead letters: the entry's fields plus `dead_reason`, `dead_at` |
 public struct RedisKeys: Sendable, Equatable {
@@ -100,9 +101,10 @@ public struct RedisKeys: Sendable, Equatable {
     public func reply(_ id: String) -> String { prefix + "reply:" + id }
     /// The delayed-retry set of `stream`'s messages.
     public var retrySchedule: String { prefix + "retry:" + stream }
-    /// Daily counts a stopping worker could not write (`ParkedCounts`), in the key space
-    /// of its first stream.
-    public var parkedCounts: String { prefix + "counts:parked" }
+    /// The daily counts `stream`'s acknowledgements added up, until moved to Postgres.
+    public var pendingCounts: String { prefix + "counts:" + stream }
+    /// The daily counts of `stream` one transfer is moving to Postgres (`CountTransfer`).
+    public var movingCounts: String { prefix + "counts-moving:" + stream }
     /// Where entries go that were handed out too often without an outcome, or could not be read.
     public var deadLetters: String { stream + ":dead" }
     /// The consumer group every dispatch worker reads the stream with.

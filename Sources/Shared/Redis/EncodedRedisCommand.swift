@@ -70,6 +70,12 @@ public struct EncodedRedisCommand: Sendable {
             end()
         }
 
+        public mutating func append(_ argument: ArraySlice<UInt8>) {
+            begin(length: argument.count)
+            bytes.append(contentsOf: argument)
+            end()
+        }
+
         public mutating func append(_ argument: String) {
             begin(length: argument.utf8.count)
             bytes.append(contentsOf: argument.utf8)
