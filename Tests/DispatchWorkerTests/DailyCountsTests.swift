@@ -39,12 +39,12 @@ import Testing
             postgres: postgres, transfers: [], interval: .seconds(3600), batchSize: 3,
             logger: Logger(component: "worker", minimumLevel: .warning))
         counts.start()
-        for _ in 0..<10 { counts.recordPush(message(ids[0])) }
+        for _ in 0..<10 { counts.recordSent(message(ids[0])) }
         // Ten pushes, one row: not a batch yet.
         try await Task.sleep(for: .milliseconds(400))
         #expect(try await pushed() == 0)
-        counts.recordPush(message(ids[1]))
-        counts.recordPush(message(ids[2]))
+        counts.recordSent(message(ids[1]))
+        counts.recordSent(message(ids[2]))
         try await eventually("the batch of three subscriptions written") { try await pushed() == 3 }
         await counts.stop()
     }
@@ -77,7 +77,7 @@ import Testing
             logger: Logger(component: "worker", minimumLevel: .warning))
         let start = Date(timeIntervalSince1970: 1_790_000_000)
         func push(after seconds: Double) async throws -> Double? {
-            counts.recordPush(message, at: start.addingTimeInterval(seconds))
+            counts.recordSent(message, at: start.addingTimeInterval(seconds))
             await counts.flush()
             return try await lastPush()
         }
@@ -103,7 +103,7 @@ import Testing
                 topic: "t", deviceToken: "ab", sandbox: false, alertTitle: "t", alertBody: "b", ciphertext: [1],
                 priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0, quotaKey: "q")
         }
-        for index in 0..<12 { counts.recordPush(message("device-\(index)")) }
+        for index in 0..<12 { counts.recordSent(message("device-\(index)")) }
         #expect(counts.pendingLastPushCount == 12)
         #expect(await counts.flush() == false)
         #expect(counts.pendingLastPushCount == 5)
@@ -231,5 +231,13 @@ private struct TransferSetup {
         throughRelay.close()
         postgres.close()
         relay.close()
+    }
+}
+
+extension DailyCounts {
+    /// Records `message` as sent and acknowledged, as the acknowledger does.
+    fileprivate func recordSent(_ message: QueueMessage, at date: Date = Date()) {
+        let entry = PendingEntry(id: "1-0", context: StreamContext(keys: RedisKeys()), messageCount: 1)
+        recordPushes([PendingEntryTests.item(Delivery(entry: entry, message: message), .sent)], at: date)
     }
 }

@@ -124,11 +124,6 @@ final class DailyCounts: Sendable {
         loop.withLock { $0 = Task { await self.run() } }
     }
 
-    /// Records a sent message's push to its subscription.
-    func recordPush(_ message: QueueMessage, at date: Date = Date()) {
-        state.withLock { $0.lastPush[SubscriptionKey(message)] = date }
-    }
-
     /// Records the pushes of a batch of acknowledged outcomes (those sent) under one lock.
     func recordPushes(_ batch: [Acknowledgement.Item], at date: Date = Date()) {
         guard batch.contains(where: { $0.tally == .sent }) else { return }
