@@ -26,6 +26,15 @@ import Testing
             #expect(try await stack.api("POST", "/send", key: key, json: numeric).status == 400)
             let hundred = Array(repeating: item, count: 100).joined(separator: ",")
             #expect(try await stack.api("POST", "/send", key: key, json: #"{"messages":[\#(hundred)]}"#).status == 200)
+            // A message without an id string is a malformed request; an empty id names no subscription.
+            for malformed in [#"{"payload":"AAAA"}"#, #"{"subscriptionId":7,"payload":"AAAA"}"#] {
+                let answer = try await stack.api("POST", "/send", key: key, json: #"{"messages":[\#(malformed)]}"#)
+                #expect(answer.status == 400)
+                #expect(answer.text.contains("each message needs a subscriptionId string"))
+            }
+            #expect(statuses(try await stack.send([("", "AAAA"), ("AAAAAAAAAAAAAAAAAAAAAA", "AAAA")], key: key)) == [
+                "not_found", "not_found",
+            ])
         }
     }
 

@@ -29,8 +29,9 @@ struct SendBatch: Sendable {
         }
         var messages: [Message] = []
         for item in list {
-            guard let fields = item as? [String: Any], let id = fields["subscriptionId"] as? String, !id.isEmpty else {
-                throw AppAPIError.invalid("each message needs a subscriptionId")
+            // An empty id names no subscription: that message is `not_found`, as any unknown id is.
+            guard let fields = item as? [String: Any], let id = fields["subscriptionId"] as? String else {
+                throw AppAPIError.invalid("each message needs a subscriptionId string")
             }
             var ciphertext: [UInt8]? = nil
             if let payload = fields["payload"] as? String, let bytes = Self.decodePayload(payload), !bytes.isEmpty,
