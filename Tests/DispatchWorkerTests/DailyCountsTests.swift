@@ -122,7 +122,8 @@ import Testing
         try await setup.add(sent: 3, failed: 1, gone: 1)
         // A worker that took the counts, then died.
         let taken = try await setup.redis.run(
-            CountTransfer.takeScript, keys: [setup.keys.pendingCounts, setup.keys.movingCounts],
+            CountTransfer.takeScript,
+            keys: [setup.keys.pendingCounts, setup.keys.movingCounts, setup.keys.legacyParkedCounts],
             arguments: ["dead-worker", Base64URL.encode(SecureRandom.bytes(16)), 60_000])
         #expect(taken.array?.isEmpty == false)
         let moving = (try await setup.redis.send("HGETALL", setup.keys.movingCounts).array ?? []).compactMap(\.bytes)
@@ -141,6 +142,26 @@ import Testing
         #expect(try await other.run() == 1, "taken again")
         #expect(try await setup.written() == [3, 1, 1], "and added once")
         #expect(try await setup.redis.send("EXISTS", setup.keys.movingCounts).int == 0)
+    }
+
+    /// Counts a worker of an older release parked in Redis (it could not write them)
+    /// are moved with the next transfer, once.
+    @Test func countsAnOlderReleaseParkedAreMovedWithTheNextTransfer() async throws {
+        let setup = try await TransferSetup()
+        defer { setup.close() }
+        try await setup.add(sent: 2, failed: 0, gone: 0)
+        let day = DailyCounts.day(of: Date())
+        for (kind, amount) in [(DailyCounts.Kind.sent, 3), (.gone, 1)] {
+            let field = CounterField.make(
+                account: setup.fixture.accountID, app: setup.fixture.appID, day: day, kind: kind)
+            _ = try await setup.redis.send("HINCRBY", setup.keys.legacyParkedCounts, field, amount)
+        }
+        let transfer = setup.transfer(owner: "upgraded")
+        #expect(try await transfer.run() == 1)
+        #expect(try await setup.written() == [5, 0, 1])
+        #expect(try await setup.redis.send("EXISTS", setup.keys.legacyParkedCounts).int == 0)
+        #expect(try await transfer.run() == 0)
+        #expect(try await setup.written() == [5, 0, 1])
     }
 
     /// While Postgres is away, the counts wait in Redis: those a transfer took, and

@@ -28,11 +28,18 @@ struct CountTransfer: Sendable {
     let owner: String
     let lease: Duration
 
-    /// KEYS: 1 counts hash, 2 moving hash. ARGV: 1 owner, 2 a new transfer id, 3 lease
-    /// in ms. Returns the moving hash's fields and values, or nil when there is
-    /// nothing to move or another worker's transfer is under way.
+    /// KEYS: 1 counts hash, 2 moving hash, 3 the hash older releases parked counts in
+    /// (`RedisKeys.legacyParkedCounts`: same fields), added to the counts hash first.
+    /// ARGV: 1 owner, 2 a new transfer id, 3 lease in ms. Returns the moving hash's
+    /// fields and values, or nil when there is nothing to move or another worker's
+    /// transfer is under way.
     static let takeScript = RedisScript(
         source: """
+            if redis.call('EXISTS', KEYS[3]) == 1 then
+              local parked = redis.call('HGETALL', KEYS[3])
+              for i = 1, #parked, 2 do redis.call('HINCRBY', KEYS[1], parked[i], parked[i + 1]) end
+              redis.call('DEL', KEYS[3])
+            end
             local t = redis.call('TIME')
             local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
             if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -62,7 +69,7 @@ struct CountTransfer: Sendable {
     /// stay in Redis for the next try.
     func run() async throws -> Int {
         let reply = try await redis.run(
-            Self.takeScript, keys: [keys.pendingCounts, keys.movingCounts],
+            Self.takeScript, keys: [keys.pendingCounts, keys.movingCounts, keys.legacyParkedCounts],
             arguments: [owner, Base64URL.encode(SecureRandom.bytes(16)), lease.inWholeMilliseconds]
         ).throwingError()
         guard let items = reply.array else { return 0 }

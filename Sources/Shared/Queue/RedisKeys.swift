@@ -28,6 +28,7 @@ import Foundation
 /// | `<ns>:{t}:retry:<stream>` | zset | worker | delayed retries: msgpack'd entry fields, scored by due time (ms) |
 /// | `<ns>:{t}:counts:<stream>` | hash | worker | daily counts (`CounterField` → amount) acknowledged and not yet in Postgres |
 /// | `<ns>:{t}:counts-moving:<stream>` | hash | worker | the counts one transfer to Postgres is moving, with its id, owner and time (`CountTransfer`) |
+/// | `<ns>:{t}:counts:parked` | hash | worker (releases before the count transfer) | daily counts such a worker could not write; folded into the next transfer |
 /// | the stream itself (`pushgate:queue:{0}`) | stream | ingress | `QueueMessage` entries, consumer group `workers` |
 /// | `<stream>:dead` | stream | worker | dead letters: the entry's fields plus `dead_reason`, `dead_at` |
 public struct RedisKeys: Sendable, Equatable {
@@ -105,6 +106,9 @@ public struct RedisKeys: Sendable, Equatable {
     public var pendingCounts: String { prefix + "counts:" + stream }
     /// The daily counts of `stream` one transfer is moving to Postgres (`CountTransfer`).
     public var movingCounts: String { prefix + "counts-moving:" + stream }
+    /// Where workers of releases before the count transfer parked the daily counts they
+    /// could not write to Postgres; the next transfer in this key space takes them.
+    public var legacyParkedCounts: String { prefix + "counts:parked" }
     /// Where entries go that were handed out too often without an outcome, or could not be read.
     public var deadLetters: String { stream + ":dead" }
     /// The consumer group every dispatch worker reads the stream with.
