@@ -32,9 +32,10 @@ import Testing
                 #expect(answer.status == 400)
                 #expect(answer.text.contains("each message needs a subscriptionId string"))
             }
-            #expect(statuses(try await stack.send([("", "AAAA"), ("AAAAAAAAAAAAAAAAAAAAAA", "AAAA")], key: key)) == [
-                "not_found", "not_found",
-            ])
+            #expect(
+                statuses(try await stack.send([("", "AAAA"), ("AAAAAAAAAAAAAAAAAAAAAA", "AAAA")], key: key)) == [
+                    "not_found", "not_found",
+                ])
         }
     }
 

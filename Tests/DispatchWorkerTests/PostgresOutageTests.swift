@@ -77,6 +77,38 @@ import Testing
         }
     }
 
+    /// A credential with nothing read before to fall back on is asked for at most once
+    /// per `unavailableLifetime` while Postgres refuses connections: its messages wait
+    /// either way, and a read per message would only hammer Postgres.
+    @Test func aCredentialPostgresCannotGiveIsAskedForAtMostOncePerLifetime() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        let postgres = PostgresClient(url: databaseURL, applicationName: "pushgate-test-credentials")
+        defer { postgres.close() }
+        let cache = CredentialCache(
+            reader: PushCredentialReader(
+                postgres: postgres, sealer: try PushCredentialSealer(key: Array(repeating: 7, count: 32))),
+            unavailableLifetime: .milliseconds(500), logger: Logger(component: "test", minimumLevel: .error))
+        relay.cut()
+        let id = "never-read-\(UInt32.random(in: 0...UInt32.max))"
+        guard case .unavailable = await cache.lookup(id) else {
+            Issue.record("a credential Postgres cannot give should be unavailable")
+            return
+        }
+        let afterFirst = relay.connectionsAccepted
+        #expect(afterFirst > 0, "the first lookup asked Postgres")
+        for _ in 0..<20 {
+            guard case .unavailable = await cache.lookup(id) else {
+                Issue.record("still unavailable")
+                return
+            }
+        }
+        #expect(relay.connectionsAccepted == afterFirst, "not asked again within the lifetime")
+        try await Task.sleep(for: .milliseconds(600))
+        _ = await cache.lookup(id)
+        #expect(relay.connectionsAccepted > afterFirst, "asked again after it")
+    }
+
     /// A credential's cache entry expiring while Postgres is away must not stop its
     /// sends: the credential read before stays in use until Postgres answers again.
     @Test func aCredentialReadBeforeStaysInUseWhilePostgresCannotBeRead() async throws {

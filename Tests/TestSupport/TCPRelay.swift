@@ -16,6 +16,8 @@ package final class TCPRelay: Sendable {
     private struct State {
         var cut = false
         var closed = false
+        /// Connections accepted, relayed or (while cut) closed at once.
+        var accepted = 0
         var nextID = 0
         /// Each live relayed connection's two sockets (client side, server side). They
         /// are shut down and closed only under the lock, while listed here, so a
@@ -68,6 +70,11 @@ package final class TCPRelay: Sendable {
         state.withLock { $0.cut = false }
     }
 
+    /// How many connections clients opened to the relay so far, cut or not.
+    package var connectionsAccepted: Int {
+        state.withLock { $0.accepted }
+    }
+
     /// Stops listening and closes every connection. Call it: the accept thread holds
     /// the relay until then.
     package func close() {
@@ -88,7 +95,10 @@ package final class TCPRelay: Sendable {
                 if errno == EINTR { continue }
                 break
             }
-            let admitted = state.withLock { !$0.cut && !$0.closed }
+            let admitted = state.withLock { state in
+                state.accepted += 1
+                return !state.cut && !state.closed
+            }
             guard admitted, let server = connectUpstream() else {
                 _ = Foundation.close(client)
                 if state.withLock({ $0.closed }) { break }

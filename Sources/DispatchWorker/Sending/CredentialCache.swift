@@ -15,7 +15,10 @@ import Synchronization
 /// trusts the ingress's and the worker's clocks to agree.)
 /// When Postgres cannot be read, the answer read before stays in use (checked again
 /// every `failureLifetime`): sends do not depend on Postgres, and a credential
-/// revoked meanwhile is still caught by APNs's refusal.
+/// revoked meanwhile is still caught by APNs's refusal. A credential with no answer
+/// to fall back on is asked for again at most every `unavailableLifetime`: its
+/// messages wait and retry anyway, and a read per message would hammer a Postgres
+/// that refuses connections.
 final class CredentialCache: Sendable {
     enum Lookup: Sendable {
         case usable(APNsCredential)
@@ -55,6 +58,7 @@ final class CredentialCache: Sendable {
     private let reader: PushCredentialReader
     private let lifetime: Duration
     private let failureLifetime: Duration
+    private let unavailableLifetime: Duration
     private let recheckIntervalMilliseconds: Int64 = 1000
     /// UNIX milliseconds, as the ingress stamps `acceptedAt`; tests move it by hand.
     private let clock: @Sendable () -> Int64
@@ -69,12 +73,14 @@ final class CredentialCache: Sendable {
 
     init(
         reader: PushCredentialReader, lifetime: Duration = .seconds(60), failureLifetime: Duration = .seconds(10),
-        logger: Logger, clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
+        unavailableLifetime: Duration = .seconds(1), logger: Logger,
+        clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
     ) {
         self.clock = clock
         self.reader = reader
         self.lifetime = lifetime
         self.failureLifetime = failureLifetime
+        self.unavailableLifetime = unavailableLifetime
         self.logger = logger
         readFailureLog = ThrottledLog(logger: logger, interval: .seconds(10))
         keyFailureLog = ThrottledLog(logger: logger, interval: .seconds(60))
@@ -164,7 +170,8 @@ final class CredentialCache: Sendable {
         switch lookup {
         case .usable, .rejected: expires = .now + lifetime
         case .missing, .unopenable, .damaged: expires = .now + failureLifetime
-        case .unavailable, .rechecking: expires = .now  // the next message asks again (a read never rechecks)
+        case .unavailable: expires = .now + unavailableLifetime
+        case .rechecking: expires = .now  // never the answer of a read
         }
         entries.withLock { $0[id] = .ready(lookup, expires: expires, decidedAt: decidedAt) }
         return lookup
