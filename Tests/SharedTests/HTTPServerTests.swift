@@ -611,10 +611,24 @@ import Testing
         let timeout: (inout HTTPServer.Configuration) -> Void = { $0.connectionTimeoutSeconds = 30 }
         try await withServer(EchoHandler(), polling: .eventLoop, timeout) { server in
             let driver = try #require(server.driver)
-            // A chunked upload still sending, a chunk every 100 ms: not cut off.
+            // A chunked upload still sending, a chunk every 100 ms until the stuck one is
+            // closed: not cut off. It keeps its pace on a thread of its own, from its
+            // head on (a Task could wait its turn past the server's one-second
+            // judgement while the other suites keep the test process busy), and the
+            // stuck upload starts once it is under way.
             let slow = try HeldConnection(port: server.port)
             let slowHead = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-            slow.send(Array(slowHead.utf8))
+            let pace = PacedUpload()
+            Thread.detachNewThread {
+                slow.send(Array(slowHead.utf8))
+                repeat {
+                    slow.send(Array("1\r\nz\r\n".utf8))
+                    if pace.chunks.add(1, ordering: .sequentiallyConsistent).newValue == 1 { pace.started.signal() }
+                    usleep(100_000)
+                } while !pace.stop.load(ordering: .sequentiallyConsistent)
+                pace.finished.signal()
+            }
+            await Self.wait(for: pace.started)
             let stuck = try HeldConnection(port: server.port)
             stuck.send(Array("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n64;x=".utf8))
             stuck.send(Array(repeating: UInt8(ascii: "a"), count: 40_000))
@@ -624,25 +638,19 @@ import Testing
                 return ContinuousClock.now - started
             }
             async let closedAfter = closed()
-            // The slow upload keeps its own pace, whatever the other clients' answers take.
-            let slowChunks = Task {
-                for _ in 0..<20 {
-                    slow.send(Array("1\r\nz\r\n".utf8))
-                    try? await Task.sleep(for: .milliseconds(100))
-                }
-            }
             // Other clients meanwhile: their progress must not keep the busy loop going.
             for _ in 0..<20 {
                 let response = try await RawHTTPClient(port: server.port).request("POST", "/", body: [1, 2, 3])
                 #expect(response.status == 201)
                 try await Task.sleep(for: .milliseconds(100))
             }
-            await slowChunks.value
             #expect(await closedAfter < .seconds(8))  // not the 30 s timeout (nor the client's 15 s)
+            pace.stop.store(true, ordering: .sequentiallyConsistent)
+            await Self.wait(for: pace.finished)
             slow.send(Array("0\r\n\r\n".utf8))
             let answer = try RawHTTPClient.parse(await slow.receiveAll())
             #expect(answer.status == 201)
-            #expect(answer.text.hasSuffix("bytes=20"))
+            #expect(answer.text.hasSuffix("bytes=\(pace.chunks.load(ordering: .sequentiallyConsistent))"))
             let before = try await driver.loop.submit { driver.runs }
             try await Task.sleep(for: .seconds(1))
             let runs = try await driver.loop.submit { driver.runs } - before
@@ -810,6 +818,24 @@ import Testing
     /// A client socket kept open between sends (a slow upload). Sends are small enough
     /// for the socket's buffer; the blocking read runs on a thread of its own, off
     /// the concurrency pool the servers' handlers need.
+    /// A client thread's chunked upload: when it started, how many chunks it sent, when to stop.
+    final class PacedUpload: Sendable {
+        let started = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        let chunks = Atomic<Int>(0)
+        let stop = Atomic<Bool>(false)
+    }
+
+    /// Waits for `semaphore` without holding a thread of the Swift concurrency pool.
+    static func wait(for semaphore: DispatchSemaphore) async {
+        await withCheckedContinuation { (signalled: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                semaphore.wait()
+                signalled.resume()
+            }
+        }
+    }
+
     final class HeldConnection: @unchecked Sendable {
         private var fd: Int32
 
