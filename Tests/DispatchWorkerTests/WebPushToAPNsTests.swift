@@ -54,8 +54,12 @@ import Testing
             }
             #expect(try await stack.quota() == 1)
             try await eventually("the daily count") { try await stack.dailyCounts().sent == 1 }
-            let lastPush = try await stack.postgres.query("SELECT last_push_at FROM subscriptions WHERE id = \(id)")
-            #expect(try lastPush.first?.decode("last_push_at", as: Date?.self) != nil)
+            // Written with the same tick as the counts' transfer, just after it.
+            try await eventually("the last push recorded") {
+                let lastPush = try await stack.postgres.query(
+                    "SELECT last_push_at FROM subscriptions WHERE id = \(id)")
+                return try lastPush.first?.decode("last_push_at", as: Date?.self) != nil
+            }
         }
     }
 

@@ -34,12 +34,20 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
     /// resumed connections still run the daemon at once, so others are served.
     private var fruitlessRuns = 0
     static let fruitlessRunsTolerated = 8
-    /// Such runs in the current second (not reset by other connections' progress):
-    /// at `busyRunsPerSecond`, the stalled chunked uploads are timed out
-    /// (`ChunkedUploads`), which ends the busy loop rather than slowing it.
-    private var fruitlessRunsThisSecond = 0
-    private var secondStart = ContinuousClock.now
+    /// When the last `busyRunsPerSecond` such runs happened, oldest at
+    /// `recentFruitlessOldest` once full (not reset by other connections' progress):
+    /// all of them within a second, wherever that second starts, and the stalled
+    /// chunked uploads are timed out (`ChunkedUploads`), which ends the busy loop
+    /// rather than slowing it. (Counted per calendar second, a streak split by a
+    /// second's start could go unseen.)
+    private var recentFruitless: [ContinuousClock.Instant] = []
+    private var recentFruitlessOldest = 0
     static let busyRunsPerSecond = 16
+    /// A busy loop was seen and every timer run since was fruitless: each such run
+    /// times out the uploads stalled by then, since the stuck one may have been too
+    /// young to count as stalled when the loop was seen (and the backoff then spaces
+    /// the runs too far apart to see it again).
+    private var inBusyLoop = false
     /// The chunked bodies being received, one of which may cause the busy loop.
     let uploads = ChunkedUploads()
     private let log: ThrottledLog?
@@ -107,6 +115,23 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
     func writable() {}
     func hangUp() { run() }
 
+    /// Records a fruitless run at `now`; whether it makes `busyRunsPerSecond` of them
+    /// within a second (then the count starts again).
+    private func isBusyLoop(now: ContinuousClock.Instant) -> Bool {
+        if recentFruitless.count < Self.busyRunsPerSecond {
+            recentFruitless.append(now)
+        } else {
+            recentFruitless[recentFruitlessOldest] = now
+            recentFruitlessOldest = (recentFruitlessOldest + 1) % Self.busyRunsPerSecond
+        }
+        guard recentFruitless.count == Self.busyRunsPerSecond,
+            now - recentFruitless[recentFruitlessOldest] < .seconds(1)
+        else { return false }
+        recentFruitless.removeAll(keepingCapacity: true)
+        recentFruitlessOldest = 0
+        return true
+    }
+
     /// A callback of the server ran (on the loop's thread, within a run): the run did
     /// something.
     func noteProgress() { progressed = true }
@@ -131,19 +156,13 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
         if byTimer {
             let fruitless = !progressed && milliseconds == 0
             fruitlessRuns = fruitless ? fruitlessRuns + 1 : 0
-            if now - secondStart >= .seconds(1) {
-                secondStart = now
-                fruitlessRunsThisSecond = 0
-            }
-            if fruitless {
-                fruitlessRunsThisSecond += 1
-                if fruitlessRunsThisSecond == Self.busyRunsPerSecond {
-                    let stalled = uploads.timeOutStalled(now: now)
-                    if stalled > 0 {
-                        log?.warning(
-                            "closing chunked uploads stuck in libmicrohttpd (a chunk-size line longer than the"
-                                + " connection's memory)", metadata: ["connections": "\(stalled)"])
-                    }
+            inBusyLoop = fruitless && (inBusyLoop || isBusyLoop(now: now))
+            if inBusyLoop {
+                let stalled = uploads.timeOutStalled(now: now)
+                if stalled > 0 {
+                    log?.warning(
+                        "closing chunked uploads stuck in libmicrohttpd (a chunk-size line longer than the"
+                            + " connection's memory)", metadata: ["connections": "\(stalled)"])
                 }
             }
         }
