@@ -17,9 +17,9 @@ import Shared
 ///
 /// While Postgres is away the moving hash waits in Redis, and the counts after it in
 /// the counts hash; neither grows past one field per counter, and no worker holds
-/// counts in memory. An id is kept a day: a transfer is retried only
-/// while its moving hash is in Redis, which outlives its application by a day only
-/// when Redis itself is away that long.
+/// counts in memory. An id is kept a day: a transfer is retried only while its
+/// moving hash is in Redis, which outlives its application by a day only when Redis
+/// itself is away that long (or a worker stalls that long mid-transfer).
 struct CountTransfer: Sendable {
     let redis: RedisClient
     let postgres: PostgresClient
@@ -64,8 +64,8 @@ struct CountTransfer: Sendable {
 
     private static let idField = Array("#id".utf8)
 
-    /// Moves what waits; returns how many counters it moved (0: nothing waited, or
-    /// another worker is moving it). Throws when Redis or Postgres failed: the counts
+    /// Moves what waits; returns how many rows (account, app, day) it moved (0:
+    /// nothing waited, or another worker is moving it). Throws when Redis or Postgres failed: the counts
     /// stay in Redis for the next try.
     func run() async throws -> Int {
         let reply = try await redis.run(
@@ -94,7 +94,8 @@ struct CountTransfer: Sendable {
 
     /// Adds `tallies` to `daily_counts` unless transfer `transferID` was applied
     /// already, in one statement (so atomically); rows in key order, so transfers of
-    /// different streams do not deadlock. Ids older than a day are dropped.
+    /// different streams seldom deadlock (one that does is simply tried again: it is
+    /// applied once either way). Ids older than a day are dropped.
     private func apply(_ tallies: [DailyCounts.Key: DailyCounts.Tally], transferID: String) async throws {
         let rows = tallies.sorted {
             ($0.key.account, $0.key.app, $0.key.day) < ($1.key.account, $1.key.app, $1.key.day)
