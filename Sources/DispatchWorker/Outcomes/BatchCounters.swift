@@ -38,12 +38,12 @@ struct BatchCounters {
     /// The plain entries' records, one after the other; `plainRecords(_:)` gives each entry's.
     private var records: [UInt8] = []
     private var recordEnds: [Int] = []
-    private var numbers: [Run: Int] = [:]
+    private var numbers: [CounterKey: Int] = [:]
     private let day: String
     /// The last run's message, and its counters' numbers by kind (0: not numbered yet).
     private var run: (message: QueueMessage, numbers: SIMD3<Int>)?
 
-    private struct Run: Hashable {
+    private struct CounterKey: Hashable {
         let account: String
         let app: String
         let kind: DailyCounts.Kind
@@ -88,7 +88,7 @@ struct BatchCounters {
     private mutating func number(of message: QueueMessage, _ kind: DailyCounts.Kind) -> Int {
         if run.map({ !$0.message.hasSameAccountAndApp(as: message) }) ?? true { run = (message, .zero) }
         if let known = run?.numbers[kind.index], known > 0 { return known }
-        let key = Run(account: message.accountID, app: message.appID, kind: kind)
+        let key = CounterKey(account: message.accountID, app: message.appID, kind: kind)
         let number: Int
         if let known = numbers[key] {
             number = known
