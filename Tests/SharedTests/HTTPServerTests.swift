@@ -658,6 +658,41 @@ import Testing
         }
     }
 
+    /// While a busy loop is being ended, an upload whose client keeps sending but
+    /// delivers no body for over a second (a chunk-size line sent a byte at a time) is
+    /// given the short timeout, and answered; once its body is in, its connection has
+    /// its own timeout back: a request two and a half seconds later on it is answered.
+    @Test func aKeptAliveConnectionGetsItsTimeoutBackAfterABusyLoopShortenedIt() async throws {
+        let timeout: (inout HTTPServer.Configuration) -> Void = { $0.connectionTimeoutSeconds = 30 }
+        try await withServer(EchoHandler(), polling: .eventLoop, timeout) { server in
+            let trickling = try HeldConnection(port: server.port)
+            let head = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;"
+            let pace = PacedUpload()
+            Thread.detachNewThread {
+                trickling.send(Array(head.utf8))
+                pace.started.signal()
+                for _ in 0..<15 {  // 3 s of a chunk extension, a byte every 200 ms
+                    trickling.send(Array("e".utf8))
+                    usleep(200_000)
+                }
+                trickling.send(Array("\r\nabc\r\n0\r\n\r\n".utf8))
+                pace.finished.signal()
+            }
+            await Self.wait(for: pace.started)
+            let stuck = try HeldConnection(port: server.port)
+            stuck.send(Array("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n64;x=".utf8))
+            stuck.send(Array(repeating: UInt8(ascii: "a"), count: 40_000))
+            #expect(await stuck.receiveAll().isEmpty, "the stuck one closed unanswered")
+            await Self.wait(for: pace.finished)
+            try await Task.sleep(for: .milliseconds(2500))
+            trickling.send(
+                Array("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabcd".utf8))
+            let raw = String(decoding: await trickling.receiveAll(), as: UTF8.self)
+            #expect(raw.components(separatedBy: "HTTP/1.1 201").count == 3, "both answered: \(raw)")
+            #expect(raw.contains("bytes=3") && raw.contains("bytes=4"), "\(raw)")
+        }
+    }
+
     @Test(arguments: pollings) func refusesToStartOnAPortInUse(polling: Polling) async throws {
         try await withServer(EchoHandler(), polling: polling) { server in
             let (logger, _) = TestEnvironment.capturingLogger()

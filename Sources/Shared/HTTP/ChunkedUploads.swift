@@ -10,7 +10,12 @@ import CShims
 /// each upload that has delivered nothing for a second gets a timeout of a second:
 /// the stuck one, which libmicrohttpd last read from when its memory filled, is
 /// closed at the next run; one whose client is still sending is not (libmicrohttpd
-/// times a connection from its last read).
+/// times a connection from its last read), unless it pauses for over a second
+/// meanwhile. (A longer timeout would spare such pauses, but it never ends the stuck
+/// one: libmicrohttpd counts each of the loop's runs, a second apart once put off,
+/// as activity on it.) The connection's own timeout is put back once the upload's
+/// body is in (or its request ends, or the next begins), so the wait for the next
+/// request on it is not held to the short one.
 ///
 /// Why @unchecked Sendable is safe: touched only on the driver's loop thread (the
 /// server's callbacks run there, inside `MHD_run`).
@@ -21,8 +26,12 @@ final class ChunkedUploads: @unchecked Sendable {
     }
 
     private var uploads: [ObjectIdentifier: Upload] = [:]
-    /// How long an upload may deliver nothing before a busy loop closes it.
+    /// Connections given the short timeout, until their next request or their end.
+    private var shortened: Set<OpaquePointer> = []
+    /// How long an upload may deliver nothing before a busy loop shortens its timeout.
     static let stallAllowance: Duration = .seconds(1)
+    /// The shortened timeout: how long such an upload's client may then pause.
+    static let stalledTimeoutSeconds: UInt32 = 1
 
     func began(_ context: HTTPRequestContext, on connection: OpaquePointer) {
         uploads[ObjectIdentifier(context)] = Upload(connection: connection, context: context)
@@ -33,15 +42,28 @@ final class ChunkedUploads: @unchecked Sendable {
         uploads.removeValue(forKey: ObjectIdentifier(context))
     }
 
-    /// Gives each upload that delivered nothing for `stallAllowance` a one-second
-    /// timeout; returns how many.
+    /// Gives each upload that delivered nothing for `stallAllowance` the timeout of
+    /// `stalledTimeoutSeconds`; returns how many.
     func timeOutStalled(now: ContinuousClock.Instant = .now) -> Int {
         var count = 0
         for (key, upload) in uploads where now - upload.context.lastBodyAt >= Self.stallAllowance {
-            pg_shim_mhd_set_connection_timeout(upload.connection, 1)
+            pg_shim_mhd_set_connection_timeout(upload.connection, Self.stalledTimeoutSeconds)
+            shortened.insert(upload.connection)
             uploads.removeValue(forKey: key)
             count += 1
         }
         return count
+    }
+
+    /// If `connection`'s timeout was shortened, it gets `timeoutSeconds` (the
+    /// server's) back. Called only while libmicrohttpd has it open (not closing).
+    func restoreTimeout(of connection: OpaquePointer, timeoutSeconds: Int) {
+        guard !shortened.isEmpty, shortened.remove(connection) != nil else { return }
+        pg_shim_mhd_set_connection_timeout(connection, UInt32(clamping: timeoutSeconds))
+    }
+
+    /// `connection` closed: its pointer may name another one next.
+    func connectionClosed(_ connection: OpaquePointer) {
+        if !shortened.isEmpty { shortened.remove(connection) }
     }
 }

@@ -67,8 +67,11 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
         }
         server.inFlight.add(1, ordering: .relaxed)
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
-        if let driver = server.driver, context.declaredBodyLength == nil, head.headers["Transfer-Encoding"] != nil {
-            driver.uploads.began(context, on: connection)
+        if let driver = server.driver {
+            driver.uploads.restoreTimeout(of: connection, timeoutSeconds: server.configuration.connectionTimeoutSeconds)
+            if context.declaredBodyLength == nil, head.headers["Transfer-Encoding"] != nil {
+                driver.uploads.began(context, on: connection)
+            }
         }
         let httpVersion = version.map { String(cString: $0) } ?? ""
         let configuration = server.configuration
@@ -163,6 +166,7 @@ private func dispatch(
     let handler = server.handler
     let oversized = context.bodyTooLarge
     server.driver?.uploads.ended(context)
+    server.driver?.uploads.restoreTimeout(of: connection, timeoutSeconds: server.configuration.connectionTimeoutSeconds)
     guard server.suspended.suspend(connection, context: context) else {
         return queue(handler.unavailable(context.head), on: connection, server: server)
     }
@@ -182,13 +186,17 @@ private func dispatch(
 }
 
 /// Releases the request's context once libmicrohttpd is done with the request.
-let httpServerCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
+let httpServerCompleted: MHD_RequestCompletedCallback = { cls, connection, conCls, termination in
     guard let cls, let conCls, let pointer = conCls.pointee else { return }
     conCls.pointee = nil
     let context = Unmanaged<HTTPRequestContext>.fromOpaque(pointer)
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
     server.driver?.noteProgress()
     server.driver?.uploads.ended(context.takeUnretainedValue())
+    if let connection, termination == .REQUEST_TERMINATED_COMPLETED_OK {
+        server.driver?.uploads.restoreTimeout(
+            of: connection, timeoutSeconds: server.configuration.connectionTimeoutSeconds)
+    }
     // A request that ended before its body was dispatched (the client went away).
     server.releaseBody(of: context.takeUnretainedValue())
     context.release()
@@ -196,13 +204,15 @@ let httpServerCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
 }
 
 /// Counts the server's open connections.
-let httpServerConnection: MHD_NotifyConnectionCallback = { cls, _, _, event in
+let httpServerConnection: MHD_NotifyConnectionCallback = { cls, connection, _, event in
     guard let cls else { return }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
     server.driver?.noteProgress()
     switch event {
     case .CONNECTION_NOTIFY_STARTED: server.connections.add(1, ordering: .relaxed)
-    case .CONNECTION_NOTIFY_CLOSED: server.connections.subtract(1, ordering: .relaxed)
+    case .CONNECTION_NOTIFY_CLOSED:
+        server.connections.subtract(1, ordering: .relaxed)
+        if let connection { server.driver?.uploads.connectionClosed(connection) }
     default: break
     }
 }
