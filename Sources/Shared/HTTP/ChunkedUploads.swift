@@ -56,7 +56,8 @@ final class ChunkedUploads: @unchecked Sendable {
     }
 
     /// If `connection`'s timeout was shortened, it gets `timeoutSeconds` (the
-    /// server's) back. Called only while libmicrohttpd has it open (not closing).
+    /// server's) back. Called only before libmicrohttpd cleans the connection up (it
+    /// moves it between its timeout lists, which the cleanup then leaves).
     func restoreTimeout(of connection: OpaquePointer, timeoutSeconds: Int) {
         guard !shortened.isEmpty, shortened.remove(connection) != nil else { return }
         pg_shim_mhd_set_connection_timeout(connection, UInt32(clamping: timeoutSeconds))
