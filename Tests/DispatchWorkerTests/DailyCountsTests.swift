@@ -150,12 +150,7 @@ import Testing
         let setup = try await TransferSetup()
         defer { setup.close() }
         try await setup.add(sent: 2, failed: 0, gone: 0)
-        let day = DailyCounts.day(of: Date())
-        for (kind, amount) in [(DailyCounts.Kind.sent, 3), (.gone, 1)] {
-            let field = CounterField.make(
-                account: setup.fixture.accountID, app: setup.fixture.appID, day: day, kind: kind)
-            _ = try await setup.redis.send("HINCRBY", setup.keys.legacyParkedCounts, field, amount)
-        }
+        try await setup.add(sent: 3, failed: 0, gone: 1, to: setup.keys.legacyParkedCounts)
         let transfer = setup.transfer(owner: "upgraded")
         #expect(try await transfer.run() == 1)
         #expect(try await setup.written() == [5, 0, 1])
@@ -224,12 +219,13 @@ private struct TransferSetup {
         CountTransfer(redis: redis, postgres: postgres ?? self.postgres, keys: keys, owner: owner, lease: lease)
     }
 
-    /// Adds to today's counts of the fixture's app, as acknowledgements do.
-    func add(sent: Int, failed: Int, gone: Int) async throws {
+    /// Adds to today's counts of the fixture's app in `hash` (by default the counts
+    /// hash, as acknowledgements do).
+    func add(sent: Int, failed: Int, gone: Int, to hash: String? = nil) async throws {
         let day = DailyCounts.day(of: Date())
         for (kind, amount) in [(DailyCounts.Kind.sent, sent), (.failed, failed), (.gone, gone)] where amount > 0 {
             let field = CounterField.make(account: fixture.accountID, app: fixture.appID, day: day, kind: kind)
-            _ = try await redis.send("HINCRBY", keys.pendingCounts, field, amount)
+            _ = try await redis.send("HINCRBY", hash ?? keys.pendingCounts, field, amount)
         }
     }
 

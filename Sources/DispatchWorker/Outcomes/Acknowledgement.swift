@@ -3,8 +3,9 @@ import Shared
 /// What is written to Redis when an entry's messages all have their outcomes: the
 /// entry is acknowledged and deleted and, as each message's outcome requires, its
 /// quota reservation released, its reply list answered or the message put on the
-/// delayed-retry set, all in one script run (`QueueScripts.acknowledge`); once that
-/// is written the outcomes are added to the daily counts.
+/// delayed-retry set, and its daily count added, all in one script run
+/// (`QueueScripts.acknowledge`); once that is written the sent messages' last-push
+/// times are recorded (`DailyCounts`).
 struct Acknowledgement: Sendable {
     let entry: PendingEntry
     let items: [Item]

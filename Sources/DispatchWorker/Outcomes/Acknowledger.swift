@@ -7,9 +7,9 @@ import Synchronization
 /// stream (`XACK`, `XDEL`, and quota releases, replies, retries and daily counts per
 /// entry still pending, so a write retried after a lost answer applies nothing
 /// twice), and once it succeeded the pushes are recorded (last-push times) and
-/// counted in the metrics, and the entries' in-flight permits are given back. A failed write is tried again; the
-/// entries stay pending meanwhile (and are claimable by another worker should this
-/// one die).
+/// counted in the metrics, and the entries' in-flight permits are given back. A
+/// failed write is tried again; the entries stay pending meanwhile (and are
+/// claimable by another worker should this one die).
 final class Acknowledger: Sendable {
     private struct State {
         var pending: [Acknowledgement] = []

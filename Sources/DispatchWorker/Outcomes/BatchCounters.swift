@@ -15,7 +15,7 @@ enum CounterField {
     }
 
     /// The counter a field names, or nil when it names none (bookkeeping, or unreadable).
-    static func counter(_ field: [UInt8]) -> (key: DailyCounts.Key, kind: DailyCounts.Kind)? {
+    static func counter(_ field: [UInt8]) -> (key: CountTransfer.Key, kind: DailyCounts.Kind)? {
         guard field.first != UInt8(ascii: "#") else { return nil }
         var reader = PackedFields.Reader(field[...])
         guard let account = reader.next(), let app = reader.next(), let day = reader.next(),
@@ -23,7 +23,7 @@ enum CounterField {
             reader.isAtEnd
         else { return nil }
         func text(_ bytes: ArraySlice<UInt8>) -> String { String(decoding: bytes, as: UTF8.self) }
-        return (DailyCounts.Key(account: text(account), app: text(app), day: text(day)), kind)
+        return (CountTransfer.Key(account: text(account), app: text(app), day: text(day)), kind)
     }
 }
 

@@ -21,6 +21,28 @@ import Shared
 /// moving hash is in Redis, which outlives its application by a day only when Redis
 /// itself is away that long (or a worker stalls that long mid-transfer).
 struct CountTransfer: Sendable {
+    /// A row of `daily_counts`.
+    struct Key: Hashable, Sendable {
+        let account: String
+        let app: String
+        let day: String
+    }
+
+    /// What a transfer adds to a row.
+    struct Tally: Sendable, Equatable {
+        var sent = 0
+        var failed = 0
+        var gone = 0
+
+        mutating func add(_ kind: DailyCounts.Kind, _ amount: Int) {
+            switch kind {
+            case .sent: sent += amount
+            case .failed: failed += amount
+            case .gone: gone += amount
+            }
+        }
+    }
+
     let redis: RedisClient
     let postgres: PostgresClient
     let keys: RedisKeys
@@ -74,7 +96,7 @@ struct CountTransfer: Sendable {
         ).throwingError()
         guard let items = reply.array else { return 0 }
         var transferID: String?
-        var tallies: [DailyCounts.Key: DailyCounts.Tally] = [:]
+        var tallies: [Key: Tally] = [:]
         for pair in stride(from: 0, to: items.count - 1, by: 2) {
             guard let field = items[pair].bytes else { continue }
             if field == Self.idField { transferID = items[pair + 1].string }
@@ -96,7 +118,7 @@ struct CountTransfer: Sendable {
     /// already, in one statement (so atomically); rows in key order, so transfers of
     /// different streams seldom deadlock (one that does is simply tried again: it is
     /// applied once either way). Ids older than a day are dropped.
-    private func apply(_ tallies: [DailyCounts.Key: DailyCounts.Tally], transferID: String) async throws {
+    private func apply(_ tallies: [Key: Tally], transferID: String) async throws {
         let rows = tallies.sorted {
             ($0.key.account, $0.key.app, $0.key.day) < ($1.key.account, $1.key.app, $1.key.day)
         }

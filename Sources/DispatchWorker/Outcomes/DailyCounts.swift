@@ -20,26 +20,6 @@ import Synchronization
 ///   and those unwritten when the worker stops are dropped; each device's next push
 ///   sets its own again.
 final class DailyCounts: Sendable {
-    struct Key: Hashable, Sendable {
-        let account: String
-        let app: String
-        let day: String
-    }
-
-    struct Tally: Sendable, Equatable {
-        var sent = 0
-        var failed = 0
-        var gone = 0
-
-        mutating func add(_ kind: Kind, _ amount: Int) {
-            switch kind {
-            case .sent: sent += amount
-            case .failed: failed += amount
-            case .gone: gone += amount
-            }
-        }
-    }
-
     /// A counter's kind; its raw value names it in Redis (`CounterField`).
     enum Kind: String, Sendable {
         case sent, failed, gone

@@ -14,8 +14,9 @@ import CShims
 /// meanwhile. (A longer timeout would spare such pauses, but it never ends the stuck
 /// one: libmicrohttpd counts each of the loop's runs, a second apart once put off,
 /// as activity on it.) The connection's own timeout is put back once the upload's
-/// body is in (or its request ends, or the next begins), so the wait for the next
-/// request on it is not held to the short one.
+/// body is in, or its request completes without it (answered early), so the wait for
+/// the next request on it is not held to the short one; any other end of a request
+/// closes its connection.
 ///
 /// Why @unchecked Sendable is safe: touched only on the driver's loop thread (the
 /// server's callbacks run there, inside `MHD_run`).
@@ -26,7 +27,7 @@ final class ChunkedUploads: @unchecked Sendable {
     }
 
     private var uploads: [ObjectIdentifier: Upload] = [:]
-    /// Connections given the short timeout, until their next request or their end.
+    /// Connections given the short timeout, until their request is done or they close.
     private var shortened: Set<OpaquePointer> = []
     /// How long an upload may deliver nothing before a busy loop shortens its timeout.
     static let stallAllowance: Duration = .seconds(1)

@@ -67,11 +67,8 @@ let httpServerAccess: MHD_AccessHandlerCallback = {
         }
         server.inFlight.add(1, ordering: .relaxed)
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
-        if let driver = server.driver {
-            driver.uploads.restoreTimeout(of: connection, timeoutSeconds: server.configuration.connectionTimeoutSeconds)
-            if context.declaredBodyLength == nil, head.headers["Transfer-Encoding"] != nil {
-                driver.uploads.began(context, on: connection)
-            }
+        if let driver = server.driver, context.declaredBodyLength == nil, head.headers["Transfer-Encoding"] != nil {
+            driver.uploads.began(context, on: connection)
         }
         let httpVersion = version.map { String(cString: $0) } ?? ""
         let configuration = server.configuration

@@ -65,9 +65,7 @@ public struct EncodedRedisCommand: Sendable {
         }
 
         public mutating func append(_ argument: [UInt8]) {
-            begin(length: argument.count)
-            bytes.append(contentsOf: argument)
-            end()
+            append(argument[...])
         }
 
         public mutating func append(_ argument: ArraySlice<UInt8>) {
