@@ -35,6 +35,7 @@ import Testing
             ("INGRESS_LISTEN", "localhost:8080", "INGRESS_LISTEN must be an IP address and port"),
             ("PUBLIC_BASE_URL", "https://push.example.com/#x", "PUBLIC_BASE_URL must be an http(s)"),
             ("PUBLIC_BASE_URL", "https://user:pw@push.example.com", "PUBLIC_BASE_URL must be an http(s)"),
+            ("PUBLIC_BASE_URL", "https://push.example.com/api/push/", "PUBLIC_BASE_URL must not end in /api/push"),
             ("STASH_TTL_SECONDS", "3600", "STASH_TTL_SECONDS must be a whole number from 1 to 1800"),
             (
                 "DATABASE_URL", "postgresql://pushgate:50%off@db/pushgate",
@@ -50,6 +51,10 @@ import Testing
             ("DATABASE_URL", "host=a,b,c port=1,2", "DATABASE_URL is not a libpq connection string"),
             ("DATABASE_URL", "host=a sslmode=sometimes", "DATABASE_URL is not a libpq connection string"),
             ("DATABASE_URL", "postgresql://a/db?target_session_attrs=primary-ish", "DATABASE_URL is not"),
+            // libpq refuses a non-integer one at every connection, as if Postgres did.
+            ("DATABASE_URL", "host=a connect_timeout=abc", "DATABASE_URL is not a libpq connection string"),
+            ("DATABASE_URL", "postgresql://a/db?keepalives_idle=10s", "DATABASE_URL is not"),
+            ("DATABASE_URL", "postgresql://a/db?tcp_user_timeout=99999999999", "DATABASE_URL is not"),
         ] as [(String, String?, String)])
     func invalidValueNamesTheVariable(variable: String, value: String?, expected: String) {
         var values = Self.valid
@@ -67,8 +72,36 @@ import Testing
             "host=a,b port=5432,5433", "host=a,b port=,5433", "postgresql://u@a:5432,b/db", "postgresql:///db",
             "host=/var/run/postgresql port= 5432 ", "host=a,b,c port=5432", "hostaddr=127.0.0.1,::1 port=1,2",
             "host=a sslmode=verify-full", "postgresql://a/db?sslmode=disable&target_session_attrs=read-write",
+            "host=a connect_timeout=10 keepalives=1", "postgresql://a/db?keepalives_idle=30&tcp_user_timeout=-1",
         ] {
             #expect(PostgresConnection.isValidConnectionString(url), "\(url)")
+        }
+    }
+
+    /// A CA file with a certificate's markers around something else is refused at start
+    /// (OpenSSL would refuse it at the worker's start and at every credential probe).
+    @Test func aCAFileOpenSSLCannotLoadNamesTheVariable() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-bad-ca-\(getpid()).pem").path
+        // Made up here: this file must not hold the marker (the case above reads it).
+        let marker = "CERTIFICATE-----"
+        try "-----BEGIN \(marker)\ngarbage\n-----END \(marker)\n".write(
+            toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var values = Self.valid
+        values["APNS_CA_FILE"] = path
+        #expect {
+            try IngressConfiguration(environment: Environment(values))
+        } throws: { error in
+            (error as? ConfigurationError)?.description.contains("APNS_CA_FILE is not a valid PEM CA bundle") == true
+        }
+    }
+
+    /// A scheme in capitals is a scheme (RFC 3986); a path prefix (a proxy's) is kept.
+    @Test func publicBaseURLsWithAPrefixOrACapitalSchemeAreValid() throws {
+        for base in ["HTTPS://push.example.com", "https://example.com/pushgate/"] {
+            var values = Self.valid
+            values["PUBLIC_BASE_URL"] = base
+            #expect(try IngressConfiguration(environment: Environment(values)).publicBaseURL.absoluteString == base)
         }
     }
 

@@ -41,10 +41,19 @@ public struct CommonConfiguration: Sendable {
         apnsSandboxURL = try environment.httpsURL("APNS_SANDBOX_URL", default: "https://api.sandbox.push.apple.com")
         apnsCAFile = try environment.readableFile("APNS_CA_FILE")
         // A file that holds no certificate would only fail at the first TLS handshake,
-        // as an APNs outage (every send retried, the circuit raised).
-        if let apnsCAFile, !(FileManager.default.contents(atPath: apnsCAFile).map(Self.holdsPEMCertificate) ?? false) {
-            throw ConfigurationError(
-                variable: "APNS_CA_FILE", problem: "holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        // as an APNs outage (every send retried, the circuit raised); one OpenSSL cannot
+        // load fails the worker's start and every credential probe. Both are told here,
+        // loading it as the APNs client will.
+        if let apnsCAFile {
+            guard FileManager.default.contents(atPath: apnsCAFile).map(Self.holdsPEMCertificate) ?? false else {
+                throw ConfigurationError(
+                    variable: "APNS_CA_FILE", problem: "holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            }
+            do {
+                _ = try TLSContext.client(extraCAFile: apnsCAFile, alpn: [])
+            } catch {
+                throw ConfigurationError(variable: "APNS_CA_FILE", problem: "is not a valid PEM CA bundle (\(error))")
+            }
         }
         logLevel = try Self.logLevel(environment)
         tombstoneLifetimeSeconds = try environment.integer(
@@ -60,7 +69,7 @@ public struct CommonConfiguration: Sendable {
             throw ConfigurationError(
                 variable: "DATABASE_URL",
                 problem:
-                    "is not a libpq connection string or postgresql:// URL (percent-encode special characters; a port is 1 to 65535; sslmode is disable, allow, prefer, require, verify-ca or verify-full)"
+                    "is not a libpq connection string or postgresql:// URL (percent-encode special characters; a port is 1 to 65535; sslmode is disable, allow, prefer, require, verify-ca or verify-full; connect_timeout and the keepalives options are whole numbers)"
             )
         }
         return url
@@ -210,12 +219,24 @@ public struct IngressConfiguration: Sendable {
             }
         }
         let base = try environment.required("PUBLIC_BASE_URL")
-        guard let url = URL(string: base), ["http", "https"].contains(url.scheme ?? ""), url.host?.isEmpty == false,
+        guard let url = URL(string: base), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+            url.host?.isEmpty == false,
             url.query == nil, url.fragment == nil, url.user == nil, url.password == nil
         else {
             throw ConfigurationError(
                 variable: "PUBLIC_BASE_URL",
                 problem: "must be an http(s):// URL with a host and no query, fragment or user")
+        }
+        // The spec calls `https://host/api/push` the device endpoints' base URL; given
+        // here, every push url would be `…/api/push/api/push/p/{id}`, which nothing serves.
+        var path = url.path
+        while path.hasSuffix("/") { path.removeLast() }
+        if path.lowercased().hasSuffix("/api/push") {
+            throw ConfigurationError(
+                variable: "PUBLIC_BASE_URL",
+                problem:
+                    "must not end in /api/push: it is the URL the ingress is reached at, and /api/push/p/{id} is added to it"
+            )
         }
         publicBaseURL = url
         trustedProxies = try Self.cidrs(environment.optional("TRUSTED_PROXIES"))

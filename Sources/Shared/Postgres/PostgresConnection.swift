@@ -308,8 +308,8 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
     /// (checked at startup, so a bad one is a configuration error naming the variable,
     /// never a message quoting it). libpq reads the ports only when it connects, and a
     /// failed connection looks like a server not up yet.
-    /// So are the values of the options that take one of a few words (libpq, too,
-    /// checks those only when it connects, and refuses every connection).
+    /// So are the values of the options that take one of a few words or a whole number
+    /// (libpq, too, checks those only when it connects, and refuses every connection).
     public static func isValidConnectionString(_ connectionString: String) -> Bool {
         guard let options = PQconninfoParse(connectionString, nil) else { return false }
         defer { PQconninfoFree(options) }
@@ -321,6 +321,8 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
                 if ["host", "hostaddr", "port"].contains(name) {
                     lists[name] = String(cString: value).split(separator: ",", omittingEmptySubsequences: false)
                 } else if let words = enumeratedOptions[name], !words.contains(String(cString: value)) {
+                    return false
+                } else if integerOptions.contains(name), !isLibpqInteger(String(cString: value)) {
                     return false
                 }
             }
@@ -344,6 +346,17 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
         "target_session_attrs": ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"],
         "channel_binding": ["disable", "prefer", "require"],
     ]
+
+    /// libpq's options whose value is a whole number (PostgreSQL 15's documentation).
+    static let integerOptions: Set<String> = [
+        "connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+        "tcp_user_timeout",
+    ]
+
+    /// What libpq's `parse_int_param` takes: a decimal `int`, signed, whitespace around it.
+    static func isLibpqInteger(_ text: String) -> Bool {
+        Int32(text.trimmingCharacters(in: .whitespaces)) != nil
+    }
 
     /// Runs `work` with the open handle on this connection's queue.
     private func onQueue<T: Sendable>(_ work: @escaping @Sendable (OpaquePointer) throws -> T) async throws -> T {
