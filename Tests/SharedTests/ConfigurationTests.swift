@@ -55,6 +55,11 @@ import Testing
             ("DATABASE_URL", "host=a connect_timeout=abc", "DATABASE_URL is not a libpq connection string"),
             ("DATABASE_URL", "postgresql://a/db?keepalives_idle=10s", "DATABASE_URL is not"),
             ("DATABASE_URL", "postgresql://a/db?tcp_user_timeout=99999999999", "DATABASE_URL is not"),
+            ("DATABASE_URL", "host=a ssl_min_protocol_version=TLSv1.4", "DATABASE_URL is not"),
+            (
+                "DATABASE_URL", "host=a ssl_min_protocol_version=TLSv1.3 ssl_max_protocol_version=tlsv1.2",
+                "DATABASE_URL is not"
+            ),
         ] as [(String, String?, String)])
     func invalidValueNamesTheVariable(variable: String, value: String?, expected: String) {
         var values = Self.valid
@@ -73,6 +78,7 @@ import Testing
             "host=/var/run/postgresql port= 5432 ", "host=a,b,c port=5432", "hostaddr=127.0.0.1,::1 port=1,2",
             "host=a sslmode=verify-full", "postgresql://a/db?sslmode=disable&target_session_attrs=read-write",
             "host=a connect_timeout=10 keepalives=1", "postgresql://a/db?keepalives_idle=30&tcp_user_timeout=-1",
+            "host=a ssl_min_protocol_version=tlsv1.2 ssl_max_protocol_version=TLSv1.3",
         ] {
             #expect(PostgresConnection.isValidConnectionString(url), "\(url)")
         }

@@ -83,6 +83,22 @@ import Testing
     /// A Postgres that does not answer yet (a host still booting) is waited for, up
     /// to `MIGRATE_WAIT_SECONDS`: a failed `migrate` at boot leaves a new schema
     /// unapplied until someone runs it again. Past the wait, it fails (exit 1).
+    /// A refusal of an option's value that the startup check does not know (a newer
+    /// libpq's) fails at once too, unlike a server not up yet.
+    @Test func anOptionValueLibpqRefusesIsNotWaitedFor() {
+        let server = "connection to server at \"127.0.0.1\", port 5432 failed: "
+        #expect(
+            !MigrationCommand.isUnreachable(
+                PostgresError(code: .connectionFailed, message: "invalid require_auth value: \"x\"")))
+        #expect(
+            MigrationCommand.isUnreachable(
+                PostgresError(code: .connectionFailed, message: server + "Connection refused")))
+        #expect(
+            !MigrationCommand.isUnreachable(
+                PostgresError(
+                    code: .connectionFailed, message: server + "FATAL:  password authentication failed for user")))
+    }
+
     @Test func migrateWaitsForAPostgresThatDoesNotAnswerYet() async throws {
         let database = try await ScratchDatabase.create("late")
         let (relay, url) = try TCPRelay.inFront(of: database.url)
@@ -101,19 +117,16 @@ import Testing
         let wrong = try await Self.runMigrate(environment: ["DATABASE_URL": missing, "MIGRATE_WAIT_SECONDS": "30"])
         #expect(wrong.status == 1)
         #expect(!wrong.standardError.contains("waiting for it"))
-        // So does an option libpq refuses only when connecting.
+        // An option value libpq would refuse only when connecting (an sslmode that is none
+        // of its words, a timeout that is no number) is a configuration error before any.
         let separator = url.contains("?") ? "&" : "?"
-        let badTimeout = try await Self.runMigrate(environment: [
-            "DATABASE_URL": url + separator + "connect_timeout=soon", "MIGRATE_WAIT_SECONDS": "30",
-        ])
-        #expect(badTimeout.status == 1)
-        #expect(!badTimeout.standardError.contains("waiting for it"))
-        // An sslmode that is none of libpq's words is a configuration error before any connection.
-        let badMode = try await Self.runMigrate(environment: [
-            "DATABASE_URL": url + separator + "sslmode=sometimes", "MIGRATE_WAIT_SECONDS": "30",
-        ])
-        #expect(badMode.status == 2)
-        #expect(badMode.standardError.contains("DATABASE_URL is not a libpq connection string"))
+        for option in ["sslmode=sometimes", "connect_timeout=soon"] {
+            let bad = try await Self.runMigrate(environment: [
+                "DATABASE_URL": url + separator + option, "MIGRATE_WAIT_SECONDS": "30",
+            ])
+            #expect(bad.status == 2)
+            #expect(bad.standardError.contains("DATABASE_URL is not a libpq connection string"))
+        }
 
         relay.cut()
         let begin = ContinuousClock.now

@@ -69,7 +69,7 @@ public struct CommonConfiguration: Sendable {
             throw ConfigurationError(
                 variable: "DATABASE_URL",
                 problem:
-                    "is not a libpq connection string or postgresql:// URL (percent-encode special characters; a port is 1 to 65535; sslmode is disable, allow, prefer, require, verify-ca or verify-full; connect_timeout and the keepalives options are whole numbers)"
+                    "is not a libpq connection string or postgresql:// URL (percent-encode special characters; a port is 1 to 65535; sslmode is disable, allow, prefer, require, verify-ca or verify-full; connect_timeout and the keepalives options are whole numbers; TLS versions are TLSv1 to TLSv1.3)"
             )
         }
         return url

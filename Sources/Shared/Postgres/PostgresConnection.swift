@@ -314,6 +314,7 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
         guard let options = PQconninfoParse(connectionString, nil) else { return false }
         defer { PQconninfoFree(options) }
         var lists: [String: [Substring]] = [:]  // host, hostaddr, port: comma-separated
+        var tlsRange = [0, 0]  // ssl_min_protocol_version, ssl_max_protocol_version (0: unset)
         var option = options
         while let keyword = option.pointee.keyword {
             let name = String(cString: keyword)
@@ -324,10 +325,17 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
                     return false
                 } else if integerOptions.contains(name), !isLibpqInteger(String(cString: value)) {
                     return false
+                } else if let rank = tlsVersionRank[name] {
+                    guard let version = tlsVersions.firstIndex(of: String(cString: value).lowercased()) else {
+                        return false
+                    }
+                    tlsRange[rank] = version
                 }
             }
             option += 1
         }
+        // libpq refuses a minimum above the maximum.
+        guard tlsRange[0] == 0 || tlsRange[1] == 0 || tlsRange[0] <= tlsRange[1] else { return false }
         guard let ports = lists["port"] else { return true }
         // One port per host, or one for all; an empty one means the default.
         let hosts = max(lists["host"]?.count ?? 1, lists["hostaddr"]?.count ?? 1)
@@ -346,6 +354,11 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
         "target_session_attrs": ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"],
         "channel_binding": ["disable", "prefer", "require"],
     ]
+
+    /// `ssl_min_protocol_version` and `ssl_max_protocol_version` take one of these,
+    /// in any case, in this order (empty: unset).
+    static let tlsVersions = ["", "tlsv1", "tlsv1.1", "tlsv1.2", "tlsv1.3"]
+    static let tlsVersionRank = ["ssl_min_protocol_version": 0, "ssl_max_protocol_version": 1]
 
     /// libpq's options whose value is a whole number (PostgreSQL 15's documentation).
     static let integerOptions: Set<String> = [
