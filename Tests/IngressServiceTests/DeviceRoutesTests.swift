@@ -49,13 +49,21 @@ import Testing
         }
     }
 
+    static let notJSON = "body is not valid JSON (UTF-8, each member named once, at most 64 levels deep)"
+
     static let invalidBodies: [(String, String)] = [
-        ("{not json", "body is not valid JSON"),
+        ("{not json", notJSON),
         // What Foundation's decoder let through: a trailing comma, a repeated name (it
         // kept the first, where most parsers keep the last).
-        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false,}"#, "body is not valid JSON"),
-        (#"{"topic": "TOPIC", "token": "TOKEN", "token": "zz", "sandbox": false}"#, "body is not valid JSON"),
-        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": true, "\u0073andbox": false}"#, "body is not valid JSON"),
+        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": false,}"#, notJSON),
+        (#"{"topic": "TOPIC", "token": "TOKEN", "token": "zz", "sandbox": false}"#, notJSON),
+        (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": true, "\u0073andbox": false}"#, notJSON),
+        // Well-formed, but nested past the 64 levels the check follows.
+        (
+            #"{"topic": "TOPIC", "alert": "# + String(repeating: "[", count: 64) + String(repeating: "]", count: 64)
+                + "}",
+            notJSON
+        ),
         ("[1, 2]", "body must be a JSON object"),
         (#"{"topic": "TOPIC", "token": 12345, "sandbox": false}"#, "token must be a string"),
         (#"{"topic": "TOPIC", "token": "TOKEN", "sandbox": "no"}"#, "sandbox must be a boolean"),

@@ -59,7 +59,7 @@ struct SubscriptionInput: Sendable, Equatable {
         // a member it skips, and keeps the first of repeated names (most parsers the
         // last, so a proxy that checks the body would read another one).
         guard StrictJSON.isWellFormed(json) else {
-            throw .invalid("body is not valid JSON")
+            throw .invalid("body is not valid JSON (UTF-8, each member named once, at most 64 levels deep)")
         }
         let body: Body
         do {
