@@ -38,18 +38,21 @@ import Testing
     }
 
     /// Six pushes to sandbox devices, then one to a production device; their tokens.
+    /// The devices are registered first, so the seven pushes follow each other closely
+    /// however long registrations take on a busy machine (were the production push
+    /// seconds behind, sandbox answers would come before it for that reason alone).
     private static func pushSixSandboxThenOneProduction(_ stack: DeliveryStack) async throws
         -> (sandbox: [String], production: String)
     {
-        var sandbox: [String] = []
+        var sandbox: [(id: String, token: String)] = []
         for _ in 0..<6 {
             let (id, _, token) = try await stack.subscribe(sandbox: true)
-            #expect(try await stack.push(id).status == 201)
-            sandbox.append(token)
+            sandbox.append((id, token))
         }
         let (productionID, _, production) = try await stack.subscribe()
+        for device in sandbox { #expect(try await stack.push(device.id).status == 201) }
         #expect(try await stack.push(productionID).status == 201)
-        return (sandbox, production)
+        return (sandbox.map(\.token), production)
     }
 
     /// A burst into a destination that has had no answer yet (here: one that has
