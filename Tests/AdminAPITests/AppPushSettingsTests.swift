@@ -26,6 +26,15 @@ import Testing
             #expect(enabled.json["pushEnabled"] as? Bool == true)
             // On, but no credential yet: the app shows why sends would fail.
             #expect((enabled.json["warning"] as? [String: Any])?["code"] as? String == "credential_missing")
+
+            // Downgraded to Lite: still on (it resumes with an upgrade), and it says why
+            // its pushes are refused meanwhile.
+            _ = try await admin.call("PATCH", "/accounts/\(account)", ["plan": "lite"])
+            let downgraded = try await admin.call("GET", "/apps/\(app)").json
+            #expect(downgraded["pushEnabled"] as? Bool == true)
+            #expect((downgraded["warning"] as? [String: Any])?["code"] as? String == "plan_without_push")
+            let listed = try await admin.call("GET", "/accounts/\(account)/apps").json["apps"] as? [[String: Any]]
+            #expect((listed?.first?["warning"] as? [String: Any])?["code"] as? String == "plan_without_push")
         }
     }
 

@@ -74,7 +74,8 @@ import Testing
     }
 
     /// A credential a worker marked rejected is probed again: accepted, it is active
-    /// again and its app's warning is gone; refused, 422 with Apple's reason.
+    /// again and its app's warning is gone; refused, 422 with Apple's reason and the
+    /// credential flagged rejected.
     @Test func verifyReactivatesARejectedCredentialAPNsAcceptsAndRefusesOneItDoesNot() async throws {
         try await withAdmin { admin in
             let account = try await admin.account()
@@ -98,12 +99,27 @@ import Testing
             #expect(actions?.contains("credential.create") == true)
             #expect(actions?.contains("credential.verify") == true)
 
-            // A key id the simulator does not know: refused, and nothing changes.
+            // A key id the simulator does not know (as a key revoked since): refused, and
+            // the credential marked rejected as a worker's refused send would mark it.
             try await admin.postgres.execute("UPDATE push_credentials SET key_id = 'KEYZZZZZZ9' WHERE id = \(id)")
             let refused = try await admin.call("POST", "/credentials/\(id)/verify")
             #expect(refused.status == 422)
             #expect(refused.errorCode == "credential_rejected")
-            #expect(try await admin.call("GET", "/credentials/\(id)").json["status"] as? String == "active")
+            let flagged = try await admin.call("GET", "/credentials/\(id)").json
+            #expect(flagged["status"] as? String == "rejected")
+            let warning = flagged["warning"] as? [String: Any]
+            #expect(warning?["code"] as? String == "credential_rejected")
+            #expect((warning?["message"] as? String)?.contains("APNs answered") == true)
+            #expect(
+                (try await admin.call("GET", "/apps/\(app)").json["warning"] as? [String: Any])?["code"] as? String
+                    == "credential_rejected")
+            let entries =
+                try await admin.call("GET", "/accounts/\(account)/activity").json["entries"] as? [[String: Any]]
+            #expect(entries?.filter { $0["action"] as? String == "credential.verify" }.count == 2)
+            // Refused again: already flagged, nothing more recorded.
+            #expect(try await admin.call("POST", "/credentials/\(id)/verify").status == 422)
+            let again = try await admin.call("GET", "/accounts/\(account)/activity").json["entries"] as? [[String: Any]]
+            #expect(again?.filter { $0["action"] as? String == "credential.verify" }.count == 2)
             #expect(try await admin.call("POST", "/credentials/nope/verify").status == 404)
         }
     }

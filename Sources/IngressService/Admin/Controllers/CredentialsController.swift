@@ -99,9 +99,11 @@ struct CredentialsController: Sendable {
 
     /// Probes a saved credential again with its sealed key. Accepted: one a worker
     /// marked rejected (APNs refused a token signed with it) is active again, and its
-    /// apps send again (workers read it again within a minute). Refused: 422
-    /// `credential_rejected` with Apple's reason, nothing changed. The way back after
+    /// apps send again (workers read it again within a minute). The way back after
     /// a revocation that was undone, or a rejection that was not the key's fault.
+    /// Refused: 422 `credential_rejected` with Apple's reason, and an active credential
+    /// is marked rejected as a worker's refused send would mark it (the warning shows,
+    /// its apps' pushes fail at once), recorded in the activity log.
     func verify(_ request: AdminRequest) async throws -> HTTPResponse {
         let id = request.parameter("id")
         let stored: StoredPushCredential
@@ -116,6 +118,7 @@ struct CredentialsController: Sendable {
             teamID: stored.teamID, keyID: stored.keyID, privateKey: stored.privateKey, topic: Self.probeTopic)
         {
         case .credentialRejected(let reason):
+            try await markRejected(id, reason: reason, actor: request.actor)
             throw AdminError.unprocessable(
                 "credential_rejected", "APNs rejected the credential (\(reason)); check the Key ID, Team ID and .p8")
         case .accepted, .topicRefused:
@@ -139,6 +142,28 @@ struct CredentialsController: Sendable {
             }
         }
         return AdminResponse.ok(credential)
+    }
+
+    /// Marks an active credential rejected after APNs refused its verification, with
+    /// the reason in the workers' form, and drops its apps' cached settings.
+    private func markRejected(_ id: String, reason: String, actor: String) async throws {
+        let apps = try await dependencies.postgres.withTransaction { connection in
+            guard let apps = try await credentials.lockAndListApps(id, on: connection) else {
+                throw AdminError.notFound("credential", id)
+            }
+            let before = try await credentials.require(id, on: connection)
+            guard before.status == "active" else { return [String]() }
+            try await credentials.markRejected(id, reason: "APNs answered \(reason)", on: connection)
+            try await dependencies.activity.record(
+                on: connection, accountID: before.accountId, actor: actor, action: "credential.verify",
+                subject: "credential:\(id)", before: ["status": before.status], after: ["status": "rejected"])
+            return apps
+        }
+        if !apps.isEmpty {
+            await dependencies.invalidate("credential") {
+                for app in apps { try await dependencies.invalidator.appChanged(app, topics: []) }
+            }
+        }
     }
 
     /// Refused (409 `credential_in_use`) while apps use the credential, unless

@@ -2,7 +2,8 @@ import Foundation
 
 /// A problem the owner must act on, shown on the credential card and on every app
 /// that uses the credential: `credential_rejected` (APNs refused the key after it
-/// was saved) or `credential_missing` (push is on but no credential is chosen).
+/// was saved) or `credential_missing` (push is on but no credential is chosen); on
+/// an app also `plan_without_push` (push is on, but the owner's plan lost push).
 struct PushWarning: Sendable, Codable, Equatable {
     var code: String
     var message: String
@@ -21,6 +22,12 @@ struct PushWarning: Sendable, Codable, Equatable {
 
     static let missing = PushWarning(
         code: "credential_missing", message: "push is enabled but no push credential is selected; sends fail", at: nil)
+
+    static let planWithoutPush = PushWarning(
+        code: "plan_without_push",
+        message:
+            "push is enabled but the account's plan has no push; registrations and pushes are refused until an upgrade",
+        at: nil)
 }
 
 extension PushWarning {

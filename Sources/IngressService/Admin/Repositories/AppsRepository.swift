@@ -5,10 +5,10 @@ import Shared
 struct AppsRepository: Sendable {
     private static let select = """
         SELECT a.id, a.account_id, a.name, a.push_enabled, a.credential_id, a.created_at, a.updated_at,
-               c.status AS credential_status, c.rejected_at, c.rejected_reason,
+               c.status AS credential_status, c.rejected_at, c.rejected_reason, o.plan AS owner_plan,
                coalesce(array(SELECT i.bundle_id FROM app_identifiers i WHERE i.app_id = a.id ORDER BY i.bundle_id),
                         '{}') AS bundle_ids
-        FROM apps a LEFT JOIN push_credentials c ON c.id = a.credential_id
+        FROM apps a JOIN accounts o ON o.id = a.account_id LEFT JOIN push_credentials c ON c.id = a.credential_id
         """
 
     func insert(_ id: String, accountID: String, name: String, on connection: PostgresConnection) async throws {
@@ -127,8 +127,12 @@ struct AppsRepository: Sendable {
     static func app(_ row: PostgresRow) throws -> App {
         let enabled: Bool = try row.decode("push_enabled")
         let credentialID: String? = try row.decode("credential_id")
+        let ownerPlan = Plan(rawValue: try row.decode("owner_plan"))
         var warning: PushWarning?
-        if try row.decode("credential_status", as: String?.self) == "rejected" {
+        // In the order the ingress refuses pushes: the plan (403 1010) before the credential (502 1007).
+        if enabled && !ownerPlan.offersPush {
+            warning = .planWithoutPush
+        } else if try row.decode("credential_status", as: String?.self) == "rejected" {
             warning = .rejected(reason: try row.decode("rejected_reason"), at: try row.decode("rejected_at"))
         } else if enabled && credentialID == nil {
             warning = .missing

@@ -68,6 +68,15 @@ struct CredentialsRepository: Sendable {
             """)
     }
 
+    /// Flags the credential as a worker does when APNs refuses it (`CredentialsController.verify`).
+    func markRejected(_ id: String, reason: String, on connection: PostgresConnection) async throws {
+        try await connection.execute(
+            """
+            UPDATE push_credentials SET status = 'rejected', rejected_at = now(), rejected_reason = \(reason)
+            WHERE id = \(id)
+            """)
+    }
+
     func delete(_ id: String, on connection: PostgresConnection) async throws {
         try await connection.execute("DELETE FROM push_credentials WHERE id = \(id)")
     }
