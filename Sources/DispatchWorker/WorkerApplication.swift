@@ -100,7 +100,9 @@ final class WorkerApplication: Sendable {
                     metadata: ["in_flight": "\(limiter.inFlight)"])
             }
         }
-        await acknowledger.stop()
+        // Settled entries are written at once when Redis answers; a second of retries
+        // bridges a blip, and past it what is left stays pending for another worker.
+        await acknowledger.stop(retryingUntil: .now + .seconds(1))
         await counts.stop()
         gaugeTask.withLock { $0?.cancel() }
         await server.shutdown(deadline: .seconds(1))

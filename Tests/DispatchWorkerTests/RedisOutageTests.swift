@@ -51,6 +51,45 @@ import Testing
         }
     }
 
+    /// A worker told to stop while cut off from Redis exits within its deadline and
+    /// the few seconds of putting back (WORKER_SHUTDOWN_TIMEOUT's promise), instead of
+    /// retrying acknowledgements that cannot be written: what it sent stays pending,
+    /// and another worker finishes it once Redis is back (sent again: at least once).
+    @Test func aWorkerStoppedWhileCutOffFromRedisExitsInTimeAndLosesNothing() async throws {
+        let (relay, redisURL) = try TCPRelay.inFront(of: TestEnvironment.redisURL)
+        defer { relay.close() }
+        try await DeliveryStack.with(ingress: ["RATE_LIMIT_PUSH": "1000000/60"], plan: "enterprise") { stack in
+            let (id, _, _) = try await stack.subscribe()
+            let accepted = try await LifecycleTests.pushMany(stack, subscription: id, count: 300)
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":200}"#)
+            let (logger, logs) = TestEnvironment.capturingLogger("worker")
+            let worker = try await stack.startWorker(
+                ["REDIS_URL": redisURL, "WORKER_MAX_IN_FLIGHT": "100", "WORKER_VISIBILITY_TIMEOUT": "3"],
+                logger: logger)
+            try await eventually("some delivered") { stack.recordings().count >= 50 }
+
+            relay.cut()
+            let stopping = ContinuousClock.now
+            let drained = await worker.shutdown(deadline: .seconds(1))
+            let took = ContinuousClock.now - stopping
+            #expect(!drained)
+            // The deadline, 2 s for the sends cut off, 1 s of acknowledgement retries,
+            // 1 s for the metrics listener; retrying each batch for 5 s took 8 s and more.
+            #expect(took < .seconds(6), "the stop took \(took)")
+            #expect(logs.all.contains { $0.contains("stopping with entries unacknowledged") })
+
+            relay.restore()
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
+            try await stack.startWorker(["WORKER_VISIBILITY_TIMEOUT": "3"])
+            try await eventually("every accepted push delivered", timeout: .seconds(30)) {
+                Set(LifecycleTests.delivered(stack)).isSuperset(of: accepted)
+            }
+            try await eventually("the queue drained", timeout: .seconds(15)) { try await stack.isDrained() }
+            #expect(try await stack.streamLength(stack.keys.deadLetters) == 0)
+            #expect(try await stack.quota() == 300)
+        }
+    }
+
     /// A scrape never waits on Redis (its queue gauges come from the sampler): against a
     /// Redis that takes connections and never answers, each command waits out its 5 s
     /// timeout, and a scrape that waited on them would pass a scraper's timeout in the

@@ -56,7 +56,7 @@ import Testing
 
     /// A first attempt that waited (claimed from a dead worker, postponed) is checked
     /// too; a fresh one goes out without the check.
-    @Test func aFirstAttemptThatWaitedAMinuteForADeletedSubscriptionIsNotSent() async throws {
+    @Test func aFirstAttemptThatWaitedForADeletedSubscriptionIsNotSent() async throws {
         try await DeliveryStack.with { stack in
             let (id, _, token) = try await stack.subscribe()
             var message = try await stack.message(subscription: id, token: token)
@@ -71,6 +71,42 @@ import Testing
                 worker.metrics.sends.value("discarded", "subscription_deleted") == 1
             }
             #expect(stack.recordings(token: token).count == 1)
+        }
+    }
+
+    /// While no worker runs (a restart, a deploy), the device deletes itself through its
+    /// endpoint and another app's push is switched off: once a worker reads their queued
+    /// pushes, neither goes out (nor counts against the quota); a third device's does.
+    @Test func pushesQueuedWhileNoWorkerRanAreDroppedForADeletedDeviceOrAnAppSwitchedOff() async throws {
+        try await DeliveryStack.with { stack in
+            let (deleted, secret, deletedToken) = try await stack.subscribe()
+            let (kept, _, keptToken) = try await stack.subscribe()
+            #expect(try await stack.push(deleted).status == 201)
+            #expect(try await stack.push(kept).status == 201)
+            let deletion = try await stack.request(
+                "DELETE", "/api/push/v1/subscriptions/\(deleted)", headers: [("Authorization", "Bearer \(secret)")])
+            #expect(deletion.status == 204)
+            // About as long as a worker's restart: the pushes waited that long.
+            try await Task.sleep(for: .milliseconds(2_100))
+
+            let worker = try await stack.startWorker()
+            try await eventually("the kept device's push sent") { stack.recordings(token: keptToken).count == 1 }
+            try await eventually("the deleted device's dropped") {
+                worker.metrics.sends.value("discarded", "subscription_deleted") == 1
+            }
+            #expect(stack.recordings(token: deletedToken).isEmpty)
+            try await eventually("its quota given back") { try await stack.quota() == 1 }
+
+            await worker.shutdown()
+            #expect(try await stack.push(kept).status == 201)
+            try await stack.postgres.execute("UPDATE apps SET push_enabled = false WHERE id = \(stack.fixture.appID)")
+            try await Task.sleep(for: .milliseconds(2_100))
+            let next = try await stack.startWorker()
+            try await eventually("the switched-off app's push dropped") {
+                next.metrics.sends.value("discarded", "push_disabled") == 1
+            }
+            #expect(stack.recordings(token: keptToken).count == 1)
+            try await eventually("its quota given back") { try await stack.quota() == 1 }
         }
     }
 

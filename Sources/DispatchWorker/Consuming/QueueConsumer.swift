@@ -11,9 +11,10 @@ import Synchronization
 ///   many messages (blocking up to half a second), read straight out of the reply,
 ///   and hands them to the `EntryProcessor`; under load it lingers a moment between
 ///   reads (`lingers(afterReading:of:)`);
-/// * the claimer, every half visibility timeout, `XAUTOCLAIM`s entries that stayed
-///   unacknowledged longer than the visibility timeout (their worker died or hangs),
-///   with their delivery counts, so entries handed out too often are dead-lettered;
+/// * the claimer, every half visibility timeout, claims other consumers' entries that
+///   stayed unacknowledged longer than the visibility timeout (their worker died or
+///   hangs), with their delivery counts, so entries handed out too often are
+///   dead-lettered (never its own: a send here may outlast a short timeout);
 /// * the orphan sweep, every `orphanAge`, takes back entries pending under this
 ///   worker's name that no task here holds (`HeldEntries`: a read or claim whose
 ///   answer was lost but which ran in Redis);

@@ -103,24 +103,38 @@ enum QueueScripts {
             return acknowledged
             """)
 
-    /// `XAUTOCLAIM` plus each claimed entry's delivery count (from `XPENDING`), so
-    /// entries handed out too often can be dead-lettered.
+    /// Claims a page of the entries pending longer than the visibility timeout under
+    /// other consumers (`XPENDING … IDLE`, then `XCLAIM`, which skips any that became
+    /// active meanwhile), with their delivery counts, so entries handed out too often
+    /// can be dead-lettered. Never the consumer's own: those are either still being
+    /// sent here (a send may outlast a short visibility timeout; taking it again would
+    /// send it twice) or orphans of a lost read, which the consumer's sweep takes back
+    /// (`QueueConsumer.takeOrphans`).
     ///
-    /// KEYS: 1 stream. ARGV: 1 group, 2 consumer, 3 min idle ms, 4 cursor, 5 count.
-    /// Returns `{next cursor, {{id, {fields…}, delivery count}…}}`.
+    /// KEYS: 1 stream. ARGV: 1 group, 2 consumer, 3 min idle ms, 4 cursor (an entry
+    /// id, exclusive; '0-0' for the first page), 5 count. Returns `{next cursor ('0-0'
+    /// when done), {{id, {fields…}, delivery count}…}}`; an entry deleted meanwhile only
+    /// leaves the pending list.
     static let claim = RedisScript(
         source: """
-            local claimed = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], 'COUNT', ARGV[5])
-            local out = {}
-            for _, entry in ipairs(claimed[2]) do
-              if entry[2] then
-                local pending = redis.call('XPENDING', KEYS[1], ARGV[1], entry[1], entry[1], 1)
-                local count = 1
-                if pending[1] then count = pending[1][4] end
-                out[#out + 1] = {entry[1], entry[2], count}
+            local count = tonumber(ARGV[5])
+            local start = ARGV[4] == '0-0' and '-' or '(' .. ARGV[4]
+            local pending = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', tonumber(ARGV[3]), start, '+', count)
+            local ids, deliveries = {}, {}
+            for _, entry in ipairs(pending) do
+              if entry[2] ~= ARGV[2] then
+                ids[#ids + 1] = entry[1]
+                deliveries[entry[1]] = entry[4] + 1
               end
             end
-            return {claimed[1], out}
+            local out = {}
+            if #ids > 0 then
+              for _, entry in ipairs(redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), unpack(ids))) do
+                if entry and entry[2] then out[#out + 1] = {entry[1], entry[2], deliveries[entry[1]]} end
+              end
+            end
+            if #pending < count then return {'0-0', out} end
+            return {pending[#pending][1], out}
             """)
 
     /// The entries pending for the consumer itself after a cursor, claimed again by it

@@ -9,12 +9,16 @@ import Synchronization
 /// twice), and once it succeeded the pushes are recorded (last-push times) and
 /// counted in the metrics, and the entries' in-flight permits are given back. A
 /// failed write is tried again; the entries stay pending meanwhile (and are
-/// claimable by another worker should this one die).
+/// claimable by another worker should this one die). Once stopping, a write is
+/// retried only until the instant `stop` names: past it, its entries are left
+/// pending for another worker, so a worker cut off from Redis still exits in time.
 final class Acknowledger: Sendable {
     private struct State {
         var pending: [Acknowledgement] = []
         var waiter: CheckedContinuation<Void, Never>?
         var stopping = false
+        /// Set by `stop`: failed writes are not retried after it.
+        var retryUntil: ContinuousClock.Instant?
     }
 
     private let redis: RedisClient
@@ -51,10 +55,11 @@ final class Acknowledger: Sendable {
         waiter?.resume()
     }
 
-    /// Writes what is queued, then ends the loop.
-    func stop() async {
+    /// Writes what is queued, retrying a failed write until `retryUntil`, then ends the loop.
+    func stop(retryingUntil retryUntil: ContinuousClock.Instant) async {
         let waiter = state.withLock { state in
             state.stopping = true
+            state.retryUntil = retryUntil
             defer { state.waiter = nil }
             return state.waiter
         }
@@ -129,8 +134,11 @@ final class Acknowledger: Sendable {
                         "cannot acknowledge; retrying",
                         metadata: ["entries": "\(entries.count)", "error": "\(type(of: error))"])
                 }
-                if failures >= 50 && state.withLock({ $0.stopping }) {
+                if let retryUntil = state.withLock({ $0.retryUntil }), ContinuousClock.now >= retryUntil {
                     // Shutting down without Redis: leave them pending for another worker.
+                    logger.warning(
+                        "stopping with entries unacknowledged; they stay pending, claimable",
+                        metadata: ["entries": "\(entries.count)"])
                     break
                 }
                 try? await Task.sleep(for: .milliseconds(100))

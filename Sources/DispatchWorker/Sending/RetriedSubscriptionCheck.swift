@@ -2,15 +2,17 @@ import Foundation
 import Shared
 import Synchronization
 
-/// Before a message that waited goes out (a retry, or one postponed or claimed a
-/// minute after its acceptance), whether its subscription still exists and its app
-/// still pushes.
+/// Before a message that waited goes out (a retry, or a first attempt read, claimed
+/// or postponed seconds after its acceptance), whether its subscription still exists
+/// and its app still pushes.
 ///
-/// A first attempt follows its acceptance within milliseconds, but a retry (APNs
-/// failing meanwhile) comes minutes later, after the device's DELETE, the removal of
-/// its bundle id, or the deletion of its app or account may have hard-deleted the
-/// subscription (sending it then would reach a device the service no longer knows),
-/// or after its app's push was switched off or its owner's plan lost push.
+/// A worker keeping up sends a first attempt within milliseconds of its acceptance,
+/// but a retry (APNs failing meanwhile) comes minutes later, and a first attempt
+/// waits while the workers are behind (restarting, down, a backlog): meanwhile the
+/// device's DELETE, the removal of its bundle id, or the deletion of its app or
+/// account may have hard-deleted the subscription (sending it then would reach a
+/// device the service no longer knows), or its app's push may have been switched off
+/// or its owner's plan lost push.
 ///
 /// One query per batch of such messages; the others are sent without waiting for it
 /// (`EntryProcessor`). When Postgres cannot answer, the messages go out as before,
@@ -22,8 +24,10 @@ final class RetriedSubscriptionCheck: Sendable {
     /// Until when the check is skipped after a failed query.
     private let pausedUntil = Mutex<ContinuousClock.Instant?>(nil)
     static let pauseAfterFailure: Duration = .seconds(30)
-    /// Age (since acceptance) from which a message is checked even on its first attempt.
-    static let checkedAge: Int64 = 60_000
+    /// Age (since acceptance, in milliseconds) from which a message is checked even on
+    /// its first attempt: past any lag of a worker keeping up, so only a backlog pays
+    /// for the query, and short enough that a worker's restart is covered.
+    static let checkedAge: Int64 = 2_000
 
     init(postgres: PostgresClient, logger: Logger) {
         self.postgres = postgres

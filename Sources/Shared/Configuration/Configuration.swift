@@ -280,8 +280,9 @@ public struct IngressConfiguration: Sendable {
 ///   stream), how long to wait before the next read so that it takes more at once,
 ///   default 5 (0–100; 0: read again at once). Light load is read at once regardless.
 /// - `WORKER_VISIBILITY_TIMEOUT`: seconds an entry may stay unacknowledged before
-///   another worker claims it (`XAUTOCLAIM`), default 60 (1–3600). Keep it above the
-///   APNs request timeout (15 s).
+///   another worker claims it, default 60 (1–3600). Keep it above the APNs request
+///   timeout (15 s): another worker takes an entry held longer and sends it again
+///   (its own worker never takes it back while sending it).
 /// - `WORKER_MAX_DELIVERIES`: times an entry may be handed out (read or claimed)
 ///   without an outcome before it goes to the dead-letter stream, default 5 (2–100).
 /// - `WORKER_MAX_ATTEMPTS`: APNs attempts per message for 429/5xx/connection
