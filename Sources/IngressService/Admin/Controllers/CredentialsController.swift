@@ -118,52 +118,42 @@ struct CredentialsController: Sendable {
             teamID: stored.teamID, keyID: stored.keyID, privateKey: stored.privateKey, topic: Self.probeTopic)
         {
         case .credentialRejected(let reason):
-            try await markRejected(id, reason: reason, actor: request.actor)
+            try await settle(id, rejection: reason, actor: request.actor)
             throw AdminError.unprocessable(
                 "credential_rejected", "APNs rejected the credential (\(reason)); check the Key ID, Team ID and .p8")
         case .accepted, .topicRefused:
-            break
+            return AdminResponse.ok(try await settle(id, rejection: nil, actor: request.actor))
         }
-        let (credential, reactivated) = try await dependencies.postgres.withTransaction { connection in
-            guard let apps = try await credentials.lockAndListApps(id, on: connection) else {
-                throw AdminError.notFound("credential", id)
-            }
-            let before = try await credentials.require(id, on: connection)
-            guard before.status != "active" else { return (before, [String]()) }
-            try await credentials.markActive(id, on: connection)
-            try await dependencies.activity.record(
-                on: connection, accountID: before.accountId, actor: request.actor, action: "credential.verify",
-                subject: "credential:\(id)", before: ["status": before.status], after: ["status": "active"])
-            return (try await credentials.require(id, on: connection), apps)
-        }
-        if !reactivated.isEmpty {
-            await dependencies.invalidate("credential") {
-                for app in reactivated { try await dependencies.invalidator.appChanged(app, topics: []) }
-            }
-        }
-        return AdminResponse.ok(credential)
     }
 
-    /// Marks an active credential rejected after APNs refused its verification, with
-    /// the reason in the workers' form, and drops its apps' cached settings.
-    private func markRejected(_ id: String, reason: String, actor: String) async throws {
-        let apps = try await dependencies.postgres.withTransaction { connection in
+    /// Gives the credential the status a verification found: active, or rejected with
+    /// APNs's `rejection` in the workers' form ("APNs answered …"). A change is
+    /// recorded and drops its apps' cached settings; returns the credential as it is now.
+    @discardableResult
+    private func settle(_ id: String, rejection: String?, actor: String) async throws -> Credential {
+        let status = rejection == nil ? "active" : "rejected"
+        let (credential, changedApps) = try await dependencies.postgres.withTransaction { connection in
             guard let apps = try await credentials.lockAndListApps(id, on: connection) else {
                 throw AdminError.notFound("credential", id)
             }
             let before = try await credentials.require(id, on: connection)
-            guard before.status == "active" else { return [String]() }
-            try await credentials.markRejected(id, reason: "APNs answered \(reason)", on: connection)
+            guard before.status != status else { return (before, [String]()) }
+            if let rejection {
+                try await credentials.markRejected(id, reason: "APNs answered \(rejection)", on: connection)
+            } else {
+                try await credentials.markActive(id, on: connection)
+            }
             try await dependencies.activity.record(
                 on: connection, accountID: before.accountId, actor: actor, action: "credential.verify",
-                subject: "credential:\(id)", before: ["status": before.status], after: ["status": "rejected"])
-            return apps
+                subject: "credential:\(id)", before: ["status": before.status], after: ["status": status])
+            return (try await credentials.require(id, on: connection), apps)
         }
-        if !apps.isEmpty {
+        if !changedApps.isEmpty {
             await dependencies.invalidate("credential") {
-                for app in apps { try await dependencies.invalidator.appChanged(app, topics: []) }
+                for app in changedApps { try await dependencies.invalidator.appChanged(app, topics: []) }
             }
         }
+        return credential
     }
 
     /// Refused (409 `credential_in_use`) while apps use the credential, unless
