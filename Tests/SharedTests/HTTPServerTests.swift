@@ -202,6 +202,26 @@ import Testing
         }
     }
 
+    /// A head of 16 or 20 KB (within the connection's memory, over `headerLimit`) is
+    /// answered at once. libmicrohttpd reads it over several runs that it asks for at
+    /// once and that call no callback; the driver took them for the busy loop of a
+    /// stuck chunked upload and put them off, up to a second each: such heads were
+    /// answered 6 and 27 s late.
+    @Test(arguments: pollings) func aLargeHeadIsAnsweredWithoutDelay(polling: Polling) async throws {
+        try await withServer(EchoHandler(), polling: polling) { server in
+            for size in [16_000, 20_000] {
+                let fields = (0..<(size / 210)).map { "X-F\($0): \(String(repeating: "a", count: 200))\r\n" }
+                let raw = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\(fields.joined())\r\n"
+                let started = ContinuousClock.now
+                let answer = try RawHTTPClient.parse(
+                    try await RawHTTPClient(port: server.port).exchange(Array(raw.utf8)))
+                let took = ContinuousClock.now - started
+                #expect(answer.status == 431)
+                #expect(took < .seconds(3), "a \(size)-byte head answered after \(took)")
+            }
+        }
+    }
+
     /// An HTTP/1.1 request without `Host` is refused (RFC 9112 §3.2) by the handler, in
     /// its format; HTTP/1.0 needs none.
     @Test(arguments: pollings) func refusesAnHTTP11RequestWithoutHost(polling: Polling) async throws {

@@ -34,6 +34,11 @@ final class ChunkedUploads: @unchecked Sendable {
     /// The shortened timeout: how long such an upload's client may then pause.
     static let stalledTimeoutSeconds: UInt32 = 1
 
+    /// Whether a connection may be stuck: a chunked body is being received, or one
+    /// given the short timeout has not closed yet (until it does, the driver must
+    /// keep putting off the runs it asks for, or they would keep it alive).
+    var mayBeStuck: Bool { !uploads.isEmpty || !shortened.isEmpty }
+
     func began(_ context: HTTPRequestContext, on connection: OpaquePointer) {
         uploads[ObjectIdentifier(context)] = Upload(connection: connection, context: context)
     }
