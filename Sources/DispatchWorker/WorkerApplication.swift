@@ -171,7 +171,8 @@ func buildWorker(
             destinations: DestinationSlots(
                 limit: configuration.maxInFlightPerDestination, ceiling: configuration.maxInFlight)),
         recorder: recorder,
-        retriedCheck: RetriedSubscriptionCheck(postgres: postgres, logger: logger.child("retried_check")),
+        retriedCheck: RetriedSubscriptionCheck(
+            postgres: postgres, redis: redis, checks: metrics.waitedChecks, logger: logger.child("retried_check")),
         topics: TopicSupersession(redis: redis, logger: logger.child("topics")),
         maxDeliveries: configuration.maxDeliveries,
         deadLetterAgeMilliseconds: Int64(configuration.maxDeliveries * configuration.visibilityTimeoutSeconds) * 1000)

@@ -382,10 +382,11 @@ import Testing
         let database = try await ScratchDatabase.create("worker")
         try await DeliveryStack.with { stack in
             let (id, _, token) = try await stack.subscribe()
-            // Aged past the check of messages that waited, as it will have by the time
-            // the schema is current, whatever this machine's speed.
+            // Aged past the age up to which messages that waited trust the revocation
+            // marks, so it is looked up in Postgres before it goes, whatever this
+            // machine's speed.
             var message = try await stack.message(subscription: id, token: token, reply: "waits")
-            message.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            message.acceptedAt -= RetriedSubscriptionCheck.markedAge + 60_000
             try await stack.enqueue(message)
             let metricsPort = try UnusedPort.loopback()
             let starting = Task {

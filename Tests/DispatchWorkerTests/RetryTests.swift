@@ -55,22 +55,60 @@ import Testing
     }
 
     /// A first attempt that waited (claimed from a dead worker, postponed) is checked
-    /// too; a fresh one goes out without the check.
+    /// too: in Postgres when a revocation mark concerns it (its device deleted itself),
+    /// by the marks alone otherwise; a fresh one goes out without the check.
     @Test func aFirstAttemptThatWaitedForADeletedSubscriptionIsNotSent() async throws {
         try await DeliveryStack.with { stack in
-            let (id, _, token) = try await stack.subscribe()
+            let (id, secret, token) = try await stack.subscribe()
+            let (kept, _, keptToken) = try await stack.subscribe()
             var message = try await stack.message(subscription: id, token: token)
             message.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
-            try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(id)")
+            var keptMessage = try await stack.message(subscription: kept, token: keptToken)
+            keptMessage.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            let deletion = try await stack.request(
+                "DELETE", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")])
+            #expect(deletion.status == 204)
             try await stack.enqueue(message)
+            try await stack.enqueue(keptMessage)
             let fresh = try await stack.message(subscription: id, token: token)
             try await stack.enqueue(fresh)
             let worker = try await stack.startWorker()
-            try await eventually("the fresh one sent") { stack.recordings(token: token).count == 1 }
+            try await eventually("the fresh one and the kept one sent") {
+                stack.recordings(token: token).count == 1 && stack.recordings(token: keptToken).count == 1
+            }
             try await eventually("the one that waited dropped") {
                 worker.metrics.sends.value("discarded", "subscription_deleted") == 1
             }
             #expect(stack.recordings(token: token).count == 1)
+            #expect(worker.metrics.waitedChecks.value("postgres") == 1)
+            #expect(worker.metrics.waitedChecks.value("marks") == 1)
+        }
+    }
+
+    /// Every change that revokes pushes leaves its mark: a subscription's deletion
+    /// (device, sweep, bundle id, its token dying), an app's or an account's change.
+    /// A mark names only what it concerns, and lives long enough for the messages
+    /// that trust it.
+    @Test func revocationsLeaveTheirMarks() async throws {
+        try await DeliveryStack.with { stack in
+            let invalidation = CacheInvalidation(redis: stack.redis, keys: stack.keys)
+            let keys = stack.keys
+            try await invalidation.subscriptionsDeleted(["s1", "s2"])
+            try await invalidation.subscriptionGone("s3", app: "a1")
+            try await invalidation.appChanged("a2")
+            try await invalidation.accountChanged("c1")
+            try await invalidation.subscriptionChanged("s4")
+            let marks = [
+                keys.revokedSubscription("s1"), keys.revokedSubscription("s2"), keys.revokedSubscription("s3"),
+                keys.revokedApp("a2"), keys.revokedAccount("c1"),
+            ]
+            for mark in marks {
+                let ttl = try await stack.redis.send("TTL", mark).int ?? -2
+                #expect(ttl > RetriedSubscriptionCheck.markedAge / 1000 + 60, "\(mark): \(ttl)")
+            }
+            for unmarked in [keys.revokedSubscription("s4"), keys.revokedApp("a1"), keys.revokedAccount("a2")] {
+                #expect(try await stack.redis.send("EXISTS", unmarked).int == 0, "\(unmarked)")
+            }
         }
     }
 
@@ -99,7 +137,9 @@ import Testing
 
             await worker.shutdown()
             #expect(try await stack.push(kept).status == 201)
+            // What the admin API does: commit, then invalidate (which marks the app).
             try await stack.postgres.execute("UPDATE apps SET push_enabled = false WHERE id = \(stack.fixture.appID)")
+            try await CacheInvalidation(redis: stack.redis, keys: stack.keys).appChanged(stack.fixture.appID)
             try await Task.sleep(for: .milliseconds(2_100))
             let next = try await stack.startWorker()
             try await eventually("the switched-off app's push dropped") {

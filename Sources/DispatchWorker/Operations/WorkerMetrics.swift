@@ -28,6 +28,10 @@ final class WorkerMetrics: Sendable {
     /// APNs's 4 KB, so the app shows the placeholder. A sender padding every message
     /// to 4 KB (webpush-go's default record size) shows up here.
     let ciphertextOmitted: Counter
+    /// Messages that waited in the queue and were checked before going out
+    /// (`RetriedSubscriptionCheck`), by how: `marks` (no revocation mark concerned
+    /// them) or `postgres` (looked up).
+    let waitedChecks: Counter
     /// Sent messages not yet added to `sends` (added per acknowledged batch with one
     /// atomic add; `flush()` moves it into the labelled counter before each rendering).
     let sentSinceFlush = SentCounter()
@@ -77,6 +81,10 @@ final class WorkerMetrics: Sendable {
         ciphertextOmitted = registry.counter(
             "pushgate_worker_ciphertext_omitted_total",
             help: "APNs requests sent without the ciphertext (c), which would have passed 4 KB: placeholder only.")
+        waitedChecks = registry.counter(
+            "pushgate_worker_waited_checks_total",
+            help: "Messages that waited, checked before going out: by revocation marks alone, or in Postgres.",
+            labels: ["by"])
         // The series alerts watch, at 0 until they happen (`Counter.initialize`).
         for reason in ["deliveries", "unreadable"] { deadLetters.initialize(reason) }
         sends.initialize("failed", "credential_rejected")
@@ -93,6 +101,7 @@ final class WorkerMetrics: Sendable {
         claimed.initialize()
         circuitRaised.initialize()
         ciphertextOmitted.initialize()
+        for by in ["marks", "postgres"] { waitedChecks.initialize(by) }
     }
 
     /// Adds the sends counted since the last flush to `sends`.

@@ -14,23 +14,38 @@ import Synchronization
 /// device the service no longer knows), or its app's push may have been switched off
 /// or its owner's plan lost push.
 ///
-/// One query per batch of such messages; the others are sent without waiting for it
-/// (`EntryProcessor`). When Postgres cannot answer, the messages go out as before,
-/// and the check pauses a while rather than make every later batch wait on a dead
-/// database: it only narrows a window.
+/// Every such change leaves a revocation mark in Redis (`CacheInvalidation`): a first
+/// attempt that waited less than `markedAge` is looked up in Postgres only when a
+/// mark names its subscription, app or account, so a backlog drains without a query
+/// per batch. Retries, and first attempts older than that, are always looked up.
+/// One read of the marks and one query per batch of such messages; the others are
+/// sent without waiting for them (`EntryProcessor`). A read of the marks that fails
+/// sends every message to the query. When Postgres cannot answer, the messages go out
+/// as before, and the query pauses a while rather than make every later batch wait
+/// on a dead database: the check only narrows a window.
 final class RetriedSubscriptionCheck: Sendable {
     let postgres: PostgresClient
+    let redis: RedisClient
+    /// `WorkerMetrics.waitedChecks`.
+    private let checks: Counter
     private let failures: ThrottledLog
-    /// Until when the check is skipped after a failed query.
+    /// Until when the query is skipped after it failed.
     private let pausedUntil = Mutex<ContinuousClock.Instant?>(nil)
     static let pauseAfterFailure: Duration = .seconds(30)
     /// Age (since acceptance, in milliseconds) from which a message is checked even on
     /// its first attempt: past any lag of a worker keeping up, so only a backlog pays
-    /// for the query, and short enough that a worker's restart is covered.
+    /// for the check, and short enough that a worker's restart is covered.
     static let checkedAge: Int64 = 2_000
+    /// Age up to which a first attempt trusts the revocation marks: a mark lives
+    /// `CacheInvalidation.revocationMarkLifetimeSeconds` from a change made no earlier
+    /// than a few seconds before the message's acceptance (its cache was dropped
+    /// then), which leaves minutes for clock skew between the hosts.
+    static let markedAge: Int64 = 600_000
 
-    init(postgres: PostgresClient, logger: Logger) {
+    init(postgres: PostgresClient, redis: RedisClient, checks: Counter, logger: Logger) {
         self.postgres = postgres
+        self.redis = redis
+        self.checks = checks
         failures = ThrottledLog(logger: logger, interval: .seconds(60))
     }
 
@@ -39,10 +54,72 @@ final class RetriedSubscriptionCheck: Sendable {
         message.attempts > 0 || nowMilliseconds - message.acceptedAt > checkedAge
     }
 
-    /// `deliveries` (each `needsCheck`) split into those to send and those not to,
-    /// with the outcome of each of those.
-    func partition(_ deliveries: [Delivery]) async -> (send: [Delivery], dropped: [(Delivery, DeliveryOutcome)]) {
-        if let until = pausedUntil.withLock({ $0 }), ContinuousClock.now < until { return (deliveries, []) }
+    /// `deliveries` (each `needsCheck`, of one stream) split into those to send and
+    /// those not to, with the outcome of each of those.
+    func partition(
+        _ deliveries: [Delivery], nowMilliseconds: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
+    ) async -> (send: [Delivery], dropped: [(Delivery, DeliveryOutcome)]) {
+        let queried = await needingQuery(deliveries, nowMilliseconds: nowMilliseconds)
+        checks.increment(by: Double(deliveries.count - queried.count), "marks")
+        checks.increment(by: Double(queried.count), "postgres")
+        guard !queried.isEmpty else { return (deliveries, []) }
+        let dropped = await lookUp(queried.map { deliveries[$0] })
+        guard !dropped.isEmpty else { return (deliveries, []) }
+        let droppedIDs = Set(dropped.map { ObjectIdentifier($0.0) })
+        return (deliveries.filter { !droppedIDs.contains(ObjectIdentifier($0)) }, dropped)
+    }
+
+    /// The indices of the deliveries to look up in Postgres: retries, first attempts
+    /// older than `markedAge`, and those a revocation mark concerns.
+    private func needingQuery(_ deliveries: [Delivery], nowMilliseconds: Int64) async -> [Int] {
+        var queried: [Int] = []
+        var marked: [Int] = []
+        var markKeys: [String: Int] = [:]  // each mark read once, at its index in the read
+        var markIndices: [[Int]] = []
+        for (index, delivery) in deliveries.enumerated() {
+            let message = delivery.message
+            if message.attempts > 0 || nowMilliseconds - message.acceptedAt >= Self.markedAge {
+                queried.append(index)
+                continue
+            }
+            let keys = delivery.context.keys
+            marked.append(index)
+            markIndices.append(
+                [
+                    keys.revokedSubscription(message.subscriptionID), keys.revokedApp(message.appID),
+                    keys.revokedAccount(message.accountID),
+                ].map { key in
+                    if let known = markKeys[key] { return known }
+                    markKeys[key] = markKeys.count
+                    return markKeys.count - 1
+                })
+        }
+        guard !marked.isEmpty else { return queried }
+        var names = [String](repeating: "", count: markKeys.count)
+        for (key, index) in markKeys { names[index] = key }
+        let present: [Bool]
+        do {
+            // One slot: every mark carries the stream's hash tag.
+            let reply = try await redis.send(RedisCommand("MGET", arguments: names)).throwingError()
+            present = (reply.array ?? []).map { !$0.isNull }
+            guard present.count == names.count else {
+                throw RedisError(code: .unexpectedReply, message: "MGET answered \(present.count) of \(names.count)")
+            }
+        } catch {
+            failures.warning("cannot read revocation marks; looking every waiting message up", error: error)
+            return (queried + marked).sorted()
+        }
+        for (position, index) in marked.enumerated() where markIndices[position].contains(where: { present[$0] }) {
+            queried.append(index)
+        }
+        return queried.sorted()
+    }
+
+    /// Which of `deliveries` are not to be sent, looked up in Postgres: those whose
+    /// subscription is gone or whose app no longer pushes. None when Postgres cannot
+    /// answer.
+    private func lookUp(_ deliveries: [Delivery]) async -> [(Delivery, DeliveryOutcome)] {
+        if let until = pausedUntil.withLock({ $0 }), ContinuousClock.now < until { return [] }
         let ids = Array(Set(deliveries.map(\.message.subscriptionID)))
         // Each subscription that still exists: whether its app still pushes.
         var pushes: [String: Bool] = [:]
@@ -61,17 +138,14 @@ final class RetriedSubscriptionCheck: Sendable {
         } catch {
             pausedUntil.withLock { $0 = .now + Self.pauseAfterFailure }
             failures.warning("cannot check waiting messages' subscriptions; sending them", error: error)
-            return (deliveries, [])
+            return []
         }
-        var send: [Delivery] = []
-        var dropped: [(Delivery, DeliveryOutcome)] = []
-        for delivery in deliveries {
+        return deliveries.compactMap { delivery in
             switch pushes[delivery.message.subscriptionID] {
-            case nil: dropped.append((delivery, .subscriptionDeleted))
-            case false?: dropped.append((delivery, .pushDisabled))
-            case true?: send.append(delivery)
+            case nil: (delivery, .subscriptionDeleted)
+            case false?: (delivery, .pushDisabled)
+            case true?: nil
             }
         }
-        return (send, dropped)
     }
 }
