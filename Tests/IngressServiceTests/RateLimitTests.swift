@@ -44,6 +44,27 @@ import Testing
         }
     }
 
+    /// A body over its limit is an attempt too: it uses a slot of its window (413 while
+    /// under the limit), and once over it the answer is 429, so a client cannot send
+    /// oversized bodies without limit.
+    @Test func oversizedBodiesCountAgainstThePerIPLimits() async throws {
+        try await IngressTestApp.with(["RATE_LIMIT_REGISTRATION": "2/3600", "RATE_LIMIT_DEVICE": "2/60"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let oversized = Array(repeating: UInt8(ascii: " "), count: IngressHandler.jsonBodyLimit + 1)
+            let registrations = "/api/push/v1/subscriptions"
+            for _ in 1...2 { #expect(try await app.request("POST", registrations, body: oversized).status == 413) }
+            let refused = try await app.request("POST", registrations, body: oversized)
+            #expect(refused.status == 429)
+            #expect(refused.text == errorBody(1006, "Too many requests"))
+            #expect(try await app.register(topic: fixture.topic).status == 429)
+
+            let device = "/api/push/v1/subscriptions/\(String(repeating: "A", count: 22))"
+            for _ in 1...2 { #expect(try await app.request("PUT", device, body: oversized).status == 413) }
+            #expect(try await app.request("PUT", device, body: oversized).status == 429)
+            #expect(try await app.request("DELETE", device).status == 429)
+        }
+    }
+
     /// A per-IP window holding more than its limit (a limit lowered by configuration
     /// while windows exist): the wait is until enough requests leave for one more,
     /// not only the oldest, so a client honouring Retry-After is not refused again.

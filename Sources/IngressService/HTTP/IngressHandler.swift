@@ -74,9 +74,15 @@ final class IngressHandler: HTTPHandler {
         let start = ContinuousClock.now
         let route = Route(method: head.method, path: head.path)
         let response: HTTPResponse
-        if case .deliver(let id) = route {
+        switch route {
+        case .deliver(let id):
             response = await webPush.oversized(head, id: id)
-        } else {
+        case .register, .update, .pending, .activate, .delete:
+            let client = clientIP.clientKey(head)
+            response = await deviceAnswer {
+                try await device.oversized(registration: route == .register, client: client)
+            }
+        default:
             response = bodyTooLarge(head)
         }
         record(route, response, since: start)
@@ -117,7 +123,7 @@ final class IngressHandler: HTTPHandler {
         default: break
         }
         let client = clientIP.clientKey(request.head)
-        do {
+        return await deviceAnswer {
             switch route {
             case .register: return try await device.register(request, client: client)
             case .update(let id): return try await device.update(request, id: id, client: client)
@@ -126,6 +132,13 @@ final class IngressHandler: HTTPHandler {
             case .delete(let id): return try await device.delete(request, id: id, client: client)
             default: return unroutable(.notFound, path: request.path)
             }
+        }
+    }
+
+    /// A device endpoint's answer: `body`'s, or its error in the spec's format.
+    private func deviceAnswer(_ body: () async throws -> HTTPResponse) async -> HTTPResponse {
+        do {
+            return try await body()
         } catch {
             if StorageFailure.isStorageError(error) {
                 failureLog.warning("device request failed: storage error", error: error)

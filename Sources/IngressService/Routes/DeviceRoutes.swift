@@ -18,6 +18,13 @@ struct DeviceRoutes: Sendable {
     var invalidationRetryWindow: Duration = .seconds(300)
     var logger = Logger(component: "ingress.device")
 
+    /// A request whose body passed its limit (not read past it): an attempt like any
+    /// other, counted against the client's limit (429 once over it), else 413.
+    func oversized(registration: Bool, client: String) async throws -> HTTPResponse {
+        try await limiter.admit(registration ? .registration : .device, client: client)
+        throw PushAPIError.tooLarge
+    }
+
     /// `POST /v1/subscriptions` → 201 `{id, secret, url}`.
     func register(_ request: HTTPRequest, client: String) async throws -> HTTPResponse {
         try await limiter.admit(.registration, client: client)
