@@ -157,7 +157,8 @@ func buildWorker(
     let recorder = OutcomeRecorder(
         redis: redis, acknowledger: acknowledger, limiter: limiter, circuit: circuit,
         credentials: credentials, remover: SubscriptionRemover(postgres: postgres),
-        rejecter: CredentialRejecter(postgres: postgres, logger: logger.child("rejecter")),
+        rejecter: CredentialRejecter(
+            postgres: postgres, workerID: configuration.workerID, logger: logger.child("rejecter")),
         retryPolicy: RetryPolicy(
             maxAttempts: configuration.maxAttempts, baseMilliseconds: configuration.retryBaseMilliseconds,
             capMilliseconds: configuration.retryCapMilliseconds),

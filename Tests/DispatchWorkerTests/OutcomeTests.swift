@@ -111,7 +111,7 @@ import Testing
             try await stack.postgres.execute(
                 "UPDATE push_credentials SET status = 'rejected', rejected_at = now() WHERE id = \(stack.credentialID)")
             let invalidation = CacheInvalidation(redis: stack.redis, keys: stack.keys)
-            let rejecter = CredentialRejecter(postgres: stack.postgres)
+            let rejecter = CredentialRejecter(postgres: stack.postgres, workerID: "test-worker")
             let flagged = try await rejecter.reject(
                 credentialID: stack.credentialID, reason: "APNs answered InvalidProviderToken",
                 invalidation: invalidation)
@@ -133,7 +133,7 @@ import Testing
     @Test func aCredentialRestoredAndRefusedAgainIsFlaggedAgainAtOnce() async throws {
         try await DeliveryStack.with { stack in
             let invalidation = CacheInvalidation(redis: stack.redis, keys: stack.keys)
-            let rejecter = CredentialRejecter(postgres: stack.postgres)
+            let rejecter = CredentialRejecter(postgres: stack.postgres, workerID: "test-worker")
             func status() async throws -> String? {
                 try await stack.postgres.query("SELECT status FROM push_credentials WHERE id = \(stack.credentialID)")
                     .first?.decode("status", as: String.self)
@@ -167,7 +167,8 @@ import Testing
             defer { redis.close() }
             relay.cut()
             let rejecter = CredentialRejecter(
-                postgres: stack.postgres, logger: Logger(component: "test", minimumLevel: .error),
+                postgres: stack.postgres, workerID: "test-worker",
+                logger: Logger(component: "test", minimumLevel: .error),
                 invalidationRetryWindow: .seconds(1))
             let flagged = try await rejecter.reject(
                 credentialID: stack.credentialID, reason: "APNs answered InvalidProviderToken",
@@ -197,6 +198,18 @@ import Testing
                 ).first)
             #expect(try row.decode("rejected_at", as: Date?.self) != nil)
             #expect(try row.decode("rejected_reason", as: String?.self) == "APNs answered InvalidProviderToken")
+            // Recorded in the activity log, once, by the worker.
+            let entries = try await stack.postgres.query(
+                """
+                SELECT account_id, actor, after ->> 'status' AS status, after ->> 'reason' AS reason
+                FROM activity_log WHERE action = 'credential.rejected' AND subject = \("credential:\(stack.credentialID)")
+                """)
+            #expect(entries.count == 1)
+            let entry = try #require(entries.first)
+            #expect(try entry.decode("account_id", as: String?.self) == stack.fixture.accountID)
+            #expect(try entry.decode("actor", as: String.self).hasPrefix("worker:worker-"))
+            #expect(try entry.decode("status", as: String?.self) == "rejected")
+            #expect(try entry.decode("reason", as: String?.self) == "APNs answered InvalidProviderToken")
             try await eventually("the entry acknowledged") { try await stack.streamLength() == 0 }
             #expect(try await stack.quota() == 0)
             // The app's cache was dropped: the ingress now answers 502 (1007).

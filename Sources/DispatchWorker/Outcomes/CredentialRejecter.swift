@@ -5,12 +5,15 @@ import Synchronization
 /// `status = 'rejected'` with the time and reason, so the admin API shows the
 /// warning, and drops the cached copies of its apps, so the ingress answers 502
 /// (1007) for their pushes. Only the first worker to flag it records the time and
-/// reason; each worker drops the apps' copies once (also when another worker flagged
+/// reason, and an entry in the activity log (action `credential.rejected`, by
+/// `worker:<WORKER_ID>`, in the same statement); each worker drops the apps' copies once (also when another worker flagged
 /// it). Once the flag is written the refusal is settled: an invalidation that fails
 /// is left to its background retries (`CacheInvalidation.afterCommit`), not thrown,
 /// so the message is not sent to APNs again only to be refused again.
 final class CredentialRejecter: Sendable {
     let postgres: PostgresClient
+    /// The activity log's actor: `worker:<WORKER_ID>`.
+    let actor: String
     private let logger: Logger
     /// The ingress's cache freshness by default (`CACHE_TTL_SECONDS`, an ingress
     /// setting): after it the apps' entries are read again from Postgres anyway.
@@ -24,10 +27,11 @@ final class CredentialRejecter: Sendable {
     private static let recentlyHandled = Duration.seconds(60)
 
     init(
-        postgres: PostgresClient, logger: Logger = Logger(component: "worker.rejecter"),
+        postgres: PostgresClient, workerID: String, logger: Logger = Logger(component: "worker.rejecter"),
         invalidationRetryWindow: Duration = .seconds(300)
     ) {
         self.postgres = postgres
+        actor = "worker:\(workerID)"
         self.logger = logger
         self.invalidationRetryWindow = invalidationRetryWindow
     }
@@ -39,8 +43,15 @@ final class CredentialRejecter: Sendable {
         let now = ContinuousClock.now
         let changed = try await postgres.execute(
             """
-            UPDATE push_credentials SET status = 'rejected', rejected_at = now(), rejected_reason = \(reason)
-            WHERE id = \(credentialID) AND status = 'active'
+            WITH flagged AS (
+                UPDATE push_credentials SET status = 'rejected', rejected_at = now(), rejected_reason = \(reason)
+                WHERE id = \(credentialID) AND status = 'active'
+                RETURNING id, account_id
+            )
+            INSERT INTO activity_log (account_id, actor, action, subject, before, after)
+            SELECT account_id, \(actor), 'credential.rejected', 'credential:' || id, '{"status": "active"}'::jsonb,
+                jsonb_build_object('status', 'rejected', 'reason', \(reason)::text)
+            FROM flagged
             """)
         if changed == 0, let last = handled.withLock({ $0[credentialID] }), now - last < Self.recentlyHandled {
             return []
