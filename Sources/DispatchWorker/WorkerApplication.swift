@@ -173,7 +173,7 @@ func buildWorker(
                 limit: configuration.maxInFlightPerDestination, ceiling: configuration.maxInFlight)),
         recorder: recorder,
         retriedCheck: RetriedSubscriptionCheck(
-            postgres: postgres, redis: redis, checks: metrics.waitedChecks, logger: logger.child("retried_check")),
+            postgres: postgres, checks: metrics.waitedChecks, logger: logger.child("retried_check")),
         topics: TopicSupersession(redis: redis, logger: logger.child("topics")),
         maxDeliveries: configuration.maxDeliveries,
         deadLetterAgeMilliseconds: Int64(configuration.maxDeliveries * configuration.visibilityTimeoutSeconds) * 1000)

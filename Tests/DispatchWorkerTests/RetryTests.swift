@@ -80,35 +80,63 @@ import Testing
                 worker.metrics.sends.value("discarded", "subscription_deleted") == 1
             }
             #expect(stack.recordings(token: token).count == 1)
-            #expect(worker.metrics.waitedChecks.value("postgres") == 1)
-            #expect(worker.metrics.waitedChecks.value("marks") == 1)
+            #expect(worker.metrics.waitedChecks.value("lookup") == 1)
+            #expect(worker.metrics.waitedChecks.value("log") == 1)
         }
     }
 
-    /// Every change that revokes pushes leaves its mark: a subscription's deletion
-    /// (device, sweep, bundle id, its token dying), an app's or an account's change.
-    /// A mark names only what it concerns, and lives long enough for the messages
-    /// that trust it.
-    @Test func revocationsLeaveTheirMarks() async throws {
+    /// Every change that revokes pushes is recorded by Postgres itself, in its own
+    /// transaction, however it is made (here by hand): a subscription's deletion (one
+    /// row each, an app's removal cascading included), an app's push switched off, an
+    /// account's plan changed. Other changes record nothing.
+    @Test func postgresRecordsEveryRevocation() async throws {
         try await DeliveryStack.with { stack in
-            let invalidation = CacheInvalidation(redis: stack.redis, keys: stack.keys)
-            let keys = stack.keys
-            try await invalidation.subscriptionsDeleted(["s1", "s2"])
-            try await invalidation.subscriptionGone("s3", app: "a1")
-            try await invalidation.appChanged("a2")
-            try await invalidation.accountChanged("c1")
-            try await invalidation.subscriptionChanged("s4")
-            let marks = [
-                keys.revokedSubscription("s1"), keys.revokedSubscription("s2"), keys.revokedSubscription("s3"),
-                keys.revokedApp("a2"), keys.revokedAccount("c1"),
-            ]
-            for mark in marks {
-                let ttl = try await stack.redis.send("TTL", mark).int ?? -2
-                #expect(ttl > RetriedSubscriptionCheck.markedAge / 1000 + 60, "\(mark): \(ttl)")
+            let (deleted, _, _) = try await stack.subscribe()
+            let (kept, _, _) = try await stack.subscribe()
+            let (app, account) = (stack.fixture.appID, stack.fixture.accountID)
+            func revocations() async throws -> Set<String> {
+                let rows = try await stack.postgres.query(
+                    """
+                    SELECT kind, id FROM revocations
+                    WHERE id IN (\(deleted), \(kept), \(app), \(account)) AND at > now() - interval '1 minute'
+                    """)
+                return Set(
+                    try rows.map { try $0.decode("kind", as: String.self) + ":" + $0.decode("id", as: String.self) })
             }
-            for unmarked in [keys.revokedSubscription("s4"), keys.revokedApp("a1"), keys.revokedAccount("a2")] {
-                #expect(try await stack.redis.send("EXISTS", unmarked).int == 0, "\(unmarked)")
+            try await stack.postgres.execute("UPDATE subscriptions SET last_seen_at = now() WHERE id = \(kept)")
+            try await stack.postgres.execute("UPDATE apps SET push_enabled = true WHERE id = \(app)")
+            try await stack.postgres.execute("UPDATE accounts SET name = 'renamed' WHERE id = \(account)")
+            #expect(try await revocations().isEmpty)
+
+            try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(deleted)")
+            try await stack.postgres.execute("UPDATE apps SET push_enabled = false WHERE id = \(app)")
+            try await stack.postgres.execute("UPDATE accounts SET plan = 'lite' WHERE id = \(account)")
+            #expect(try await revocations() == ["sub:\(deleted)", "app:\(app)", "acct:\(account)"])
+            try await stack.postgres.execute("DELETE FROM apps WHERE id = \(app)")
+            #expect(try await revocations() == ["sub:\(deleted)", "sub:\(kept)", "app:\(app)", "acct:\(account)"])
+        }
+    }
+
+    /// A revocation that is read between two messages of a backlog applies to the
+    /// second: the worker reads the recent revocations afresh (every quarter second at
+    /// most) as waited messages arrive, not once.
+    @Test func aRevocationWhileABacklogDrainsStopsTheRestOfIt() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            let worker = try await stack.startWorker()
+            var first = try await stack.message(subscription: id, token: token)
+            first.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            try await stack.enqueue(first)
+            try await eventually("the first sent") { stack.recordings(token: token).count == 1 }
+            try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(id)")
+            try await Task.sleep(for: .milliseconds(300))
+            var second = try await stack.message(subscription: id, token: token)
+            second.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            try await stack.enqueue(second)
+            try await eventually("the second dropped") {
+                worker.metrics.sends.value("discarded", "subscription_deleted") == 1
             }
+            #expect(stack.recordings(token: token).count == 1)
         }
     }
 
@@ -137,9 +165,8 @@ import Testing
 
             await worker.shutdown()
             #expect(try await stack.push(kept).status == 201)
-            // What the admin API does: commit, then invalidate (which marks the app).
+            // By hand: recorded as a revocation all the same (a trigger).
             try await stack.postgres.execute("UPDATE apps SET push_enabled = false WHERE id = \(stack.fixture.appID)")
-            try await CacheInvalidation(redis: stack.redis, keys: stack.keys).appChanged(stack.fixture.appID)
             try await Task.sleep(for: .milliseconds(2_100))
             let next = try await stack.startWorker()
             try await eventually("the switched-off app's push dropped") {

@@ -8,7 +8,7 @@ import Testing
     static let expectedTables: Set<String> = [
         "accounts", "activity_log", "app_api_keys", "app_authorizations", "app_identifiers", "app_unsubscribes",
         "app_user_disables", "apps", "daily_count_transfers", "daily_counts", "push_credentials", "schema_migrations",
-        "subscriptions", "users",
+        "revocations", "subscriptions", "users",
         "user_bans",
     ]
 

@@ -29,8 +29,8 @@ final class WorkerMetrics: Sendable {
     /// to 4 KB (webpush-go's default record size) shows up here.
     let ciphertextOmitted: Counter
     /// Messages that waited in the queue and were checked before going out
-    /// (`RetriedSubscriptionCheck`), by how: `marks` (no revocation mark concerned
-    /// them) or `postgres` (looked up).
+    /// (`RetriedSubscriptionCheck`), by how: `log` (no recent revocation concerned
+    /// them) or `lookup` (looked up in Postgres).
     let waitedChecks: Counter
     /// Sent messages not yet added to `sends` (added per acknowledged batch with one
     /// atomic add; `flush()` moves it into the labelled counter before each rendering).
@@ -83,7 +83,7 @@ final class WorkerMetrics: Sendable {
             help: "APNs requests sent without the ciphertext (c), which would have passed 4 KB: placeholder only.")
         waitedChecks = registry.counter(
             "pushgate_worker_waited_checks_total",
-            help: "Messages that waited, checked before going out: by revocation marks alone, or in Postgres.",
+            help: "Messages that waited, checked before going out: by the recent revocations alone, or looked up.",
             labels: ["by"])
         // The series alerts watch, at 0 until they happen (`Counter.initialize`).
         for reason in ["deliveries", "unreadable"] { deadLetters.initialize(reason) }
@@ -101,7 +101,7 @@ final class WorkerMetrics: Sendable {
         claimed.initialize()
         circuitRaised.initialize()
         ciphertextOmitted.initialize()
-        for by in ["marks", "postgres"] { waitedChecks.initialize(by) }
+        for by in ["log", "lookup"] { waitedChecks.initialize(by) }
     }
 
     /// Adds the sends counted since the last flush to `sends`.

@@ -14,18 +14,19 @@ import Synchronization
 /// device the service no longer knows), or its app's push may have been switched off
 /// or its owner's plan lost push.
 ///
-/// Every such change leaves a revocation mark in Redis (`CacheInvalidation`): a first
-/// attempt that waited less than `markedAge` is looked up in Postgres only when a
-/// mark names its subscription, app or account, so a backlog drains without a query
-/// per batch. Retries, and first attempts older than that, are always looked up.
-/// One read of the marks and one query per batch of such messages; the others are
-/// sent without waiting for them (`EntryProcessor`). A read of the marks that fails
-/// sends every message to the query. When Postgres cannot answer, the messages go out
-/// as before, and the query pauses a while rather than make every later batch wait
-/// on a dead database: the check only narrows a window.
+/// Every such change is recorded in Postgres by the changing transaction itself
+/// (`RevocationLog`): a first attempt that waited less than `markedAge` is looked up
+/// only when a recent revocation names its subscription, app or account, so a backlog
+/// drains without a query per batch. Retries, and first attempts older than that, are
+/// always looked up. At most one read of the revocations per quarter second and one
+/// query per batch of such messages; the others are sent without waiting for them
+/// (`EntryProcessor`). When the revocations cannot be read, every waited message goes
+/// to the query; when Postgres cannot answer that, the messages go out as before, and
+/// the query pauses a while rather than make every later batch wait on a dead
+/// database: the check only narrows a window.
 final class RetriedSubscriptionCheck: Sendable {
     let postgres: PostgresClient
-    let redis: RedisClient
+    let revocations: RevocationLog
     /// `WorkerMetrics.waitedChecks`.
     private let checks: Counter
     private let failures: ThrottledLog
@@ -36,15 +37,14 @@ final class RetriedSubscriptionCheck: Sendable {
     /// its first attempt: past any lag of a worker keeping up, so only a backlog pays
     /// for the check, and short enough that a worker's restart is covered.
     static let checkedAge: Int64 = 2_000
-    /// Age up to which a first attempt trusts the revocation marks: a mark lives
-    /// `CacheInvalidation.revocationMarkLifetimeSeconds` from a change made no earlier
-    /// than a few seconds before the message's acceptance (its cache was dropped
-    /// then), which leaves minutes for clock skew between the hosts.
+    /// Age up to which a first attempt trusts the revocation log: it holds
+    /// `RevocationLog.retention`, twice that, which leaves minutes for clock skew
+    /// between the hosts.
     static let markedAge: Int64 = 600_000
 
-    init(postgres: PostgresClient, redis: RedisClient, checks: Counter, logger: Logger) {
+    init(postgres: PostgresClient, checks: Counter, logger: Logger) {
         self.postgres = postgres
-        self.redis = redis
+        revocations = RevocationLog(postgres: postgres)
         self.checks = checks
         failures = ThrottledLog(logger: logger, interval: .seconds(60))
     }
@@ -60,8 +60,8 @@ final class RetriedSubscriptionCheck: Sendable {
         _ deliveries: [Delivery], nowMilliseconds: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
     ) async -> (send: [Delivery], dropped: [(Delivery, DeliveryOutcome)]) {
         let queried = await needingQuery(deliveries, nowMilliseconds: nowMilliseconds)
-        checks.increment(by: Double(deliveries.count - queried.count), "marks")
-        checks.increment(by: Double(queried.count), "postgres")
+        checks.increment(by: Double(deliveries.count - queried.count), "log")
+        checks.increment(by: Double(queried.count), "lookup")
         guard !queried.isEmpty else { return (deliveries, []) }
         let dropped = await lookUp(queried.map { deliveries[$0] })
         guard !dropped.isEmpty else { return (deliveries, []) }
@@ -70,48 +70,31 @@ final class RetriedSubscriptionCheck: Sendable {
     }
 
     /// The indices of the deliveries to look up in Postgres: retries, first attempts
-    /// older than `markedAge`, and those a revocation mark concerns.
+    /// older than `markedAge`, and those a recent revocation may concern.
     private func needingQuery(_ deliveries: [Delivery], nowMilliseconds: Int64) async -> [Int] {
         var queried: [Int] = []
-        var marked: [Int] = []
-        var markKeys: [String: Int] = [:]  // each mark read once, at its index in the read
-        var markIndices: [[Int]] = []
+        var logged: [Int] = []
         for (index, delivery) in deliveries.enumerated() {
             let message = delivery.message
             if message.attempts > 0 || nowMilliseconds - message.acceptedAt >= Self.markedAge {
                 queried.append(index)
-                continue
+            } else {
+                logged.append(index)
             }
-            let keys = delivery.context.keys
-            marked.append(index)
-            markIndices.append(
-                [
-                    keys.revokedSubscription(message.subscriptionID), keys.revokedApp(message.appID),
-                    keys.revokedAccount(message.accountID),
-                ].map { key in
-                    if let known = markKeys[key] { return known }
-                    markKeys[key] = markKeys.count
-                    return markKeys.count - 1
-                })
         }
-        guard !marked.isEmpty else { return queried }
-        var names = [String](repeating: "", count: markKeys.count)
-        for (key, index) in markKeys { names[index] = key }
-        let present: [Bool]
+        guard !logged.isEmpty else { return queried }
+        let concerned: [Bool]
         do {
-            // One slot: every mark carries the stream's hash tag.
-            let reply = try await redis.send(RedisCommand("MGET", arguments: names)).throwingError()
-            present = (reply.array ?? []).map { !$0.isNull }
-            guard present.count == names.count else {
-                throw RedisError(code: .unexpectedReply, message: "MGET answered \(present.count) of \(names.count)")
-            }
+            concerned = try await revocations.concerns(
+                logged.map {
+                    let message = deliveries[$0].message
+                    return (message.subscriptionID, message.appID, message.accountID)
+                })
         } catch {
-            failures.warning("cannot read revocation marks; looking every waiting message up", error: error)
-            return (queried + marked).sorted()
+            failures.warning("cannot read the recent revocations; looking every waiting message up", error: error)
+            return (queried + logged).sorted()
         }
-        for (position, index) in marked.enumerated() where markIndices[position].contains(where: { present[$0] }) {
-            queried.append(index)
-        }
+        for (position, index) in logged.enumerated() where concerned[position] { queried.append(index) }
         return queried.sorted()
     }
 

@@ -20,13 +20,6 @@
 /// then drops the entry. A fill reads the generation before it reads Postgres and
 /// writes only if it is unchanged (`HotPathCache`), so a fill that read a row just
 /// before the change cannot write the old values back after the invalidation.
-///
-/// Deleting subscriptions and changing an app or an account also leave a revocation
-/// mark (`RedisKeys.revokedSubscription` and its kin) for
-/// `revocationMarkLifetimeSeconds`: a worker sends a message that waited in the
-/// queue without looking its subscription up in Postgres unless one of the marks
-/// concerning it is there (`RetriedSubscriptionCheck`), so a backlog drains at full
-/// speed and only what a revocation may concern pays for the query.
 public struct CacheInvalidation: Sendable {
     public let redis: RedisClient
     public let keys: RedisKeys
@@ -38,10 +31,6 @@ public struct CacheInvalidation: Sendable {
     /// (one Postgres read). A generation that expired reads as none, which no fill
     /// that read one before can match.
     public static let generationLifetimeSeconds = 600
-    /// How long a revocation mark is kept: past the age up to which workers trust the
-    /// marks (`RetriedSubscriptionCheck.markedAge`) by far more than any clock skew
-    /// between the hosts, and short enough that a sweep's deletions cost little memory.
-    public static let revocationMarkLifetimeSeconds = 900
 
     public init(redis: RedisClient, keys: RedisKeys, tombstoneLifetimeSeconds: Int = defaultTombstoneLifetimeSeconds) {
         self.redis = redis
@@ -74,7 +63,7 @@ public struct CacheInvalidation: Sendable {
         for batch in Self.batches(of: ids) {
             try await invalidate(
                 batch.map(keys.subscription), alsoDeleting: batch.flatMap(keys.subscriptionState),
-                stashesOf: Array(batch), revoking: batch.map(keys.revokedSubscription))
+                stashesOf: Array(batch))
         }
     }
 
@@ -83,7 +72,6 @@ public struct CacheInvalidation: Sendable {
     /// only that app: another app must not learn the id existed) answer `gone`.
     public func subscriptionGone(_ id: String, app: String) async throws {
         _ = try await redis.pipeline([
-            Self.mark(keys.revokedSubscription(id)),
             RedisCommand("SET", keys.tombstone(id), app, "EX", tombstoneLifetimeSeconds),
             RedisCommand("DEL", arguments: [keys.subscription(id)] + keys.subscriptionState(id)),
             RedisCommand("ZREM", keys.stashesDue, id),
@@ -91,16 +79,11 @@ public struct CacheInvalidation: Sendable {
     }
 
     public func appChanged(_ id: String) async throws {
-        try await invalidate([keys.app(id)], revoking: [keys.revokedApp(id)])
+        try await invalidate([keys.app(id)])
     }
 
     public func accountChanged(_ id: String) async throws {
-        try await invalidate([keys.account(id)], revoking: [keys.revokedAccount(id)])
-    }
-
-    /// Sets the revocation mark `key`.
-    private static func mark(_ key: String) -> RedisCommand {
-        RedisCommand("SET", key, "1", "EX", revocationMarkLifetimeSeconds)
+        try await invalidate([keys.account(id)])
     }
 
     /// Runs `body`, an invalidation after a committed change. If it fails, it is tried
@@ -154,15 +137,13 @@ public struct CacheInvalidation: Sendable {
     /// read the 1 of an earlier change could match the new one.
     /// `stashesOf`: subscriptions whose stash is deleted here, taken out of the
     /// stash expiry's schedule too (`RedisKeys.stashesDue`), which would otherwise
-    /// keep them until their stash's lifetime ends. `revoking`: revocation marks set
-    /// first, so a worker that finds the entries dropped finds the marks too.
+    /// keep them until their stash's lifetime ends.
     private func invalidate(
-        _ entries: [String], alsoDeleting others: [String] = [], stashesOf stashed: [String] = [],
-        revoking marks: [String] = []
+        _ entries: [String], alsoDeleting others: [String] = [], stashesOf stashed: [String] = []
     ) async throws {
         guard !entries.isEmpty else { return }
-        var commands = marks.map(Self.mark)
-        commands.reserveCapacity(marks.count + entries.count + 2)
+        var commands: [RedisCommand] = []
+        commands.reserveCapacity(entries.count + 2)
         for entry in entries {
             commands.append(
                 RedisCommand(

@@ -5,6 +5,7 @@
 public enum Migrations {
     public static let all: [Migration] = [
         initialSchema, bindingOutlivesAuthorization, bindingOutlivesAuthorizationValidated, dailyCountTransfers,
+        revocations,
     ]
 
     /// The version a build's queries need: its newest migration's.
@@ -219,5 +220,52 @@ public enum Migrations {
                 applied_at  timestamptz NOT NULL DEFAULT now()
             );
             CREATE INDEX daily_count_transfers_applied_at ON daily_count_transfers (applied_at);
+            """)
+
+    /// Revocations recorded for the dispatch workers (`RevocationLog`): each deleted
+    /// subscription (however: its device, the sweep, a bundle id, app or account
+    /// removed, its token dead), each app whose push was switched off, each account
+    /// whose plan changed. Written by triggers in the changing transaction, so none is
+    /// missed, a change by hand included; one row per deleted row, one statement each.
+    /// Workers read the recent ones and drop them after 20 minutes.
+    static let revocations = Migration(
+        version: 5, name: "revocations recorded for the workers",
+        sql: """
+            CREATE TABLE revocations (
+                kind  text NOT NULL CHECK (kind IN ('sub', 'app', 'acct')),
+                id    text NOT NULL,
+                at    timestamptz NOT NULL DEFAULT now()
+            );
+            CREATE INDEX revocations_at ON revocations (at);
+
+            CREATE FUNCTION record_deleted_subscriptions() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO revocations (kind, id) SELECT 'sub', id FROM gone;
+                RETURN NULL;
+            END $$;
+            CREATE TRIGGER subscriptions_revoked AFTER DELETE ON subscriptions
+                REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION record_deleted_subscriptions();
+
+            CREATE FUNCTION record_apps_switched_off() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO revocations (kind, id)
+                SELECT 'app', n.id FROM before_change b JOIN after_change n ON n.id = b.id
+                WHERE b.push_enabled AND NOT n.push_enabled;
+                RETURN NULL;
+            END $$;
+            CREATE TRIGGER apps_revoked AFTER UPDATE ON apps
+                REFERENCING OLD TABLE AS before_change NEW TABLE AS after_change
+                FOR EACH STATEMENT EXECUTE FUNCTION record_apps_switched_off();
+
+            CREATE FUNCTION record_plans_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO revocations (kind, id)
+                SELECT 'acct', n.id FROM before_change b JOIN after_change n ON n.id = b.id
+                WHERE n.plan <> b.plan;
+                RETURN NULL;
+            END $$;
+            CREATE TRIGGER accounts_revoked AFTER UPDATE ON accounts
+                REFERENCING OLD TABLE AS before_change NEW TABLE AS after_change
+                FOR EACH STATEMENT EXECUTE FUNCTION record_plans_changed();
             """)
 }

@@ -15,7 +15,6 @@ import Foundation
 /// | `<ns>:{t}:acct:<id>` | hash | ingress (cache fill) | account cache (`AccountCacheField`) |
 /// | `<ns>:{t}:gen:<entry>` | string | whoever invalidates a cache entry | its generation: a fill only writes the generation it read before Postgres (`CacheInvalidation`) |
 /// | `<ns>:{t}:gone:<id>` | string | worker | tombstone: the token died, answer 410 |
-/// | `<ns>:{t}:revoked:<sub\|app\|acct>:<id>` | string | whoever deletes subscriptions or changes an app or account | a recent revocation: workers look up the messages of it that waited in Postgres (`CacheInvalidation`, `RetriedSubscriptionCheck`) |
 /// | `<ns>:{t}:stash:<id>` | list | ingress | pending stash: `<accepted ms>:` + ciphertext, oldest first |
 /// | `<ns>:{t}:stash:<id>:topics` | hash | ingress | the stashed message of each Web Push Topic, by its entry's start (`HotPathScript`) |
 /// | `<ns>:{t}:stash-due` | zset | ingress | subscription ids with a stash, by when its oldest message's lifetime ends (`StashExpiry`) |
@@ -60,11 +59,6 @@ public struct RedisKeys: Sendable, Equatable {
     /// The generation of the cache entry `entryKey` (`subscription`, `app` or `account`).
     public func cacheGeneration(of entryKey: String) -> String { prefix + "gen:" + entryKey.dropFirst(prefix.count) }
     public func tombstone(_ subscriptionID: String) -> String { prefix + "gone:" + subscriptionID }
-    /// Revocation marks (`CacheInvalidation.revocationMarkLifetimeSeconds`): a
-    /// subscription deleted, an app or an account changed.
-    public func revokedSubscription(_ id: String) -> String { prefix + "revoked:sub:" + id }
-    public func revokedApp(_ id: String) -> String { prefix + "revoked:app:" + id }
-    public func revokedAccount(_ id: String) -> String { prefix + "revoked:acct:" + id }
     public func stash(_ subscriptionID: String) -> String { prefix + "stash:" + subscriptionID }
     /// Which stashed message holds each Topic (RFC 8030 replacement).
     public func stashTopics(_ subscriptionID: String) -> String { stash(subscriptionID) + ":topics" }

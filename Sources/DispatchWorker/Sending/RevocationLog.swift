@@ -1,0 +1,103 @@
+import Foundation
+import Shared
+
+/// The recent revocations (`Migrations.revocations`, written by triggers in the
+/// changing transaction): subscriptions deleted, apps switched off, accounts whose
+/// plan changed. Read from Postgres at most every `refreshInterval`, as a message that
+/// waited is checked, and kept `retention`, so `RetriedSubscriptionCheck` looks such
+/// a message up only when one concerns it: one small read per interval instead of a
+/// query per batch while a backlog drains.
+///
+/// A row's time is its transaction's start, and a transaction that started earlier
+/// may commit after a later one was read: each read takes the rows from `overlap`
+/// before the newest seen. Past `capacity` revocations held (a sweep deleting very
+/// many subscriptions at once) every message counts as concerned, until they age out.
+/// A read that fails is not tried again for `pauseAfterFailure`: meanwhile `concerns`
+/// throws at once, rather than make every batch wait on a dead database.
+actor RevocationLog {
+    let postgres: PostgresClient
+    static let refreshInterval: Duration = .milliseconds(250)
+    static let retention: TimeInterval = 20 * 60
+    static let overlap: TimeInterval = 30
+    static let pruneInterval: Duration = .seconds(60)
+    static let capacity = 200_000
+    static let pauseAfterFailure: Duration = .seconds(30)
+
+    /// `sub:<id>`, `app:<id>`, `acct:<id>` → the revocation's time (Postgres's clock).
+    private var revoked: [String: Date] = [:]
+    private var newest: Date?
+    private var refreshedAt: ContinuousClock.Instant?
+    private var prunedAt: ContinuousClock.Instant?
+    private var refreshing: Task<Void, any Error>?
+    private var failedAt: ContinuousClock.Instant?
+
+    init(postgres: PostgresClient) {
+        self.postgres = postgres
+    }
+
+    /// Whether a revocation of the last `retention` may concern a message of each of
+    /// `owners` (its subscription, app and account), read afresh if the last read is
+    /// older than `refreshInterval`. Throws when Postgres cannot be read.
+    func concerns(_ owners: [(subscription: String, app: String, account: String)]) async throws -> [Bool] {
+        try await refreshIfStale()
+        if revoked.count > Self.capacity { return owners.map { _ in true } }
+        return owners.map {
+            revoked["sub:" + $0.subscription] != nil || revoked["app:" + $0.app] != nil
+                || revoked["acct:" + $0.account] != nil
+        }
+    }
+
+    /// One read at a time: callers arriving meanwhile wait for it.
+    private func refreshIfStale() async throws {
+        let now = ContinuousClock.now
+        if let refreshedAt, now - refreshedAt < Self.refreshInterval { return }
+        if let refreshing { return try await refreshing.value }
+        if let failedAt, now - failedAt < Self.pauseAfterFailure { throw RevocationLogUnavailable() }
+        let read = Task { try await self.refresh() }
+        refreshing = read
+        defer { refreshing = nil }
+        do {
+            try await read.value
+        } catch {
+            failedAt = .now
+            throw error
+        }
+    }
+
+    private func refresh() async throws {
+        let started = ContinuousClock.now
+        let rows: [PostgresRow]
+        if let newest {
+            let since = newest.addingTimeInterval(-Self.overlap)
+            rows = try await postgres.query("SELECT kind, id, at FROM revocations WHERE at > \(since)")
+        } else {
+            rows = try await postgres.query(
+                "SELECT kind, id, at FROM revocations WHERE at > now() - interval '20 minutes'")
+        }
+        for row in rows {
+            let at = try row.decode("at", as: Date.self)
+            revoked[try row.decode("kind", as: String.self) + ":" + (try row.decode("id", as: String.self))] = at
+            if newest.map({ at > $0 }) ?? true { newest = at }
+        }
+        refreshedAt = started
+        if prunedAt.map({ started - $0 >= Self.pruneInterval }) ?? true {
+            prunedAt = started
+            try await prune()
+        }
+    }
+
+    /// Forgets what passed `retention` and deletes it from the table (every worker
+    /// does; it is idempotent). In memory by this host's clock: one minutes apart from
+    /// Postgres's would forget a revocation only once the messages it may concern have
+    /// waited long enough to be looked up whatever it says.
+    private func prune() async throws {
+        let cutoff = Date().addingTimeInterval(-Self.retention)
+        revoked = revoked.filter { $0.value > cutoff }
+        try await postgres.execute("DELETE FROM revocations WHERE at < now() - interval '20 minutes'")
+    }
+}
+
+/// The revocation log paused after a failed read.
+struct RevocationLogUnavailable: Error, CustomStringConvertible {
+    var description: String { "the revocations could not be read lately; not tried again yet" }
+}
