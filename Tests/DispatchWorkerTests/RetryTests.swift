@@ -140,6 +140,36 @@ import Testing
         }
     }
 
+    /// The revocation log misses no revocation whose transaction commits after a later
+    /// one was read: each read takes the rows from the oldest transaction still open at
+    /// the read before.
+    @Test func aRevocationCommittedAfterALaterOneIsReadAllTheSame() async throws {
+        try await DeliveryStack.with { stack in
+            let (slow, _, _) = try await stack.subscribe()
+            let (fast, _, _) = try await stack.subscribe()
+            let log = RevocationLog(postgres: stack.postgres)
+            let owners = [slow, fast].map { ($0, stack.fixture.appID, stack.fixture.accountID) }
+            #expect(try await log.concerns(owners) == [false, false])
+            let deleting = AsyncStream<Void>.makeStream()
+            let committing = AsyncStream<Void>.makeStream()
+            let slowDeletion = Task {
+                try await stack.postgres.withTransaction { connection in
+                    try await connection.execute("DELETE FROM subscriptions WHERE id = \(slow)")
+                    deleting.continuation.yield()
+                    for await _ in committing.stream { break }
+                }
+            }
+            for await _ in deleting.stream { break }
+            try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(fast)")
+            try await Task.sleep(for: RevocationLog.refreshInterval)
+            #expect(try await log.concerns(owners) == [false, true])
+            committing.continuation.yield()
+            try await slowDeletion.value
+            try await Task.sleep(for: RevocationLog.refreshInterval)
+            #expect(try await log.concerns(owners) == [true, true])
+        }
+    }
+
     /// While no worker runs (a restart, a deploy), the device deletes itself through its
     /// endpoint and another app's push is switched off: once a worker reads their queued
     /// pushes, neither goes out (nor counts against the quota); a third device's does.

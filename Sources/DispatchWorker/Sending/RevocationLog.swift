@@ -8,24 +8,26 @@ import Shared
 /// a message up only when one concerns it: one small read per interval instead of a
 /// query per batch while a backlog drains.
 ///
-/// A row's time is its transaction's start, and a transaction that started earlier
-/// may commit after a later one was read: each read takes the rows from `overlap`
-/// before the newest seen. Past `capacity` revocations held (a sweep deleting very
-/// many subscriptions at once) every message counts as concerned, until they age out.
+/// Each read takes the rows of the transactions at or past the oldest one still in
+/// progress at the read before (its snapshot's `xmin`): one that was in progress then
+/// commits later and is read next time, and a row already read is read again only
+/// while an older transaction stays open. Past `capacity` revocations held (a sweep
+/// deleting very many subscriptions at once) every message counts as concerned, until
+/// they age out.
 /// A read that fails is not tried again for `pauseAfterFailure`: meanwhile `concerns`
 /// throws at once, rather than make every batch wait on a dead database.
 actor RevocationLog {
     let postgres: PostgresClient
     static let refreshInterval: Duration = .milliseconds(250)
     static let retention: TimeInterval = 20 * 60
-    static let overlap: TimeInterval = 30
     static let pruneInterval: Duration = .seconds(60)
     static let capacity = 200_000
     static let pauseAfterFailure: Duration = .seconds(30)
 
     /// `sub:<id>`, `app:<id>`, `acct:<id>` → the revocation's time (Postgres's clock).
     private var revoked: [String: Date] = [:]
-    private var newest: Date?
+    /// The `xmin` of the last read's snapshot: the next read starts there.
+    private var horizon: Int64?
     private var refreshedAt: ContinuousClock.Instant?
     private var prunedAt: ContinuousClock.Instant?
     private var refreshing: Task<Void, any Error>?
@@ -66,19 +68,29 @@ actor RevocationLog {
 
     private func refresh() async throws {
         let started = ContinuousClock.now
+        // One statement, one snapshot: its xmin and the rows it sees (at least one row,
+        // kind NULL, when there are none).
         let rows: [PostgresRow]
-        if let newest {
-            let since = newest.addingTimeInterval(-Self.overlap)
-            rows = try await postgres.query("SELECT kind, id, at FROM revocations WHERE at > \(since)")
+        if let horizon {
+            rows = try await postgres.query(
+                """
+                WITH snapshot AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin)
+                SELECT snapshot.xmin, r.kind, r.id, r.at
+                FROM snapshot LEFT JOIN revocations r ON r.xid >= \(horizon)::text::xid8
+                """)
         } else {
             rows = try await postgres.query(
-                "SELECT kind, id, at FROM revocations WHERE at > now() - interval '20 minutes'")
+                """
+                WITH snapshot AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin)
+                SELECT snapshot.xmin, r.kind, r.id, r.at
+                FROM snapshot LEFT JOIN revocations r ON r.at > now() - interval '20 minutes'
+                """)
         }
         for row in rows {
-            let at = try row.decode("at", as: Date.self)
-            revoked[try row.decode("kind", as: String.self) + ":" + (try row.decode("id", as: String.self))] = at
-            if newest.map({ at > $0 }) ?? true { newest = at }
+            guard let kind = try row.decode("kind", as: String?.self) else { continue }
+            revoked[kind + ":" + (try row.decode("id", as: String.self))] = try row.decode("at", as: Date.self)
         }
+        if let xmin = try rows.first?.decode("xmin", as: Int64.self) { horizon = xmin }
         refreshedAt = started
         if prunedAt.map({ started - $0 >= Self.pruneInterval }) ?? true {
             prunedAt = started

@@ -227,16 +227,20 @@ public enum Migrations {
     /// removed, its token dead), each app whose push was switched off, each account
     /// whose plan changed. Written by triggers in the changing transaction, so none is
     /// missed, a change by hand included; one row per deleted row, one statement each.
-    /// Workers read the recent ones and drop them after 20 minutes.
+    /// Workers read the new ones by transaction id (`xid`: every row from a transaction
+    /// at or past the oldest one in progress at their last read), and drop them after
+    /// 20 minutes.
     static let revocations = Migration(
         version: 5, name: "revocations recorded for the workers",
         sql: """
             CREATE TABLE revocations (
                 kind  text NOT NULL CHECK (kind IN ('sub', 'app', 'acct')),
                 id    text NOT NULL,
-                at    timestamptz NOT NULL DEFAULT now()
+                at    timestamptz NOT NULL DEFAULT now(),
+                xid   xid8 NOT NULL DEFAULT pg_current_xact_id()
             );
             CREATE INDEX revocations_at ON revocations (at);
+            CREATE INDEX revocations_xid ON revocations (xid);
 
             CREATE FUNCTION record_deleted_subscriptions() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
