@@ -23,6 +23,19 @@ import Testing
             #expect(try await app.postgres.query("SELECT 1 FROM subscriptions WHERE id = \(stale)").isEmpty)
             #expect(try await app.postgres.query("SELECT 1 FROM subscriptions WHERE id = \(fresh)").count == 1)
             #expect(try await app.push(stale).status == 404)
+            // The deletion is recorded for the workers; revocations past their
+            // retention are deleted by the sweep, the recent ones kept.
+            #expect(try await app.postgres.query("SELECT 1 FROM revocations WHERE id = \(stale)").count == 1)
+            let old = "old-\(stale)"
+            try await app.postgres.execute(
+                """
+                INSERT INTO revocations (kind, id, at)
+                VALUES ('sub', \(old), now() - make_interval(secs => \(Double(Revocations.retentionSeconds + 60))))
+                """)
+            try await app.redis.send("DEL", app.keys.lock("sweep"))
+            #expect(try await app.app.sweeper.sweepOnce() != nil)
+            #expect(try await app.postgres.query("SELECT 1 FROM revocations WHERE id = \(old)").isEmpty)
+            #expect(try await app.postgres.query("SELECT 1 FROM revocations WHERE id = \(stale)").count == 1)
             // Another replica (same Redis) does not sweep while the lease is held.
             #expect(try await app.app.sweeper.sweepOnce() == nil)
         }

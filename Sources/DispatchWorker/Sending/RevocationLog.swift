@@ -19,7 +19,7 @@ import Shared
 actor RevocationLog {
     let postgres: PostgresClient
     static let refreshInterval: Duration = .milliseconds(250)
-    static let retention: TimeInterval = 20 * 60
+    static let retention = TimeInterval(Revocations.retentionSeconds)
     static let pruneInterval: Duration = .seconds(60)
     static let capacity = 200_000
     static let pauseAfterFailure: Duration = .seconds(30)
@@ -83,7 +83,8 @@ actor RevocationLog {
                 """
                 WITH snapshot AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin)
                 SELECT snapshot.xmin, r.kind, r.id, r.at
-                FROM snapshot LEFT JOIN revocations r ON r.at > now() - interval '20 minutes'
+                FROM snapshot LEFT JOIN revocations r
+                    ON r.at > now() - make_interval(secs => \(Double(Revocations.retentionSeconds)))
                 """)
         }
         for row in rows {
@@ -94,18 +95,17 @@ actor RevocationLog {
         refreshedAt = started
         if prunedAt.map({ started - $0 >= Self.pruneInterval }) ?? true {
             prunedAt = started
-            try await prune()
+            forgetExpired()
         }
     }
 
-    /// Forgets what passed `retention` and deletes it from the table (every worker
-    /// does; it is idempotent). In memory by this host's clock: one minutes apart from
-    /// Postgres's would forget a revocation only once the messages it may concern have
-    /// waited long enough to be looked up whatever it says.
-    private func prune() async throws {
+    /// Forgets what passed `retention` (the table itself is pruned by the ingress's
+    /// sweep), by this host's clock: one minutes apart from Postgres's would forget a
+    /// revocation only once the messages it may concern have waited long enough to be
+    /// looked up whatever it says.
+    private func forgetExpired() {
         let cutoff = Date().addingTimeInterval(-Self.retention)
         revoked = revoked.filter { $0.value > cutoff }
-        try await postgres.execute("DELETE FROM revocations WHERE at < now() - interval '20 minutes'")
     }
 }
 

@@ -2,7 +2,8 @@ import Shared
 
 /// Hard-deletes subscriptions not refreshed for `SUBSCRIPTION_MAX_AGE_SECONDS`
 /// (60 days by default), every `SWEEP_INTERVAL_SECONDS`, on one replica at a time:
-/// a replica sweeps only while it holds the Redis lease `lock:sweep`.
+/// a replica sweeps only while it holds the Redis lease `lock:sweep`. It also deletes
+/// the revocations the workers no longer read (`Revocations`).
 struct SubscriptionSweeper: Sendable {
     static let batchSize = 1000
 
@@ -46,6 +47,7 @@ struct SubscriptionSweeper: Sendable {
                 ) { [invalidation] in try await invalidation.subscriptionsDeleted(ids) }
                 if ids.count < Self.batchSize { break }
             }
+            _ = try await Revocations.prune(subscriptions.postgres)
         } catch {
             _ = try? await redis.run(Self.release, keys: [keys.lock("sweep")], arguments: [token])
             throw error

@@ -228,8 +228,8 @@ public enum Migrations {
     /// whose plan changed. Written by triggers in the changing transaction, so none is
     /// missed, a change by hand included; one row per deleted row, one statement each.
     /// Workers read the new ones by transaction id (`xid`: every row from a transaction
-    /// at or past the oldest one in progress at their last read), and drop them after
-    /// 20 minutes.
+    /// at or past the oldest one in progress at their last read); the ingress's sweep
+    /// deletes them after `Revocations.retentionSeconds`.
     static let revocations = Migration(
         version: 5, name: "revocations recorded for the workers",
         sql: """
