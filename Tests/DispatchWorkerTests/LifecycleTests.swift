@@ -386,7 +386,7 @@ import Testing
             // marks, so it is looked up in Postgres before it goes, whatever this
             // machine's speed.
             var message = try await stack.message(subscription: id, token: token, reply: "waits")
-            message.acceptedAt -= RetriedSubscriptionCheck.markedAge + 60_000
+            message.acceptedAt -= RetriedSubscriptionCheck.loggedAge + 60_000
             try await stack.enqueue(message)
             let metricsPort = try UnusedPort.loopback()
             let starting = Task {

@@ -15,7 +15,7 @@ import Synchronization
 /// or its owner's plan lost push.
 ///
 /// Every such change is recorded in Postgres by the changing transaction itself
-/// (`RevocationLog`): a first attempt that waited less than `markedAge` is looked up
+/// (`RevocationLog`): a first attempt that waited less than `loggedAge` is looked up
 /// only when a recent revocation names its subscription, app or account, so a backlog
 /// drains without a query per batch. Retries, and first attempts older than that, are
 /// always looked up. At most one read of the revocations per quarter second and one
@@ -40,7 +40,7 @@ final class RetriedSubscriptionCheck: Sendable {
     /// Age up to which a first attempt trusts the revocation log: it holds
     /// `RevocationLog.retention`, twice that, which leaves minutes for clock skew
     /// between the hosts.
-    static let markedAge: Int64 = 600_000
+    static let loggedAge: Int64 = 600_000
 
     init(postgres: PostgresClient, checks: Counter, logger: Logger) {
         self.postgres = postgres
@@ -70,13 +70,13 @@ final class RetriedSubscriptionCheck: Sendable {
     }
 
     /// The indices of the deliveries to look up in Postgres: retries, first attempts
-    /// older than `markedAge`, and those a recent revocation may concern.
+    /// older than `loggedAge`, and those a recent revocation may concern.
     private func needingQuery(_ deliveries: [Delivery], nowMilliseconds: Int64) async -> [Int] {
         var queried: [Int] = []
         var logged: [Int] = []
         for (index, delivery) in deliveries.enumerated() {
             let message = delivery.message
-            if message.attempts > 0 || nowMilliseconds - message.acceptedAt >= Self.markedAge {
+            if message.attempts > 0 || nowMilliseconds - message.acceptedAt >= Self.loggedAge {
                 queried.append(index)
             } else {
                 logged.append(index)
