@@ -178,10 +178,15 @@ func buildWorker(
         maxDeliveries: configuration.maxDeliveries,
         deadLetterAgeMilliseconds: Int64(configuration.maxDeliveries * configuration.visibilityTimeoutSeconds) * 1000)
     let contexts = configuration.streams.map { StreamContext(keys: RedisKeys(stream: $0, namespace: namespace)) }
+    // Each stream's reader holds its permits while it blocks on an empty stream (half a
+    // second): with several streams, one takes at most its share, or an idle stream's
+    // reader would keep the in-flight limit to itself and starve a busy one (a retired
+    // stream listed beside the live one drained ~16 messages/s at a limit of 256).
+    let readBatch = min(configuration.batchSize, max(1, configuration.maxInFlight / contexts.count))
     let consumers = contexts.map {
         QueueConsumer(
             context: $0, redis: redis, consumer: configuration.workerID, processor: processor, limiter: limiter,
-            batchSize: configuration.batchSize, readLinger: .milliseconds(configuration.readLingerMilliseconds),
+            batchSize: readBatch, readLinger: .milliseconds(configuration.readLingerMilliseconds),
             visibilityTimeout: .seconds(configuration.visibilityTimeoutSeconds), metrics: metrics, logger: logger)
     }
     let stopping = StopFlag()

@@ -74,6 +74,24 @@ import Testing
         }
     }
 
+    /// A worker reading two streams (one being retired, now empty, beside the live one)
+    /// under a low in-flight limit: the idle stream's reader, blocked on its empty
+    /// stream, holds only its share of the permits, so the live stream drains at once
+    /// (it used to crawl at ~2 messages a second, waiting for the blocked read's permits).
+    @Test func anIdleStreamDoesNotStarveTheLiveOneUnderALowInFlightLimit() async throws {
+        try await DeliveryStack.with { stack in
+            let retired = "\(stack.namespace):queue:{retired}"
+            let worker = try await stack.startWorker([
+                "WORKER_STREAMS": "\(retired),\(stack.keys.stream)", "WORKER_MAX_IN_FLIGHT": "20",
+            ])
+            let (id, _, token) = try await stack.subscribe()
+            for _ in 0..<100 { try await stack.enqueue(try await stack.message(subscription: id, token: token)) }
+            // A hundred sends need a fraction of a second; starved, they took about a minute.
+            try await eventually("all sent", timeout: .seconds(15)) { stack.recordings(token: token).count == 100 }
+            await worker.shutdown()
+        }
+    }
+
     @Test func aWorkerKilledWith5000InFlightIsFinishedByAnotherAndNothingIsDeadLettered() async throws {
         try await DeliveryStack.with(ingress: ["RATE_LIMIT_PUSH": "1000000/60"], plan: "enterprise") { stack in
             let (id, _, _) = try await stack.subscribe()

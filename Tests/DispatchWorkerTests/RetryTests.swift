@@ -118,7 +118,7 @@ import Testing
     }
 
     /// A revocation that is read between two messages of a backlog applies to the
-    /// second: the worker reads the recent revocations afresh (every quarter second at
+    /// second: the worker reads the recent revocations afresh (every 25 ms at
     /// most) as waited messages arrive, not once.
     @Test func aRevocationWhileABacklogDrainsStopsTheRestOfIt() async throws {
         try await DeliveryStack.with { stack in

@@ -18,7 +18,7 @@ import Synchronization
 /// (`RevocationLog`): a first attempt that waited less than `loggedAge` is looked up
 /// only when a recent revocation names its subscription, app or account, so a backlog
 /// drains without a query per batch. Retries, and first attempts older than that, are
-/// always looked up. At most one read of the revocations per quarter second and one
+/// always looked up. At most one read of the revocations per 25 ms and one
 /// query per batch of such messages; the others are sent without waiting for them
 /// (`EntryProcessor`). When the revocations cannot be read, every waited message goes
 /// to the query; when Postgres cannot answer that, the messages go out as before, and

@@ -18,7 +18,7 @@ import Shared
 /// throws at once, rather than make every batch wait on a dead database.
 actor RevocationLog {
     let postgres: PostgresClient
-    static let refreshInterval: Duration = .milliseconds(250)
+    static let refreshInterval: Duration = .milliseconds(25)
     static let retention = TimeInterval(Revocations.retentionSeconds)
     static let pruneInterval: Duration = .seconds(60)
     static let capacity = 200_000
