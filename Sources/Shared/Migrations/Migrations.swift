@@ -229,14 +229,16 @@ public enum Migrations {
     /// missed, a change by hand included; one row per deleted row, one statement each.
     /// Workers read the new ones by transaction id (`xid`: every row from a transaction
     /// at or past the oldest one in progress at their last read); the ingress's sweep
-    /// deletes them after `Revocations.retentionSeconds`.
+    /// deletes them after `Revocations.retentionSeconds`. `at` is the time of the change
+    /// (`clock_timestamp()`), not its transaction's start, which a long transaction
+    /// would leave far behind.
     static let revocations = Migration(
         version: 5, name: "revocations recorded for the workers",
         sql: """
             CREATE TABLE revocations (
                 kind  text NOT NULL CHECK (kind IN ('sub', 'app', 'acct')),
                 id    text NOT NULL,
-                at    timestamptz NOT NULL DEFAULT now(),
+                at    timestamptz NOT NULL DEFAULT clock_timestamp(),
                 xid   xid8 NOT NULL DEFAULT pg_current_xact_id()
             );
             CREATE INDEX revocations_at ON revocations (at);
