@@ -37,9 +37,9 @@ final class RetriedSubscriptionCheck: Sendable {
     /// its first attempt: past any lag of a worker keeping up, so only a backlog pays
     /// for the check, and short enough that a worker's restart is covered.
     static let checkedAge: Int64 = 2_000
-    /// Age up to which a first attempt trusts the revocation log: it holds
-    /// `RevocationLog.retention`, twice that, which leaves minutes for clock skew
-    /// between the hosts.
+    /// Age up to which a first attempt trusts the revocation log, which holds
+    /// revocations for `RevocationLog.retention` (twice as long): minutes to spare for
+    /// clock skew between the hosts.
     static let loggedAge: Int64 = 600_000
 
     init(postgres: PostgresClient, checks: Counter, logger: Logger) {
@@ -54,8 +54,8 @@ final class RetriedSubscriptionCheck: Sendable {
         message.attempts > 0 || nowMilliseconds - message.acceptedAt > checkedAge
     }
 
-    /// `deliveries` (each `needsCheck`, of one stream) split into those to send and
-    /// those not to, with the outcome of each of those.
+    /// `deliveries` (each `needsCheck`) split into those to send and those not to,
+    /// with the outcome of each of those.
     func partition(
         _ deliveries: [Delivery], nowMilliseconds: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
     ) async -> (send: [Delivery], dropped: [(Delivery, DeliveryOutcome)]) {
