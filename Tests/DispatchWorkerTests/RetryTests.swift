@@ -170,6 +170,22 @@ import Testing
         }
     }
 
+    /// Past its capacity (a sweep deleting very many subscriptions at once) the log
+    /// holds nothing and every message counts as concerned, so each is looked up.
+    @Test func aRevocationLogPastItsCapacityCountsEveryMessageConcerned() async throws {
+        try await DeliveryStack.with { stack in
+            var ids: [String] = []
+            for _ in 0..<3 { ids.append(try await stack.subscribe().id) }
+            let (unrelated, _, _) = try await stack.subscribe()
+            try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = ANY(\(ids))")
+            // (Other suites' revocations in the shared database may fill it sooner.)
+            let log = RevocationLog(postgres: stack.postgres, capacity: 2)
+            let owner = (unrelated, stack.fixture.appID, stack.fixture.accountID)
+            #expect(try await log.concerns([owner]) == [true])
+            #expect(try await RevocationLog(postgres: stack.postgres).concerns([owner]) == [false])
+        }
+    }
+
     /// While no worker runs (a restart, a deploy), the device deletes itself through its
     /// endpoint and another app's push is switched off: once a worker reads their queued
     /// pushes, neither goes out (nor counts against the quota); a third device's does.

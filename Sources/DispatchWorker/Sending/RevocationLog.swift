@@ -11,9 +11,9 @@ import Shared
 /// Each read takes the rows of the transactions at or past the oldest one still in
 /// progress at the read before (its snapshot's `xmin`): one that was in progress then
 /// commits later and is read next time, and a row already read is read again only
-/// while an older transaction stays open. Past `capacity` revocations held (a sweep
-/// deleting very many subscriptions at once) every message counts as concerned, until
-/// they age out.
+/// while an older transaction stays open. Past `capacity` revocations (a sweep
+/// deleting very many subscriptions at once) the log holds none and every message
+/// counts as concerned for `retention`; then it reads the last `retention` afresh.
 /// A read that fails is not tried again for `pauseAfterFailure`: meanwhile `concerns`
 /// throws at once, rather than make every batch wait on a dead database.
 actor RevocationLog {
@@ -21,7 +21,8 @@ actor RevocationLog {
     static let refreshInterval: Duration = .milliseconds(25)
     static let retention = TimeInterval(Revocations.retentionSeconds)
     static let pruneInterval: Duration = .seconds(60)
-    static let capacity = 200_000
+    /// The most revocations held (`init`), 200,000 by default: some 20 MB.
+    let capacity: Int
     static let pauseAfterFailure: Duration = .seconds(30)
 
     /// `sub:<id>`, `app:<id>`, `acct:<id>` → the revocation's time (Postgres's clock).
@@ -32,9 +33,12 @@ actor RevocationLog {
     private var prunedAt: ContinuousClock.Instant?
     private var refreshing: Task<Void, any Error>?
     private var failedAt: ContinuousClock.Instant?
+    /// Until when every message counts as concerned, after `capacity` was passed.
+    private var saturatedUntil: Date?
 
-    init(postgres: PostgresClient) {
+    init(postgres: PostgresClient, capacity: Int = 200_000) {
         self.postgres = postgres
+        self.capacity = capacity
     }
 
     /// Whether a revocation of the last `retention` may concern a message of each of
@@ -42,7 +46,7 @@ actor RevocationLog {
     /// older than `refreshInterval`. Throws when Postgres cannot be read.
     func concerns(_ owners: [(subscription: String, app: String, account: String)]) async throws -> [Bool] {
         try await refreshIfStale()
-        if revoked.count > Self.capacity { return owners.map { _ in true } }
+        if saturatedUntil != nil { return owners.map { _ in true } }
         return owners.map {
             revoked["sub:" + $0.subscription] != nil || revoked["app:" + $0.app] != nil
                 || revoked["acct:" + $0.account] != nil
@@ -68,6 +72,10 @@ actor RevocationLog {
 
     private func refresh() async throws {
         let started = ContinuousClock.now
+        if let until = saturatedUntil, Date() >= until {
+            saturatedUntil = nil
+            horizon = nil  // the last `retention` read afresh
+        }
         // One statement, one snapshot: its xmin and the rows it sees (at least one row,
         // kind NULL, when there are none).
         let rows: [PostgresRow]
@@ -87,9 +95,13 @@ actor RevocationLog {
                     ON r.at > now() - make_interval(secs => \(Double(Revocations.retentionSeconds)))
                 """)
         }
-        for row in rows {
+        for row in rows where saturatedUntil == nil {
             guard let kind = try row.decode("kind", as: String?.self) else { continue }
             revoked[kind + ":" + (try row.decode("id", as: String.self))] = try row.decode("at", as: Date.self)
+            if revoked.count > capacity {
+                revoked = [:]
+                saturatedUntil = Date().addingTimeInterval(Self.retention)
+            }
         }
         if let xmin = try rows.first?.decode("xmin", as: Int64.self) { horizon = xmin }
         refreshedAt = started
