@@ -31,12 +31,15 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
     /// line longer than the connection's memory), asking to run at once until that
     /// connection times out: one such request kept a core busy for 30 s. Past a few
     /// such runs the next is put off, doubling up to `longestWait`; readiness and
-    /// resumed connections still run the daemon at once, so others are served. Only
-    /// counted while a connection may be stuck that way (`ChunkedUploads.mayBeStuck`):
-    /// a large head is also read over runs asked for at once that call no callback,
-    /// and putting those off answered a 20 KB head 27 s late.
+    /// resumed connections still run the daemon at once, so others are served. Up to
+    /// `longestWait` only while a connection may be stuck that way
+    /// (`ChunkedUploads.mayBeStuck`), otherwise up to `otherBackoffCeiling` (ms): a large
+    /// head is also read over runs asked for at once that call no callback, and
+    /// putting those off by up to a second answered a 20 KB head 27 s late, while any
+    /// other such loop is still held to a few hundred runs a second.
     private var fruitlessRuns = 0
     static let fruitlessRunsTolerated = 8
+    static let otherBackoffCeiling: UInt64 = 4
     /// When the last `busyRunsPerSecond` such runs happened, oldest at
     /// `recentFruitlessOldest` once full (not reset by other connections' progress):
     /// all of them within a second, wherever that second starts, and the stalled
@@ -157,7 +160,7 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
         if MHD_get_timeout(daemon, &milliseconds) != .YES { milliseconds = Self.longestWait }
         let now = ContinuousClock.now
         if byTimer {
-            let fruitless = !progressed && milliseconds == 0 && uploads.mayBeStuck
+            let fruitless = !progressed && milliseconds == 0
             fruitlessRuns = fruitless ? fruitlessRuns + 1 : 0
             inBusyLoop = fruitless && (inBusyLoop || isBusyLoop(now: now))
             if inBusyLoop {
@@ -171,7 +174,8 @@ final class HTTPDaemonDriver: EventLoopSelectable, @unchecked Sendable {
         }
         if fruitlessRuns > Self.fruitlessRunsTolerated {
             let shift = min(fruitlessRuns - Self.fruitlessRunsTolerated, 10)
-            milliseconds = max(milliseconds, min(UInt64(1) << UInt64(shift), Self.longestWait))
+            let ceiling = uploads.mayBeStuck ? Self.longestWait : Self.otherBackoffCeiling
+            milliseconds = max(milliseconds, min(UInt64(1) << UInt64(shift), ceiling))
         }
         let deadline = now.advanced(by: .milliseconds(min(milliseconds, Self.longestWait)))
         if let timer, timer.deadline <= deadline { return }
