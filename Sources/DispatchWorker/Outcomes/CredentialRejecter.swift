@@ -6,8 +6,8 @@ import Synchronization
 /// warning, and drops the cached copies of its apps, so the ingress answers 502
 /// (1007) for their pushes. Only the first worker to flag it records the time and
 /// reason, and an entry in the activity log (action `credential.rejected`, by
-/// `worker:<WORKER_ID>`, in the same statement); each worker drops the apps' copies once (also when another worker flagged
-/// it). Once the flag is written the refusal is settled: an invalidation that fails
+/// `worker:<WORKER_ID>`, in the same statement); each worker drops the apps' copies
+/// once (also when another worker flagged it). Once the flag is written the refusal is settled: an invalidation that fails
 /// is left to its background retries (`CacheInvalidation.afterCommit`), not thrown,
 /// so the message is not sent to APNs again only to be refused again.
 final class CredentialRejecter: Sendable {

@@ -25,8 +25,12 @@ actor RevocationLog {
     let capacity: Int
     static let pauseAfterFailure: Duration = .seconds(30)
 
-    /// `sub:<id>`, `app:<id>`, `acct:<id>` → the revocation's time (Postgres's clock).
-    private var revoked: [String: Date] = [:]
+    /// Each kind's revoked ids → the revocation's time (Postgres's clock). Apart, so a
+    /// check looks ids up as they are, with no key built per message.
+    private var subscriptions: [String: Date] = [:]
+    private var apps: [String: Date] = [:]
+    private var accounts: [String: Date] = [:]
+    private var held: Int { subscriptions.count + apps.count + accounts.count }
     /// The `xmin` of the last read's snapshot: the next read starts there.
     private var horizon: Int64?
     private var refreshedAt: ContinuousClock.Instant?
@@ -48,8 +52,7 @@ actor RevocationLog {
         try await refreshIfStale()
         if saturatedUntil != nil { return owners.map { _ in true } }
         return owners.map {
-            revoked["sub:" + $0.subscription] != nil || revoked["app:" + $0.app] != nil
-                || revoked["acct:" + $0.account] != nil
+            subscriptions[$0.subscription] != nil || apps[$0.app] != nil || accounts[$0.account] != nil
         }
     }
 
@@ -97,9 +100,14 @@ actor RevocationLog {
         }
         for row in rows where saturatedUntil == nil {
             guard let kind = try row.decode("kind", as: String?.self) else { continue }
-            revoked[kind + ":" + (try row.decode("id", as: String.self))] = try row.decode("at", as: Date.self)
-            if revoked.count > capacity {
-                revoked = [:]
+            let (id, at) = (try row.decode("id", as: String.self), try row.decode("at", as: Date.self))
+            switch kind {
+            case "sub": subscriptions[id] = at
+            case "app": apps[id] = at
+            default: accounts[id] = at
+            }
+            if held > capacity {
+                (subscriptions, apps, accounts) = ([:], [:], [:])
                 saturatedUntil = Date().addingTimeInterval(Self.retention)
             }
         }
@@ -117,7 +125,9 @@ actor RevocationLog {
     /// looked up whatever it says.
     private func forgetExpired() {
         let cutoff = Date().addingTimeInterval(-Self.retention)
-        revoked = revoked.filter { $0.value > cutoff }
+        subscriptions = subscriptions.filter { $0.value > cutoff }
+        apps = apps.filter { $0.value > cutoff }
+        accounts = accounts.filter { $0.value > cutoff }
     }
 }
 

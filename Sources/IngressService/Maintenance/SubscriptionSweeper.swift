@@ -47,10 +47,16 @@ struct SubscriptionSweeper: Sendable {
                 ) { [invalidation] in try await invalidation.subscriptionsDeleted(ids) }
                 if ids.count < Self.batchSize { break }
             }
-            _ = try await Revocations.prune(subscriptions.postgres)
         } catch {
             _ = try? await redis.run(Self.release, keys: [keys.lock("sweep")], arguments: [token])
             throw error
+        }
+        // Apart from the sweep proper: its failure leaves rows the workers ignore anyway
+        // (they hold `Revocations.retentionSeconds`), and is tried again next interval.
+        do {
+            _ = try await Revocations.prune(subscriptions.postgres)
+        } catch {
+            logger.warning("cannot delete old revocations", metadata: ["error": ThrottledLog.describe(error)])
         }
         // The lease is kept until it expires, so other replicas skip this interval.
         return deleted

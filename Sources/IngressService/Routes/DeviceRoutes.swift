@@ -22,7 +22,7 @@ struct DeviceRoutes: Sendable {
     /// other, counted against the client's limit (429 once over it), else 413.
     func oversized(registration: Bool, client: String) async throws -> HTTPResponse {
         try await limiter.admit(registration ? .registration : .device, client: client)
-        throw PushAPIError.tooLarge
+        return PushAPIError.tooLarge.response
     }
 
     /// `POST /v1/subscriptions` → 201 `{id, secret, url}`.
