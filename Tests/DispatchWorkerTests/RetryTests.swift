@@ -142,32 +142,44 @@ import Testing
 
     /// The revocation log misses no revocation whose transaction commits after a later
     /// one was read: each read takes the rows from the oldest transaction still open at
-    /// the read before.
+    /// the read before. On a database of its own, with revocations written directly: a
+    /// transaction held open on the shared database's `subscriptions` would block
+    /// another suite's DDL on that table, and everything queued behind it (the suite
+    /// once hung so).
     @Test func aRevocationCommittedAfterALaterOneIsReadAllTheSame() async throws {
-        try await DeliveryStack.with { stack in
-            let (slow, _, _) = try await stack.subscribe()
-            let (fast, _, _) = try await stack.subscribe()
-            let log = RevocationLog(postgres: stack.postgres)
-            let owners = [slow, fast].map { ($0, stack.fixture.appID, stack.fixture.accountID) }
+        let database = try await ScratchDatabase.create("revocations")
+        let postgres = PostgresClient(url: database.url, maximumConnections: 2)
+        try await Migrator(logger: Logger(component: "test", minimumLevel: .warning)).migrate(postgres)
+        let log = RevocationLog(postgres: postgres)
+        let owners = [("slow", "app", "account"), ("fast", "app", "account")]
+        var failure: (any Error)?
+        do {
             #expect(try await log.concerns(owners) == [false, false])
-            let deleting = AsyncStream<Void>.makeStream()
+            let inserting = AsyncStream<Void>.makeStream()
             let committing = AsyncStream<Void>.makeStream()
-            let slowDeletion = Task {
-                try await stack.postgres.withTransaction { connection in
-                    try await connection.execute("DELETE FROM subscriptions WHERE id = \(slow)")
-                    deleting.continuation.yield()
+            // Ends the held transaction whatever happens below.
+            defer { committing.continuation.finish() }
+            let slowRevocation = Task {
+                try await postgres.withTransaction { connection in
+                    try await connection.execute("INSERT INTO revocations (kind, id) VALUES ('sub', 'slow')")
+                    inserting.continuation.yield()
                     for await _ in committing.stream { break }
                 }
             }
-            for await _ in deleting.stream { break }
-            try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(fast)")
+            for await _ in inserting.stream { break }
+            try await postgres.execute("INSERT INTO revocations (kind, id) VALUES ('sub', 'fast')")
             try await Task.sleep(for: RevocationLog.refreshInterval)
             #expect(try await log.concerns(owners) == [false, true])
             committing.continuation.yield()
-            try await slowDeletion.value
+            try await slowRevocation.value
             try await Task.sleep(for: RevocationLog.refreshInterval)
             #expect(try await log.concerns(owners) == [true, true])
+        } catch {
+            failure = error
         }
+        postgres.close()
+        try await database.drop()
+        if let failure { throw failure }
     }
 
     /// Past its capacity (a sweep deleting very many subscriptions at once) the log
