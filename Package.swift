@@ -53,9 +53,10 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // MARK: Operator command line (admin API client; Foundation only)
+        // MARK: Operator command line (admin API client: Foundation, and OpenSSL for https)
         .executableTarget(
             name: "pushctl",
+            dependencies: ["COpenSSL"],
             swiftSettings: swiftSettings
         ),
 
@@ -122,7 +123,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AdminAPITests",
-            dependencies: ["IngressService", "Shared", "TestSupport"],
+            dependencies: ["IngressService", "pushctl", "Shared", "TestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

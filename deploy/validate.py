@@ -166,7 +166,7 @@ def dockerfile():
         if len(products) > 1:
             problems.append(f"Dockerfile: one swift build names {len(products)} products; only the last is built")
         built |= set(products)
-    for product in ("ingress-service", "dispatch-worker"):
+    for product in ("ingress-service", "dispatch-worker", "pushctl"):
         if product not in built:
             problems.append(f"Dockerfile: {product} is not built")
         if not re.search(rf"cp [^\n]*/{product}\b", text):

@@ -1,17 +1,16 @@
 import Foundation
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// Calls the admin API: bearer token, JSON bodies, `X-Actor`; turns its error
 /// answers into `PushctlError`s that show the API's code and message.
 struct AdminClient {
     let baseURL: URL
     let token: String
     let actor: String?
+    /// How long connecting, and each wait for the answer's next bytes, may take.
+    static let timeout: Duration = .seconds(60)
 
     /// `method` on `path` (below `/admin/v1`); returns the parsed JSON (nil for 204).
+    /// Blocks its task while it waits: pushctl makes one call at a time.
     func call(_ method: String, _ path: String, query: [(String, String)] = [], body: Any? = nil)
         async throws(PushctlError)
         -> Any?
@@ -19,17 +18,27 @@ struct AdminClient {
         var components = URLComponents(
             url: baseURL.appendingPathComponent("admin/v1" + path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
-        var request = URLRequest(url: components.url!)
-        request.httpMethod = method
-        request.timeoutInterval = 60
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        if let actor { request.setValue(actor, forHTTPHeaderField: "X-Actor") }
+        var headers: [(name: String, value: String)] = [
+            ("Authorization", "Bearer \(token)"), ("Accept", "application/json"),
+        ]
+        if let actor { headers.append(("X-Actor", actor)) }
+        var bodyBytes: [UInt8] = []
         if let body {
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.httpBody = try? JSONSerialization.data(withJSONObject: body)
+            headers.append(("Content-Type", "application/json"))
+            bodyBytes = (try? JSONSerialization.data(withJSONObject: body)).map { Array($0) } ?? []
         }
-        let (data, status) = try await send(request)
+        let target =
+            (components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath)
+            + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
+        let request = AdminHTTPRequest(method: method, target: target, headers: headers, body: bodyBytes)
+        let response: AdminHTTPResponse
+        do {
+            response = try AdminHTTP.exchange(request, to: baseURL, timeout: Self.timeout)
+        } catch {
+            throw PushctlError(
+                kind: .unreachable, message: "cannot reach the admin API at \(baseURL.absoluteString): \(error.reason)")
+        }
+        let (data, status) = (Data(response.body), response.status)
         let json = data.isEmpty ? nil : try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
         guard (200..<300).contains(status) else {
             if let error = (json as? [String: Any])?["error"] as? [String: Any],
@@ -41,29 +50,13 @@ struct AdminClient {
                 kind: .api(status: status, code: "http_\(status)"),
                 message: "the admin API answered HTTP \(status) at \(components.url!.absoluteString)")
         }
-        return json
-    }
-
-    private func send(_ request: URLRequest) async throws(PushctlError) -> (Data, Int) {
-        let result: Result<(Data, Int), PushctlError> = await withCheckedContinuation { continuation in
-            URLSession.shared.dataTask(with: request) { data, response, error in
-                if let error {
-                    continuation.resume(
-                        returning: .failure(
-                            PushctlError(
-                                kind: .unreachable,
-                                message:
-                                    "cannot reach the admin API at \(baseURL.absoluteString): \(error.localizedDescription)"
-                            )))
-                } else if let http = response as? HTTPURLResponse {
-                    continuation.resume(returning: .success((data ?? Data(), http.statusCode)))
-                } else {
-                    continuation.resume(
-                        returning: .failure(
-                            PushctlError(kind: .unreachable, message: "no HTTP answer from \(baseURL.absoluteString)")))
-                }
-            }.resume()
+        guard data.isEmpty || json != nil else {
+            throw PushctlError(
+                kind: .unreachable,
+                message:
+                    "the answer at \(components.url!.absoluteString) is not the admin API's JSON (is this its address?)"
+            )
         }
-        return try result.get()
+        return json
     }
 }

@@ -30,7 +30,13 @@ struct Pushctl {
             guard let token = global.value("token") ?? environment["PUSHGATE_ADMIN_TOKEN"], !token.isEmpty else {
                 throw PushctlError.usage("no admin token: set PUSHGATE_ADMIN_TOKEN or pass --token")
             }
+            guard !token.unicodeScalars.contains(where: Self.isControl) else {
+                throw PushctlError.usage("the admin token must not contain control characters")
+            }
             let actor = global.value("actor") ?? environment["PUSHGATE_ACTOR"]
+            if let actor, actor.unicodeScalars.contains(where: Self.isControl) {
+                throw PushctlError.usage("the actor must not contain control characters")
+            }
             if let actor, actor.trimmingCharacters(in: .whitespaces).isEmpty {
                 throw PushctlError.usage("the actor must not be empty (--actor or PUSHGATE_ACTOR)")
             }
@@ -47,6 +53,9 @@ struct Pushctl {
             return 1
         }
     }
+
+    /// Characters a header value cannot carry.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.value < 0x20 || scalar.value == 0x7F }
 
     /// Takes the global options out, wherever they are; the rest stays in order.
     static func splitGlobal(_ arguments: [String]) throws(PushctlError) -> ([String], Arguments) {

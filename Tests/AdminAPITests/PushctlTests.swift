@@ -11,9 +11,13 @@ import Testing
         let error: String
     }
 
-    static func pushctl(_ arguments: [String], port: Int?, token: String? = AdminHarness.token) async throws -> Run {
-        var environment = ["PATH": "/usr/bin:/bin"]
+    static func pushctl(
+        _ arguments: [String], port: Int?, token: String? = AdminHarness.token, url: String? = nil,
+        environment extra: [String: String] = [:]
+    ) async throws -> Run {
+        var environment = ["PATH": "/usr/bin:/bin"].merging(extra) { $1 }
         if let port { environment["PUSHGATE_ADMIN_URL"] = "http://127.0.0.1:\(port)" }
+        if let url { environment["PUSHGATE_ADMIN_URL"] = url }
         if let token { environment["PUSHGATE_ADMIN_TOKEN"] = token }
         let result = try await BuiltExecutable.run("pushctl", arguments, environment: environment)
         return Run(status: result.status, output: result.standardOutput, error: result.standardError)
@@ -80,6 +84,42 @@ import Testing
         let run = try await Self.pushctl(["account", "list"], port: 1)
         #expect(run.status == 3)
         #expect(run.error.hasPrefix("pushctl: cannot reach the admin API at http://127.0.0.1:1"))
+    }
+
+    /// Behind a TLS-terminating proxy: pushctl checks the certificate (its CA given by
+    /// `SSL_CERT_FILE`, and the name it was asked for) and speaks HTTP/1.1 through it.
+    @Test func anAdminAPIBehindTLSIsReachedWithItsCertificateChecked() async throws {
+        let certificates = try await TestCertificates.make(serverNames: ["localhost"])
+        defer { try? FileManager.default.removeItem(at: certificates.directory) }
+        try await AdminHarness.with { admin in
+            let relay = try await TLSRelayProcess.start(certificates: certificates, upstreamPort: admin.port)
+            defer { relay.stop() }
+            let trusted = ["SSL_CERT_FILE": certificates.caFile]
+            // `localhost` may resolve to ::1 first, where nothing listens: the next address is tried.
+            let url = "https://localhost:\(relay.port)"
+            let account = AdminHarness.unique("tls")
+            let created = try await Self.pushctl(
+                ["account", "create", "--id", account, "--name", "Zürich Ops", "--plan", "pro"], port: nil, url: url,
+                environment: trusted)
+            #expect(created.status == 0, "\(created.error)")
+            let shown = try await Self.pushctl(
+                ["--json", "account", "show", account], port: nil, url: url, environment: trusted)
+            let fields = try JSONSerialization.jsonObject(with: Data(shown.output.utf8)) as? [String: Any]
+            #expect(fields?["name"] as? String == "Zürich Ops")
+            let missing = try await Self.pushctl(
+                ["account", "show", account + "-x"], port: nil, url: url, environment: trusted)
+            #expect(missing.status == 1)
+            #expect(missing.error.contains("HTTP 404"))
+
+            let untrusted = try await Self.pushctl(["account", "list"], port: nil, url: url)
+            #expect(untrusted.status == 3)
+            #expect(untrusted.error.hasPrefix("pushctl: cannot reach the admin API at \(url)"))
+            #expect(untrusted.error.contains("certificate rejected"), "\(untrusted.error)")
+            let otherName = try await Self.pushctl(
+                ["account", "list"], port: nil, url: "https://127.0.0.1:\(relay.port)", environment: trusted)
+            #expect(otherName.status == 3)
+            #expect(otherName.error.contains("certificate rejected"), "\(otherName.error)")
+        }
     }
 
     @Test func accountsPlansUsageAppsAndKeysEndToEnd() async throws {

@@ -53,15 +53,7 @@ final class SimulatorProcess: Sendable {
             "--config", configFile.path, "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--ca-out",
             directory.appendingPathComponent("ca.pem").path, "--log-level", "warning",
         ]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let line = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(
-                    returning: String(decoding: output.fileHandleForReading.availableData, as: UTF8.self))
-            }
-        }
+        let line = try await StartedProcess.runReadingFirstOutput(process)
         guard let ready = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String],
             let listen = ready["listen"].flatMap(ListenAddress.init),
             let control = ready["control"].flatMap(ListenAddress.init), let caFile = ready["caFile"]
