@@ -147,4 +147,80 @@ import Testing
             }
         }
     }
+
+    /// Messages that waited go out unchecked while Postgres cannot be read, and the
+    /// checks skip it meanwhile; they resume as soon as it answers again (a probe in
+    /// the background), not after a fixed pause: a device deleted just after the outage
+    /// gets none of the messages that waited for it.
+    @Test func waitedChecksResumeAsSoonAsPostgresIsBack() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await DeliveryStack.with { stack in
+            let worker = try await stack.startWorker(["DATABASE_URL": databaseURL])
+            let pause = try #require(worker.consumers.first).processor.retriedCheck.pause
+            let kept = try await stack.subscribe()
+            let deleted = try await stack.subscribe()
+            #expect(try await stack.push(kept.id).status == 201)
+            try await eventually("the credential read, a first push sent") {
+                stack.recordings(token: kept.token).count == 1
+            }
+
+            relay.cut()
+            var waited = try await stack.message(subscription: kept.id, token: kept.token)
+            waited.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            try await stack.enqueue(waited)
+            try await eventually("the message that waited sent unchecked") {
+                stack.recordings(token: kept.token).count == 2
+            }
+            #expect(pause.isPaused)
+
+            relay.restore()
+            try await eventually("the checks resumed") { !pause.isPaused }
+            try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(deleted.id)")
+            var late = try await stack.message(subscription: deleted.id, token: deleted.token)
+            late.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            try await stack.enqueue(late)
+            try await eventually("the deleted device's message dropped") {
+                worker.metrics.sends.value("discarded", "subscription_deleted") == 1
+            }
+            #expect(stack.recordings(token: deleted.token).isEmpty)
+        }
+    }
+
+    /// While Postgres cannot be read, a message that waited for a subscription the
+    /// worker already knows to be deleted (its revocation read before the outage) is
+    /// dropped all the same; the others go out unchecked.
+    @Test func aDeletionReadBeforeAnOutageStillDropsTheMessagesThatWaited() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await DeliveryStack.with { stack in
+            let worker = try await stack.startWorker(["DATABASE_URL": databaseURL])
+            let kept = try await stack.subscribe()
+            let deleted = try await stack.subscribe()
+            try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(deleted.id)")
+            // A message that waited makes the worker read the revocations.
+            var first = try await stack.message(subscription: kept.id, token: kept.token)
+            first.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            try await stack.enqueue(first)
+            try await eventually("the first one sent") { stack.recordings(token: kept.token).count == 1 }
+
+            relay.cut()
+            try await Task.sleep(for: RevocationLog.refreshInterval * 2)
+            var late = try await stack.message(subscription: deleted.id, token: deleted.token)
+            late.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            var other = try await stack.message(subscription: kept.id, token: kept.token)
+            other.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            try await stack.enqueue(late)
+            try await stack.enqueue(other)
+            try await eventually("the kept device's message sent unchecked") {
+                stack.recordings(token: kept.token).count == 2
+            }
+            try await eventually("the deleted device's message dropped") {
+                worker.metrics.sends.value("discarded", "subscription_deleted") == 1
+            }
+            #expect(stack.recordings(token: deleted.token).isEmpty)
+            #expect(try #require(worker.consumers.first).processor.retriedCheck.pause.isPaused)
+            relay.restore()
+        }
+    }
 }

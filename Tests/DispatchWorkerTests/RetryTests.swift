@@ -357,6 +357,57 @@ import Testing
         }
     }
 
+    /// An entry handed out before (its worker crashed with it on its way and came back
+    /// under its name at once) is checked however fresh its message: the device
+    /// deleted itself in between.
+    @Test func anEntryTakenBackAfterACrashIsCheckedHoweverFresh() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, secret, token) = try await stack.subscribe()
+            let name = "crashed-\(UInt32.random(in: 0...UInt32.max))"
+            _ = try await stack.redis.send(
+                "XGROUP", "CREATE", stack.keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
+            try await stack.enqueue(try await stack.message(subscription: id, token: token))
+            _ = try await stack.redis.send(
+                "XREADGROUP", "GROUP", RedisKeys.consumerGroup, name, "COUNT", 10, "STREAMS", stack.keys.stream, ">")
+            let deletion = try await stack.request(
+                "DELETE", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")])
+            #expect(deletion.status == 204)
+            let worker = try await stack.startWorker(["WORKER_ID": name])
+            try await eventually("the message taken back dropped") {
+                worker.metrics.sends.value("discarded", "subscription_deleted") == 1
+            }
+            try await eventually("the queue empty") { try await stack.isDrained() }
+            #expect(stack.recordings(token: token).isEmpty)
+            #expect(worker.metrics.waitedChecks.value("lookup") == 1)
+        }
+    }
+
+    /// A message held behind the one of its topic in flight has waited too: when it is
+    /// released it is checked like any other, and not sent if its device deleted itself
+    /// meanwhile.
+    @Test func aHeldMessageWhoseDeviceWasDeletedWhileItWaitedIsNotSent() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, secret, token) = try await stack.subscribe()
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":3000}"#)
+            let worker = try await stack.startWorker()
+            let inbox = Fixture.pushHeaders + [("Topic", "inbox")]
+            let gate = try #require(worker.consumers.first).processor.topicGate
+            #expect(try await stack.push(id, headers: inbox).status == 201)
+            try await eventually("the first one on its way") { gate.counts.onTheirWay == 1 }
+            #expect(try await stack.push(id, headers: inbox).status == 201)
+            try await eventually("the second one held") { gate.counts.waiting == 1 }
+            let deletion = try await stack.request(
+                "DELETE", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")])
+            #expect(deletion.status == 204)
+            try await eventually("the held one dropped") {
+                worker.metrics.sends.value("discarded", "subscription_deleted") == 1
+            }
+            try await eventually("the queue empty") { try await stack.isDrained() }
+            #expect(stack.recordings(token: token).count == 1)
+            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":0}"#)
+        }
+    }
+
     /// A worker whose `CREDENTIAL_KEY` is not the one the credentials were sealed with
     /// (a deployment mistake) leaves their messages waiting instead of failing them as
     /// `credential_missing`: a worker with the right key sends them.

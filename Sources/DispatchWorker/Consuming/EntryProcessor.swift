@@ -77,7 +77,10 @@ final class EntryProcessor: Sendable {
                 if now > OutcomeRecorder.deadline(of: message) {
                     let recorder = recorder
                     Task { await recorder.record(.failed(.expired, detail: "expired"), delivery) }
-                } else if RetriedSubscriptionCheck.needsCheck(message, nowMilliseconds: now) {
+                } else if entry.deliveryCount > 1 || RetriedSubscriptionCheck.needsCheck(message, nowMilliseconds: now)
+                {
+                    // Handed out before: a worker may have crashed with it moments ago,
+                    // and a revocation landed in between, however fresh it is.
                     waited.append(delivery)
                 } else {
                     sends.append(delivery)
@@ -121,17 +124,24 @@ final class EntryProcessor: Sendable {
         }
     }
 
-    /// Sends a message the gate held, unless its TTL passed while it waited or a newer
+    /// Sends a message the gate held, unless its TTL passed while it waited, a newer
     /// message of its topic was queued meanwhile (through another worker, say: its
-    /// marks are read again, since they were read when it arrived); then the one held
-    /// behind it, if any, goes in its place.
+    /// marks are read again, since they were read when it arrived), or, having waited
+    /// like any other (`RetriedSubscriptionCheck.needsCheck`), its subscription was
+    /// deleted or its app stopped pushing; then the one held behind it, if any, goes
+    /// in its place.
     private func sendHeld(_ held: Delivery) async {
         var delivery = held
         while true {
-            if Int64(Date().timeIntervalSince1970 * 1000) > OutcomeRecorder.deadline(of: delivery.message) {
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            if now > OutcomeRecorder.deadline(of: delivery.message) {
                 await recorder.record(.failed(.expired, detail: "expired"), delivery)
             } else if await !topics.partition([delivery]).replaced.isEmpty {
                 await recorder.record(.replaced, delivery)
+            } else if RetriedSubscriptionCheck.needsCheck(delivery.message, nowMilliseconds: now),
+                let (_, outcome) = await retriedCheck.partition([delivery], nowMilliseconds: now).dropped.first
+            {
+                await recorder.record(outcome, delivery)
             } else {
                 break
             }

@@ -1,6 +1,5 @@
 import Foundation
 import Shared
-import Synchronization
 
 /// Before a message that waited goes out (a retry, or a first attempt read, claimed
 /// or postponed seconds after its acceptance), whether its subscription still exists
@@ -21,18 +20,18 @@ import Synchronization
 /// always looked up. At most one read of the revocations per 25 ms and one
 /// query per batch of such messages; the others are sent without waiting for them
 /// (`EntryProcessor`). When the revocations cannot be read, every waited message goes
-/// to the query; when Postgres cannot answer that, the messages go out as before, and
-/// the query pauses a while rather than make every later batch wait on a dead
-/// database: the check only narrows a window.
+/// to the query; when Postgres cannot answer that either, the messages go out as
+/// before (except those of subscriptions the log already holds as deleted), and both
+/// skip Postgres until it answers again (`PostgresPause`), rather than make every later
+/// batch wait on a dead database: the check only narrows a window.
 final class RetriedSubscriptionCheck: Sendable {
     let postgres: PostgresClient
     let revocations: RevocationLog
     /// `WorkerMetrics.waitedChecks`.
     private let checks: Counter
     private let failures: ThrottledLog
-    /// Until when the query is skipped after it failed.
-    private let pausedUntil = Mutex<ContinuousClock.Instant?>(nil)
-    static let pauseAfterFailure: Duration = .seconds(30)
+    /// Shared with `revocations`: one failed read pauses both.
+    let pause: PostgresPause
     /// Age (since acceptance, in milliseconds) from which a message is checked even on
     /// its first attempt: past any lag of a worker keeping up, so only a backlog pays
     /// for the check, and short enough that a worker's restart is covered.
@@ -44,7 +43,8 @@ final class RetriedSubscriptionCheck: Sendable {
 
     init(postgres: PostgresClient, checks: Counter, logger: Logger) {
         self.postgres = postgres
-        revocations = RevocationLog(postgres: postgres)
+        pause = PostgresPause(postgres: postgres)
+        revocations = RevocationLog(postgres: postgres, pause: pause)
         self.checks = checks
         failures = ThrottledLog(logger: logger, interval: .seconds(60))
     }
@@ -99,11 +99,11 @@ final class RetriedSubscriptionCheck: Sendable {
     }
 
     /// Which of `deliveries` are not to be sent, looked up in Postgres: those whose
-    /// subscription is gone or whose app no longer pushes. None when Postgres cannot
-    /// answer.
+    /// subscription is gone or whose app no longer pushes. When Postgres cannot answer,
+    /// only those whose subscription the revocation log holds as deleted.
     private func lookUp(_ deliveries: [Delivery]) async -> [(Delivery, DeliveryOutcome)] {
-        if let until = pausedUntil.withLock({ $0 }), ContinuousClock.now < until { return [] }
         let ids = Array(Set(deliveries.map(\.message.subscriptionID)))
+        if pause.isPaused { return await knownDeleted(deliveries, ids: ids) }
         // Each subscription that still exists: whether its app still pushes.
         var pushes: [String: Bool] = [:]
         do {
@@ -119,9 +119,9 @@ final class RetriedSubscriptionCheck: Sendable {
                     try row.decode("push_enabled", as: Bool.self) && plan.offersPush
             }
         } catch {
-            pausedUntil.withLock { $0 = .now + Self.pauseAfterFailure }
+            pause.failed()
             failures.warning("cannot check waiting messages' subscriptions; sending them", error: error)
-            return []
+            return await knownDeleted(deliveries, ids: ids)
         }
         return deliveries.compactMap { delivery in
             switch pushes[delivery.message.subscriptionID] {
@@ -130,5 +130,13 @@ final class RetriedSubscriptionCheck: Sendable {
             case true?: nil
             }
         }
+    }
+
+    /// Of `deliveries`, those whose subscription the revocation log held as deleted at
+    /// its last read.
+    private func knownDeleted(_ deliveries: [Delivery], ids: [String]) async -> [(Delivery, DeliveryOutcome)] {
+        let deleted = await revocations.deletedSubscriptions(among: ids)
+        guard !deleted.isEmpty else { return [] }
+        return deliveries.filter { deleted.contains($0.message.subscriptionID) }.map { ($0, .subscriptionDeleted) }
     }
 }

@@ -14,16 +14,17 @@ import Shared
 /// while an older transaction stays open. Past `capacity` revocations (a sweep
 /// deleting very many subscriptions at once) the log holds none and every message
 /// counts as concerned for `retention`; then it reads the last `retention` afresh.
-/// A read that fails is not tried again for `pauseAfterFailure`: meanwhile `concerns`
-/// throws at once, rather than make every batch wait on a dead database.
+/// After a read fails, `concerns` throws at once until `pause` sees Postgres answer
+/// again, rather than make every batch wait on a dead database. What is held stays
+/// held meanwhile: `deletedSubscriptions(among:)` still answers from it.
 actor RevocationLog {
     let postgres: PostgresClient
+    let pause: PostgresPause
     static let refreshInterval: Duration = .milliseconds(25)
     static let retention = TimeInterval(Revocations.retentionSeconds)
     static let pruneInterval: Duration = .seconds(60)
     /// The most revocations held (`init`), 200,000 by default: some 20 MB.
     let capacity: Int
-    static let pauseAfterFailure: Duration = .seconds(30)
 
     /// Each kind's revoked ids → the revocation's time (Postgres's clock). Apart, so a
     /// check looks ids up as they are, with no key built per message.
@@ -36,12 +37,12 @@ actor RevocationLog {
     private var refreshedAt: ContinuousClock.Instant?
     private var prunedAt: ContinuousClock.Instant?
     private var refreshing: Task<Void, any Error>?
-    private var failedAt: ContinuousClock.Instant?
     /// Until when every message counts as concerned, after `capacity` was passed.
     private var saturatedUntil: Date?
 
-    init(postgres: PostgresClient, capacity: Int = 200_000) {
+    init(postgres: PostgresClient, pause: PostgresPause? = nil, capacity: Int = 200_000) {
         self.postgres = postgres
+        self.pause = pause ?? PostgresPause(postgres: postgres)
         self.capacity = capacity
     }
 
@@ -61,14 +62,14 @@ actor RevocationLog {
         let now = ContinuousClock.now
         if let refreshedAt, now - refreshedAt < Self.refreshInterval { return }
         if let refreshing { return try await refreshing.value }
-        if let failedAt, now - failedAt < Self.pauseAfterFailure { throw RevocationLogUnavailable() }
+        if pause.isPaused { throw RevocationLogUnavailable() }
         let read = Task { try await self.refresh() }
         refreshing = read
         defer { refreshing = nil }
         do {
             try await read.value
         } catch {
-            failedAt = .now
+            pause.failed()
             throw error
         }
     }
@@ -119,6 +120,13 @@ actor RevocationLog {
         }
     }
 
+    /// Of `ids`, the subscriptions held as deleted, as last read (no read now): what
+    /// can still be told while Postgres cannot be asked. (A deleted subscription stays
+    /// deleted; an app switched off or a plan changed may have been undone since.)
+    func deletedSubscriptions(among ids: [String]) -> Set<String> {
+        Set(ids.filter { subscriptions[$0] != nil })
+    }
+
     /// Forgets what passed `retention` (the table itself is pruned by the ingress's
     /// sweep), by this host's clock: one minutes apart from Postgres's would forget a
     /// revocation only once the messages it may concern have waited long enough to be
@@ -133,5 +141,5 @@ actor RevocationLog {
 
 /// The revocation log paused after a failed read.
 struct RevocationLogUnavailable: Error, CustomStringConvertible {
-    var description: String { "the revocations could not be read lately; not tried again yet" }
+    var description: String { "the revocations could not be read lately; not tried again until Postgres answers" }
 }
