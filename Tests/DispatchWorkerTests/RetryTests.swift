@@ -330,6 +330,24 @@ import Testing
         }
     }
 
+    /// Starts a worker and pushes two messages of topic `inbox` to `subscription`, APNs
+    /// answering in `latency` ms: the first on its way, the second held behind it (its
+    /// marks read).
+    static func holdTheSecondOfTwoOfATopic(_ stack: DeliveryStack, subscription id: String, latency: Int) async throws
+        -> WorkerApplication
+    {
+        try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":\#(latency)}"#)
+        let worker = try await stack.startWorker()
+        let inbox = Fixture.pushHeaders + [("Topic", "inbox")]
+        let gate = try #require(worker.consumers.first).processor.topicGate
+        #expect(try await stack.push(id, headers: inbox).status == 201)
+        // Past its marks before the second's are written (else the second replaces it).
+        try await eventually("the first one on its way") { gate.counts.onTheirWay == 1 }
+        #expect(try await stack.push(id, headers: inbox).status == 201)
+        try await eventually("the second one held, its marks read") { gate.counts.waiting == 1 }
+        return worker
+    }
+
     /// A message held behind its topic's message in flight is not sent once a newer
     /// message of its topic was queued meanwhile through another way (another worker's
     /// stream, say): the marks are read again when the hold ends. Here the newer one's
@@ -337,15 +355,7 @@ import Testing
     @Test func aHeldMessageIsDroppedWhenANewerOneOfItsTopicWasQueuedWhileItWaited() async throws {
         try await DeliveryStack.with { stack in
             let (id, _, token) = try await stack.subscribe()
-            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":600}"#)
-            let worker = try await stack.startWorker()
-            let inbox = Fixture.pushHeaders + [("Topic", "inbox")]
-            let gate = try #require(worker.consumers.first).processor.topicGate
-            #expect(try await stack.push(id, headers: inbox).status == 201)
-            // Past its marks before the second's are written (else the second replaces it).
-            try await eventually("the first one on its way") { gate.counts.onTheirWay == 1 }
-            #expect(try await stack.push(id, headers: inbox).status == 201)
-            try await eventually("the second one held, its marks read") { gate.counts.waiting == 1 }
+            let worker = try await Self.holdTheSecondOfTwoOfATopic(stack, subscription: id, latency: 600)
             #expect(worker.metrics.sends.value("discarded", "topic_replaced") == 0)
             let later = Int64(Date().timeIntervalSince1970 * 1000) + 1
             _ = try await stack.redis.send("HSET", stack.keys.topicMarks(id), "inbox", "elsewhere:\(later)")
@@ -388,14 +398,7 @@ import Testing
     @Test func aHeldMessageWhoseDeviceWasDeletedWhileItWaitedIsNotSent() async throws {
         try await DeliveryStack.with { stack in
             let (id, secret, token) = try await stack.subscribe()
-            try await stack.controlRequest("PUT", "/latency", #"{"milliseconds":3000}"#)
-            let worker = try await stack.startWorker()
-            let inbox = Fixture.pushHeaders + [("Topic", "inbox")]
-            let gate = try #require(worker.consumers.first).processor.topicGate
-            #expect(try await stack.push(id, headers: inbox).status == 201)
-            try await eventually("the first one on its way") { gate.counts.onTheirWay == 1 }
-            #expect(try await stack.push(id, headers: inbox).status == 201)
-            try await eventually("the second one held") { gate.counts.waiting == 1 }
+            let worker = try await Self.holdTheSecondOfTwoOfATopic(stack, subscription: id, latency: 3000)
             let deletion = try await stack.request(
                 "DELETE", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")])
             #expect(deletion.status == 204)
