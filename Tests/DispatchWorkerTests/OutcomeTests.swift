@@ -428,11 +428,19 @@ import Testing
             let (goneID, _, goneToken) = try await stack.subscribe()
             try await stack.controlRequest("POST", "/devices/\(goneToken)/uninstall")
             let name = "refuse_delete_\(goneID.lowercased().filter { $0.isLetter || $0.isNumber })"
+            // Refuses for two minutes only: a run killed before it drops the trigger
+            // must not leave a row that fails every later sweep of the shared database.
+            let until = ISO8601DateFormatter().string(from: Date().addingTimeInterval(120))
             try await stack.postgres.execute(
                 PostgresQuery(
                     unsafeSQL: """
                         CREATE FUNCTION \(name)() RETURNS trigger LANGUAGE plpgsql AS
-                        $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$
+                        $$ BEGIN
+                            IF clock_timestamp() < '\(until)'::timestamptz THEN
+                                RAISE EXCEPTION 'refused by the test';
+                            END IF;
+                            RETURN OLD;
+                        END $$
                         """))
             try await stack.postgres.execute(
                 PostgresQuery(
