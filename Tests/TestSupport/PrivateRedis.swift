@@ -6,6 +6,9 @@ import Foundation
 package struct PrivateRedis: Sendable {
     package struct StartFailure: Error, CustomStringConvertible {
         package let description: String
+        /// Another socket took the port between its choice and the server's bind
+        /// (an outgoing connection's local port, say): another port will do.
+        var portTaken = false
     }
 
     package let port: Int
@@ -22,8 +25,15 @@ package struct PrivateRedis: Sendable {
     /// Runs `body` with a started server (`arguments` added to its command line), and
     /// stops it afterwards, also when `body` throws.
     package static func with(arguments: [String] = [], _ body: (PrivateRedis) async throws -> Void) async throws {
-        let server = try PrivateRedis(arguments: arguments)
-        try await server.start()
+        var server = try PrivateRedis(arguments: arguments)
+        for attempt in 1...3 {
+            do {
+                try await server.start()
+                break
+            } catch let failure as StartFailure where failure.portTaken && attempt < 3 {
+                server = try PrivateRedis(arguments: arguments)
+            }
+        }
         do {
             try await body(server)
         } catch {
@@ -48,7 +58,11 @@ package struct PrivateRedis: Sendable {
             if try await cli(["ping"]) == 0 { return }
             try await Task.sleep(for: .milliseconds(100))
         }
-        throw StartFailure(description: "the private redis-server does not answer on port \(port)")
+        let log = (try? String(contentsOf: folder.appendingPathComponent("redis.log"), encoding: .utf8)) ?? ""
+        try? FileManager.default.removeItem(at: folder)
+        throw StartFailure(
+            description: "the private redis-server does not answer on port \(port)",
+            portTaken: log.contains("Address already in use"))
     }
 
     /// Runs `redis-cli` against it; its exit status.
