@@ -130,8 +130,17 @@ func buildWorker(
         configuration: .init(
             url: configuration.common.databaseURL, applicationName: "pushgate-worker",
             maximumConnections: configuration.databaseConnections, acquireTimeout: .seconds(10), connectTimeout: 5))
+    let apnsConfiguration = APNsClient.Configuration(worker: configuration)
+    if .seconds(configuration.visibilityTimeoutSeconds) <= apnsConfiguration.requestTimeout {
+        logger.warning(
+            "WORKER_VISIBILITY_TIMEOUT is not above the APNs request timeout: another worker may claim and send again an entry still on its way",
+            metadata: [
+                "visibility_timeout_s": "\(configuration.visibilityTimeoutSeconds)",
+                "apns_request_timeout_s": "\(apnsConfiguration.requestTimeout.components.seconds)",
+            ])
+    }
     let apns = try APNsClient(
-        configuration: APNsClient.Configuration(worker: configuration),
+        configuration: apnsConfiguration,
         tokens: tokens ?? RedisProviderTokenStore(redis: redis),
         logger: logger)
     let metrics = WorkerMetrics()

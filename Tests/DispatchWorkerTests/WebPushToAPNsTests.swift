@@ -104,7 +104,16 @@ import Testing
                 String(decoding: recorded.payload, as: UTF8.self)
                     == #"{"aps":{"alert":{"body":"New notification"},"mutable-content":1}}"#)
             // Counted, so an operator sees a sender whose pushes never reach the app's extension.
+            try await eventually("settled") { try await stack.isDrained() }
             #expect(worker.metrics.ciphertextOmitted.value() == 1)
+
+            // Once per notification delivered, not per attempt.
+            try await stack.controlRequest("POST", "/faults", #"{"status":503,"count":1}"#)
+            #expect(try await stack.push(id, body: body).status == 201)
+            try await eventually("the retried notification") { stack.recordings(token: token).count == 2 }
+            try await eventually("settled") { try await stack.isDrained() }
+            #expect(worker.metrics.retries.value("ServiceUnavailable") == 1)
+            #expect(worker.metrics.ciphertextOmitted.value() == 2)
         }
     }
 }

@@ -37,6 +37,8 @@ import Testing
             ("PUBLIC_BASE_URL", "https://user:pw@push.example.com", "PUBLIC_BASE_URL must be an http(s)"),
             ("PUBLIC_BASE_URL", "https://push.example.com/api/push/", "PUBLIC_BASE_URL must not end in /api/push"),
             ("STASH_TTL_SECONDS", "3600", "STASH_TTL_SECONDS must be a whole number from 1 to 1800"),
+            ("QUEUE_STREAM", "pushgate:queue", "QUEUE_STREAM pushgate:queue has no {hash tag}"),
+            ("QUEUE_STREAM", "pushgate:queue:{}", "QUEUE_STREAM pushgate:queue:{} has no {hash tag}"),
             (
                 "DATABASE_URL", "postgresql://pushgate:50%off@db/pushgate",
                 "DATABASE_URL is not a libpq connection string"
@@ -161,6 +163,19 @@ import Testing
         let again = try WorkerConfiguration(environment: Environment(Self.valid))
         #expect(worker.workerID.hasPrefix("\(ProcessInfo.processInfo.hostName)-\(getpid())-"))
         #expect(worker.workerID != again.workerID)
+        var streams = Self.valid
+        streams["WORKER_STREAMS"] = "pushgate:queue:{0}, pushgate:queue:{1}"
+        #expect(
+            try WorkerConfiguration(environment: Environment(streams)).streams == [
+                "pushgate:queue:{0}", "pushgate:queue:{1}",
+            ])
+        streams["WORKER_STREAMS"] = "pushgate:queue:{0},pushgate:queue"
+        #expect {
+            try WorkerConfiguration(environment: Environment(streams))
+        } throws: { error in
+            (error as? ConfigurationError)?.description.contains("WORKER_STREAMS pushgate:queue has no {hash tag}")
+                == true
+        }
         var values = Self.valid
         values["APNS_CONNECTIONS"] = "0"
         #expect(

@@ -80,7 +80,7 @@ final class WorkerMetrics: Sendable {
             "pushgate_worker_circuit_raised_total", help: "Times a credential/environment circuit flag was raised.")
         ciphertextOmitted = registry.counter(
             "pushgate_worker_ciphertext_omitted_total",
-            help: "APNs requests sent without the ciphertext (c), which would have passed 4 KB: placeholder only.")
+            help: "Notifications delivered without the ciphertext (c), which would have passed 4 KB: placeholder only.")
         waitedChecks = registry.counter(
             "pushgate_worker_waited_checks_total",
             help: "Messages that waited, checked before going out: by the recent revocations alone, or looked up.",

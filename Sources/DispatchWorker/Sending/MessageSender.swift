@@ -80,21 +80,24 @@ final class MessageSender: Sendable {
         }
         let batch = admitted < batch.count ? Array(batch[..<admitted]) : batch
         let destinations = destinations
-        var omittedCiphertexts = 0
-        let notifications = NotificationBuilder.notifications(for: batch, omittedCiphertexts: &omittedCiphertexts)
-        if omittedCiphertexts > 0 { metrics.ciphertextOmitted.increment(by: Double(omittedCiphertexts)) }
+        var omitted: Set<Int> = []
+        let notifications = NotificationBuilder.notifications(for: batch, omittedCiphertexts: &omitted)
+        let ciphertextOmitted = metrics.ciphertextOmitted
         let environment = message.sandbox ? sandbox : production
         let latency = metrics.apnsLatencySeries
         let start = ContinuousClock.now
         let pending = PendingDeliveries(batch)
-        await apns.send(notifications, credential: credential, environment: environment) { index, result in
+        await apns.send(notifications, credential: credential, environment: environment) { [omitted] index, result in
             guard let delivery = pending.take(index) else { return }
             let elapsed = start.duration(to: .now)
             destinations.give(destination, elapsed: elapsed)
             switch result {
             case .success(let response):
                 latency.observe(elapsed.inSeconds)
-                completion(delivery, DeliveryOutcome.classify(response))
+                let outcome = DeliveryOutcome.classify(response)
+                // Counted as delivered, once: not per attempt.
+                if outcome == .sent, omitted.contains(index) { ciphertextOmitted.increment() }
+                completion(delivery, outcome)
             case .failure(let error):
                 completion(delivery, DeliveryOutcome.classify(error))
             }

@@ -13,13 +13,13 @@ enum NotificationBuilder {
     /// The notifications of a batch, in order, written into one buffer straight from
     /// the messages' bytes: no strings, and no payload array per message.
     static func notifications(for batch: [Delivery]) -> APNsNotificationBatch {
-        var omitted = 0
+        var omitted: Set<Int> = []
         return notifications(for: batch, omittedCiphertexts: &omitted)
     }
 
-    /// `notifications(for:)`, adding to `omittedCiphertexts` how many payloads left
-    /// out `c`.
-    static func notifications(for batch: [Delivery], omittedCiphertexts: inout Int) -> APNsNotificationBatch {
+    /// `notifications(for:)`, adding to `omittedCiphertexts` the positions in `batch`
+    /// of the payloads that left out `c`.
+    static func notifications(for batch: [Delivery], omittedCiphertexts: inout Set<Int>) -> APNsNotificationBatch {
         var bytes = 0
         for delivery in batch {
             let message = delivery.message
@@ -28,14 +28,14 @@ enum NotificationBuilder {
                 + payloadCapacity(for: message)
         }
         var notifications = APNsNotificationBatch(reservingCapacity: batch.count, bytes: bytes)
-        for delivery in batch {
+        for (index, delivery) in batch.enumerated() {
             let message = delivery.message
             notifications.append(
                 deviceToken: message.deviceTokenBytes, topic: message.topicBytes, pushType: .alert,
                 priority: APNsPriority(rawValue: message.priority), expiration: expiration(of: message),
                 collapseID: message.collapseIDBytes
             ) {
-                if !appendPayload(for: message, to: &$0) { omittedCiphertexts += 1 }
+                if !appendPayload(for: message, to: &$0) { omittedCiphertexts.insert(index) }
             }
         }
         return notifications

@@ -179,7 +179,8 @@ public struct IngressConfiguration: Sendable {
         connectionsPerIP = try environment.integer("INGRESS_CONNECTIONS_PER_IP", default: 0, range: 0...1_000_000)
         connectionTimeoutSeconds = try environment.integer("INGRESS_CONNECTION_TIMEOUT", default: 30, range: 1...3600)
         bodyMemoryMegabytes = try environment.integer("INGRESS_BODY_MEMORY_MB", default: 256, range: 1...65_536)
-        queueStream = environment.optional("QUEUE_STREAM") ?? WorkerConfiguration.defaultStream
+        queueStream = try WorkerConfiguration.taggedStream(
+            environment.optional("QUEUE_STREAM") ?? WorkerConfiguration.defaultStream, variable: "QUEUE_STREAM")
         registrationRateLimit = try environment.rateLimit(
             "RATE_LIMIT_REGISTRATION", default: RateLimit(limit: 20, windowSeconds: 3600))
         deviceRateLimit = try environment.rateLimit(
@@ -371,6 +372,20 @@ public struct WorkerConfiguration: Sendable {
         guard !streams.isEmpty else {
             throw ConfigurationError(variable: "WORKER_STREAMS", problem: "must name at least one stream")
         }
-        return streams
+        return try streams.map { (stream) throws(ConfigurationError) in
+            try taggedStream(stream, variable: "WORKER_STREAMS")
+        }
+    }
+
+    /// `stream`, if it has a `{…}` hash tag: every other key of its ingress carries the
+    /// same one (`RedisKeys`), and a stream without one would stand apart from them.
+    static func taggedStream(_ stream: String, variable: String) throws(ConfigurationError) -> String {
+        guard RedisKeys.explicitHashTag(of: stream) != nil else {
+            throw ConfigurationError(
+                variable: variable,
+                problem:
+                    "\(stream) has no {hash tag}, e.g. pushgate:queue:{0}: every Redis key of its pushes carries it")
+        }
+        return stream
     }
 }

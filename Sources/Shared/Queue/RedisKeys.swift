@@ -46,10 +46,15 @@ public struct RedisKeys: Sendable, Equatable {
 
     /// The `{…}` part of `name`, as Redis Cluster hashes it, or `{0}`.
     public static func hashTag(of name: String) -> String {
+        explicitHashTag(of: name) ?? "{0}"
+    }
+
+    /// The `{…}` part of `name` (the first `{` up to the next `}`, not empty), if any.
+    public static func explicitHashTag(of name: String) -> String? {
         guard let open = name.firstIndex(of: "{"),
             let close = name[name.index(after: open)...].firstIndex(of: "}"),
             name.index(after: open) < close
-        else { return "{0}" }
+        else { return nil }
         return String(name[open...close])
     }
 
