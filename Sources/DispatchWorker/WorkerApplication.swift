@@ -9,6 +9,8 @@ final class WorkerApplication: Sendable {
     let configuration: WorkerConfiguration
     let redis: RedisClient
     let postgres: PostgresClient
+    /// The waited-message checks' connections (`RetriedSubscriptionCheck`).
+    let checksPostgres: PostgresClient
     let apns: APNsClient
     let metrics: WorkerMetrics
     let limiter: InFlightLimiter
@@ -25,14 +27,16 @@ final class WorkerApplication: Sendable {
     private let gaugeTask = Mutex<Task<Void, Never>?>(nil)
 
     init(
-        configuration: WorkerConfiguration, redis: RedisClient, postgres: PostgresClient, apns: APNsClient,
-        metrics: WorkerMetrics, limiter: InFlightLimiter, consumers: [QueueConsumer], acknowledger: Acknowledger,
+        configuration: WorkerConfiguration, redis: RedisClient, postgres: PostgresClient,
+        checksPostgres: PostgresClient, apns: APNsClient, metrics: WorkerMetrics, limiter: InFlightLimiter,
+        consumers: [QueueConsumer], acknowledger: Acknowledger,
         counts: DailyCounts, circuit: CircuitBreaker, server: HTTPServer, gauges: QueueGauges,
         readiness: ReadinessCheck, stopping: StopFlag, logger: Logger
     ) {
         self.configuration = configuration
         self.redis = redis
         self.postgres = postgres
+        self.checksPostgres = checksPostgres
         self.apns = apns
         self.metrics = metrics
         self.limiter = limiter
@@ -108,6 +112,7 @@ final class WorkerApplication: Sendable {
         await server.shutdown(deadline: .seconds(1))
         redis.close()
         postgres.close()
+        checksPostgres.close()
         return drained
     }
 }
@@ -130,6 +135,13 @@ func buildWorker(
         configuration: .init(
             url: configuration.common.databaseURL, applicationName: "pushgate-worker",
             maximumConnections: configuration.databaseConnections, acquireTimeout: .seconds(10), connectTimeout: 5))
+    // The waited-message checks' own: two connections (a read of the revocations and a
+    // lookup at a time), statements cancelled past the checks' limit.
+    let checksPostgres = PostgresClient(
+        configuration: .init(
+            url: configuration.common.databaseURL, applicationName: "pushgate-worker-checks",
+            maximumConnections: 2, acquireTimeout: RetriedSubscriptionCheck.readLimit, connectTimeout: 2,
+            statementTimeout: RetriedSubscriptionCheck.readLimit))
     let apnsConfiguration = APNsClient.Configuration(worker: configuration)
     if .seconds(configuration.visibilityTimeoutSeconds) <= apnsConfiguration.requestTimeout {
         logger.warning(
@@ -182,7 +194,7 @@ func buildWorker(
                 limit: configuration.maxInFlightPerDestination, ceiling: configuration.maxInFlight)),
         recorder: recorder,
         retriedCheck: RetriedSubscriptionCheck(
-            postgres: postgres, checks: metrics.waitedChecks, logger: logger.child("retried_check")),
+            postgres: checksPostgres, checks: metrics.waitedChecks, logger: logger.child("retried_check")),
         topics: TopicSupersession(redis: redis, logger: logger.child("topics")),
         maxDeliveries: configuration.maxDeliveries,
         deadLetterAgeMilliseconds: Int64(configuration.maxDeliveries * configuration.visibilityTimeoutSeconds) * 1000)
@@ -210,7 +222,8 @@ func buildWorker(
             isStopping: { stopping.isSet }),
         logger: logger.child("operations"))
     return WorkerApplication(
-        configuration: configuration, redis: redis, postgres: postgres, apns: apns, metrics: metrics, limiter: limiter,
-        consumers: consumers, acknowledger: acknowledger, counts: counts, circuit: circuit, server: server,
+        configuration: configuration, redis: redis, postgres: postgres, checksPostgres: checksPostgres, apns: apns,
+        metrics: metrics, limiter: limiter, consumers: consumers, acknowledger: acknowledger, counts: counts,
+        circuit: circuit, server: server,
         gauges: gauges, readiness: readiness, stopping: stopping, logger: logger)
 }

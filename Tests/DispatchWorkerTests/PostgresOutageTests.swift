@@ -223,4 +223,43 @@ import Testing
             relay.restore()
         }
     }
+
+    /// A Postgres that neither answers nor refuses (frozen, or a network dropping
+    /// everything) holds a message that waited no longer than the checks' read limit:
+    /// it goes out unchecked and the checks pause, rather than it (and the in-flight
+    /// permit it holds) waiting for as long as the freeze lasts.
+    @Test func aFrozenPostgresHoldsAWaitedMessageOnlyForTheReadLimit() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await DeliveryStack.with { stack in
+            let worker = try await stack.startWorker(["DATABASE_URL": databaseURL])
+            let pause = try #require(worker.consumers.first).processor.retriedCheck.pause
+            let device = try await stack.subscribe()
+            // A first one that waited: the credential read, the checks' connections open.
+            var first = try await stack.message(subscription: device.id, token: device.token)
+            first.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            try await stack.enqueue(first)
+            try await eventually("the first one checked and sent") {
+                stack.recordings(token: device.token).count == 1 && worker.metrics.waitedChecks.value("log") == 1
+            }
+
+            relay.freeze()
+            do {
+                var waited = try await stack.message(subscription: device.id, token: device.token)
+                waited.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+                try await Task.sleep(for: RevocationLog.refreshInterval * 2)
+                try await stack.enqueue(waited)
+                try await eventually("the message that waited sent unchecked, Postgres still frozen") {
+                    stack.recordings(token: device.token).count == 2
+                }
+                #expect(pause.isPaused)
+            } catch {
+                relay.thaw()  // else the worker's shutdown waits on the frozen reads
+                throw error
+            }
+
+            relay.thaw()
+            try await eventually("the checks resumed") { !pause.isPaused }
+        }
+    }
 }

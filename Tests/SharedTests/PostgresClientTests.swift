@@ -7,6 +7,26 @@ import Testing
 @Suite struct PostgresClientTests {
     let client = PostgresClient(url: TestEnvironment.databaseURL, applicationName: "pushgate-test-client")
 
+    /// A client's statement timeout is its connections' own: the server cancels a
+    /// statement past it (SQLSTATE 57014), and the connection stays usable.
+    @Test func aStatementPastTheClientsTimeoutIsCancelledByTheServer() async throws {
+        let bounded = PostgresClient(
+            configuration: .init(
+                url: TestEnvironment.databaseURL, applicationName: "pushgate-test-bounded", maximumConnections: 1,
+                statementTimeout: .milliseconds(200)))
+        defer { bounded.close() }
+        let started = ContinuousClock.now
+        await #expect {
+            try await bounded.query("SELECT pg_sleep(5)")
+        } throws: { error in
+            (error as? PostgresError)?.sqlState == "57014"
+        }
+        #expect(ContinuousClock.now - started < .seconds(4))
+        #expect(try await bounded.query("SELECT 1 AS one").first?.decode("one", as: Int.self) == 1)
+        #expect(
+            try await client.query("SHOW statement_timeout").first?.decode("statement_timeout", as: String.self) == "0")
+    }
+
     @Test func textAndUnicodeRoundTripThroughBoundParameters() async throws {
         let values = [
             "", "plain", "Grüße, 世界 👋🏽", "it's \"quoted\" \\ $1 ; DROP TABLE x; --",

@@ -15,6 +15,8 @@ package final class TCPRelay: Sendable {
 
     private struct State {
         var cut = false
+        /// Bytes are held, not relayed: the server seems frozen (connections stay open).
+        var frozen = false
         var closed = false
         /// Connections accepted, relayed or (while cut) closed at once.
         var accepted = 0
@@ -68,6 +70,16 @@ package final class TCPRelay: Sendable {
 
     package func restore() {
         state.withLock { $0.cut = false }
+    }
+
+    /// Holds every byte in either direction, connections open, as a frozen server (or
+    /// a network that drops everything) would, until `thaw()`.
+    package func freeze() {
+        state.withLock { $0.frozen = true }
+    }
+
+    package func thaw() {
+        state.withLock { $0.frozen = false }
     }
 
     /// How many connections clients opened to the relay so far, cut or not.
@@ -125,12 +137,13 @@ package final class TCPRelay: Sendable {
                     _ = Foundation.close(server)
                 }
             }
+            let frozen: @Sendable () -> Bool = { [self] in state.withLock { $0.frozen } }
             Thread.detachNewThread {
-                Self.pump(from: client, to: server)
+                Self.pump(from: client, to: server, holding: frozen)
                 finished()
             }
             Thread.detachNewThread {
-                Self.pump(from: server, to: client)
+                Self.pump(from: server, to: client, holding: frozen)
                 finished()
             }
         }
@@ -154,12 +167,13 @@ package final class TCPRelay: Sendable {
     }
 
     /// Copies bytes until either side ends, then shuts both sockets down so the
-    /// other direction ends too.
-    private static func pump(from source: Int32, to destination: Int32) {
+    /// other direction ends too; what arrives while `holding()` waits until it is false.
+    private static func pump(from source: Int32, to destination: Int32, holding: @Sendable () -> Bool) {
         var buffer = [UInt8](repeating: 0, count: 16_384)
         copying: while true {
             let count = recv(source, &buffer, buffer.count, 0)
             if count <= 0 { break }
+            while holding() { usleep(10_000) }
             var offset = 0
             while offset < count {
                 let sent = buffer[offset..<count].withUnsafeBytes {

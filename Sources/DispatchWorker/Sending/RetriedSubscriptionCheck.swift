@@ -20,7 +20,7 @@ import Shared
 /// always looked up. At most one read of the revocations per 25 ms and one
 /// query per batch of such messages; the others are sent without waiting for them
 /// (`EntryProcessor`). When the revocations cannot be read, every waited message goes
-/// to the query; when Postgres cannot answer that either, the messages go out as
+/// to the query; when Postgres cannot answer that either (or not within `readLimit`), the messages go out as
 /// before (except those of subscriptions the log already holds as deleted), and both
 /// skip Postgres until it answers again (`PostgresPause`), rather than make every later
 /// batch wait on a dead database: the check only narrows a window.
@@ -32,6 +32,11 @@ final class RetriedSubscriptionCheck: Sendable {
     private let failures: ThrottledLog
     /// Shared with `revocations`: one failed read pauses both.
     let pause: PostgresPause
+    /// How long a batch waits for a read of the revocations or a lookup before its
+    /// messages go out unchecked (and the checks pause): a frozen server or a lock
+    /// must not hold the messages, and the in-flight permits they hold, with it. The
+    /// checks' connections also have the server cancel statements past it.
+    static let readLimit: Duration = .seconds(2)
     /// Age (since acceptance, in milliseconds) from which a message is checked even on
     /// its first attempt: past any lag of a worker keeping up, so only a backlog pays
     /// for the check, and short enough that a worker's restart is covered.
@@ -41,6 +46,9 @@ final class RetriedSubscriptionCheck: Sendable {
     /// clock skew between the hosts.
     static let loggedAge: Int64 = 600_000
 
+    /// `postgres`: the checks' own client (`WorkerApplication`: its statements cancelled
+    /// past `readLimit`, its connections apart from the outcomes' and credentials'), so
+    /// reads stuck on a lock or a frozen server hold none of theirs.
     init(postgres: PostgresClient, checks: Counter, logger: Logger) {
         self.postgres = postgres
         pause = PostgresPause(postgres: postgres)
@@ -107,12 +115,15 @@ final class RetriedSubscriptionCheck: Sendable {
         // Each subscription that still exists: whether its app still pushes.
         var pushes: [String: Bool] = [:]
         do {
-            let rows = try await postgres.query(
-                """
-                SELECT s.id, a.push_enabled, c.plan
-                FROM subscriptions s JOIN apps a ON a.id = s.app_id JOIN accounts c ON c.id = a.account_id
-                WHERE s.id = ANY(\(ids))
-                """)
+            let postgres = postgres
+            let rows = try await Task {
+                try await postgres.query(
+                    """
+                    SELECT s.id, a.push_enabled, c.plan
+                    FROM subscriptions s JOIN apps a ON a.id = s.app_id JOIN accounts c ON c.id = a.account_id
+                    WHERE s.id = ANY(\(ids))
+                    """)
+            }.value(waitingAtMost: Self.readLimit)
             for row in rows {
                 let plan = Plan(rawValue: try row.decode("plan"))
                 pushes[try row.decode("id", as: String.self)] =

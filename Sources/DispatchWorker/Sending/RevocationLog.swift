@@ -14,8 +14,9 @@ import Shared
 /// while an older transaction stays open. Past `capacity` revocations (a sweep
 /// deleting very many subscriptions at once) the log holds none and every message
 /// counts as concerned for `retention`; then it reads the last `retention` afresh.
-/// After a read fails, `concerns` throws at once until `pause` sees Postgres answer
-/// again, rather than make every batch wait on a dead database. What is held stays
+/// After a read fails (or takes longer than `readLimit`: a frozen server, a lock),
+/// `concerns` throws at once until `pause` sees Postgres answer again, rather than
+/// make every batch wait on a dead database. What is held stays
 /// held meanwhile: `deletedSubscriptions(among:)` still answers from it.
 actor RevocationLog {
     let postgres: PostgresClient
@@ -40,10 +41,17 @@ actor RevocationLog {
     /// Until when every message counts as concerned, after `capacity` was passed.
     private var saturatedUntil: Date?
 
-    init(postgres: PostgresClient, pause: PostgresPause? = nil, capacity: Int = 200_000) {
+    /// How long a check waits for a read (`RetriedSubscriptionCheck.readLimit`).
+    let readLimit: Duration
+
+    init(
+        postgres: PostgresClient, pause: PostgresPause? = nil, capacity: Int = 200_000,
+        readLimit: Duration = RetriedSubscriptionCheck.readLimit
+    ) {
         self.postgres = postgres
         self.pause = pause ?? PostgresPause(postgres: postgres)
         self.capacity = capacity
+        self.readLimit = readLimit
     }
 
     /// Whether a revocation of the last `retention` may concern a message of each of
@@ -57,17 +65,26 @@ actor RevocationLog {
         }
     }
 
-    /// One read at a time: callers arriving meanwhile wait for it.
+    /// One read at a time: callers arriving meanwhile wait for it, each at most
+    /// `readLimit` (a read that takes longer counts as failed; it finishes in its own
+    /// time, and no other starts before it has).
     private func refreshIfStale() async throws {
         let now = ContinuousClock.now
         if let refreshedAt, now - refreshedAt < Self.refreshInterval { return }
-        if let refreshing { return try await refreshing.value }
         if pause.isPaused { throw RevocationLogUnavailable() }
-        let read = Task { try await self.refresh() }
-        refreshing = read
-        defer { refreshing = nil }
+        let read: Task<Void, any Error>
+        if let refreshing {
+            read = refreshing
+        } else {
+            // Runs on this actor: cleared as it ends, whoever waits for it.
+            read = Task {
+                defer { refreshing = nil }
+                try await refresh()
+            }
+            refreshing = read
+        }
         do {
-            try await read.value
+            try await read.value(waitingAtMost: readLimit)
         } catch {
             pause.failed()
             throw error

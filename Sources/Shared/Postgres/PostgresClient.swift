@@ -15,16 +15,19 @@ public final class PostgresClient: Sendable {
         public var acquireTimeout: Duration
         /// Seconds to wait for a new connection, unless the URL sets `connect_timeout`.
         public var connectTimeout: Int
+        /// Statements running longer are cancelled by the server (none by default).
+        public var statementTimeout: Duration?
 
         public init(
             url: String, applicationName: String = "pushgate", maximumConnections: Int = 10,
-            acquireTimeout: Duration = .seconds(10), connectTimeout: Int = 10
+            acquireTimeout: Duration = .seconds(10), connectTimeout: Int = 10, statementTimeout: Duration? = nil
         ) {
             self.url = url
             self.applicationName = applicationName
             self.maximumConnections = maximumConnections
             self.acquireTimeout = acquireTimeout
             self.connectTimeout = connectTimeout
+            self.statementTimeout = statementTimeout
         }
     }
 
@@ -39,7 +42,7 @@ public final class PostgresClient: Sendable {
         ) {
             try await PostgresConnection.connect(
                 url: configuration.url, applicationName: configuration.applicationName,
-                connectTimeout: configuration.connectTimeout)
+                connectTimeout: configuration.connectTimeout, statementTimeout: configuration.statementTimeout)
         }
     }
 

@@ -42,8 +42,10 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
     ///   - url: a libpq connection string (`host=… dbname=…`) or `postgresql://` URL.
     ///   - applicationName: reported in `pg_stat_activity.application_name`; overrides the URL's.
     ///   - connectTimeout: seconds; used unless the URL sets `connect_timeout`.
+    ///   - statementTimeout: the server cancels any statement of this connection that
+    ///     runs longer (`statement_timeout`, waiting for locks included).
     public static func connect(
-        url: String, applicationName: String? = nil, connectTimeout: Int = 10
+        url: String, applicationName: String? = nil, connectTimeout: Int = 10, statementTimeout: Duration? = nil
     ) async throws -> PostgresConnection {
         let queue = DispatchQueue(label: "pushgate.postgres.connection")
         // Later keywords override the ones the expanded `dbname` URL/string sets; earlier
@@ -57,7 +59,18 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
                 continuation.resume(with: Result { try openHandle(keywordValues, url: url) })
             }
         }
-        return PostgresConnection(handle: handle, queue: queue)
+        let connection = PostgresConnection(handle: handle, queue: queue)
+        if let statementTimeout {
+            // Set apart from the URL's own `options`, which a keyword here would replace.
+            let milliseconds = max(Int(statementTimeout.components.seconds * 1000), 1)
+            do {
+                try await connection.executeScript("SET statement_timeout = \(milliseconds)")
+            } catch {
+                connection.close()
+                throw error
+            }
+        }
+        return connection
     }
 
     private static func openHandle(_ parameters: [(String, String)], url: String) throws -> OpaquePointer {

@@ -1,0 +1,31 @@
+import Synchronization
+
+/// An operation's time limit passed before it finished.
+public struct TimeLimitExceeded: Error, CustomStringConvertible {
+    public let limit: Duration
+    public var description: String { "no answer within \(limit)" }
+}
+
+extension Task where Failure == any Error {
+    /// The task's value, or `TimeLimitExceeded` once `limit` has passed first. The task
+    /// is not cancelled: one blocked in a C call (a query to a frozen server) could not
+    /// stop anyway, and finishes in its own time.
+    public func value(waitingAtMost limit: Duration) async throws -> Success {
+        let answered = Atomic<Bool>(false)
+        return try await withCheckedThrowingContinuation { continuation in
+            let answer = { @Sendable (result: Result<Success, any Error>) in
+                guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return }
+                continuation.resume(with: result)
+            }
+            let timer = Task<Void, Never> {
+                guard (try? await Task<Never, Never>.sleep(for: limit)) != nil else { return }  // cancelled
+                answer(.failure(TimeLimitExceeded(limit: limit)))
+            }
+            Task<Void, Never> {
+                let result = await self.result
+                timer.cancel()
+                answer(result)
+            }
+        }
+    }
+}
