@@ -109,6 +109,43 @@ import Testing
         #expect(relay.connectionsAccepted > afterFirst, "asked again after it")
     }
 
+    /// A read that does not answer (Postgres frozen) holds sends no longer than
+    /// `CredentialCache.readWait`: the credential read before stays in use, one never
+    /// read is unavailable (its messages wait and retry), and the read's answer is kept
+    /// when it comes.
+    @Test func aCredentialReadThatDoesNotAnswerHoldsSendsOnlyBriefly() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await DeliveryStack.with { stack in
+            let postgres = PostgresClient(url: databaseURL, applicationName: "pushgate-test-credentials")
+            defer { postgres.close() }
+            let sealer = try PushCredentialSealer(key: Array(Data(base64Encoded: stack.credentialKey)!))
+            let cache = CredentialCache(
+                reader: PushCredentialReader(postgres: postgres, sealer: sealer), lifetime: .milliseconds(100),
+                logger: Logger(component: "test", minimumLevel: .error))
+            guard case .usable = await cache.lookup(stack.credentialID) else {
+                Issue.record("the credential should be usable")
+                return
+            }
+            relay.freeze()
+            defer { relay.thaw() }
+            try await Task.sleep(for: .milliseconds(150))  // past the entry's lifetime
+            // (Bounded here too, so that a regression fails the test instead of hanging it.)
+            let limit = Duration.seconds(10)
+            let kept = try await Task { await cache.lookup(stack.credentialID) }.value(waitingAtMost: limit)
+            guard case .usable = kept else {
+                Issue.record("the credential read before should stay in use")
+                return
+            }
+            let never = "never-read-\(UInt32.random(in: 0...UInt32.max))"
+            let unread = try await Task { await cache.lookup(never) }.value(waitingAtMost: limit)
+            guard case .unavailable = unread else {
+                Issue.record("a credential never read should be unavailable")
+                return
+            }
+        }
+    }
+
     /// A credential's cache entry expiring while Postgres is away must not stop its
     /// sends: the credential read before stays in use until Postgres answers again.
     @Test func aCredentialReadBeforeStaysInUseWhilePostgresCannotBeRead() async throws {

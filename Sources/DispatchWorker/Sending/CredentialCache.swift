@@ -15,7 +15,9 @@ import Synchronization
 /// trusts the ingress's and the worker's clocks to agree.)
 /// When Postgres cannot be read, the answer read before stays in use (checked again
 /// every `failureLifetime`): sends do not depend on Postgres, and a credential
-/// revoked meanwhile is still caught by APNs's refusal. A credential with no answer
+/// revoked meanwhile is still caught by APNs's refusal. A read that has not answered
+/// within `readWait` (a frozen server, a lock) counts as such for the sends waiting
+/// on it; it goes on, and its answer is kept when it comes. A credential with no answer
 /// to fall back on is asked for again at most every `unavailableLifetime`: its
 /// messages wait and retry anyway, and a read per message would hammer a Postgres
 /// that refuses connections.
@@ -49,7 +51,8 @@ final class CredentialCache: Sendable {
     }
 
     private enum Entry {
-        case loading(Task<Lookup, Never>)
+        /// A read under way, and the answer it replaces (nil for a first read).
+        case loading(Task<Lookup, Never>, earlier: Lookup?)
         /// `decidedAt`: when the answer was read or marked, UNIX ms (this host's clock,
         /// compared with the ingress's `acceptedAt`).
         case ready(Lookup, expires: ContinuousClock.Instant, decidedAt: Int64)
@@ -60,6 +63,8 @@ final class CredentialCache: Sendable {
     private let failureLifetime: Duration
     private let unavailableLifetime: Duration
     private let recheckIntervalMilliseconds: Int64 = 1000
+    /// How long a send waits for a read before it goes on as if Postgres had failed.
+    static let readWait: Duration = .seconds(2)
     /// UNIX milliseconds, as the ingress stamps `acceptedAt`; tests move it by hand.
     private let clock: @Sendable () -> Int64
     private let logger: Logger
@@ -99,25 +104,29 @@ final class CredentialCache: Sendable {
                     return .ready(.rechecking, expires: expires, decidedAt: decidedAt)
                 }
                 let task = Task { await self.load(id, earlier: .rejected) }
-                entries[id] = .loading(task)
-                return .loading(task)
+                entries[id] = .loading(task, earlier: .rejected)
+                return .loading(task, earlier: .rejected)
             case .ready(let lookup, let expires, let decidedAt) where expires > now:
                 return .ready(lookup, expires: expires, decidedAt: decidedAt)
-            case .loading(let task):
-                return .loading(task)
+            case .loading(let task, let earlier):
+                return .loading(task, earlier: earlier)
             case .ready(let earlier, _, _):
                 let task = Task { await self.load(id, earlier: earlier) }
-                entries[id] = .loading(task)
-                return .loading(task)
+                entries[id] = .loading(task, earlier: earlier)
+                return .loading(task, earlier: earlier)
             case nil:
                 let task = Task { await self.load(id, earlier: nil) }
-                entries[id] = .loading(task)
-                return .loading(task)
+                entries[id] = .loading(task, earlier: nil)
+                return .loading(task, earlier: nil)
             }
         }
         switch found {
         case .ready(let lookup, _, _): return lookup
-        case .loading(let task): return await task.value
+        case .loading(let task, let earlier):
+            if let answer = try? await task.value(waitingAtMost: Self.readWait) { return answer }
+            // As `load` answers when Postgres fails.
+            if let earlier, !earlier.isUnavailable { return earlier }
+            return .unavailable
         }
     }
 

@@ -6,7 +6,7 @@ public struct TimeLimitExceeded: Error, CustomStringConvertible {
     public var description: String { "no answer within \(limit)" }
 }
 
-extension Task where Failure == any Error {
+extension Task {
     /// The task's value, or `TimeLimitExceeded` once `limit` has passed first. The task
     /// is not cancelled: one blocked in a C call (a query to a frozen server) could not
     /// stop anyway, and finishes in its own time.
@@ -24,7 +24,7 @@ extension Task where Failure == any Error {
             Task<Void, Never> {
                 let result = await self.result
                 timer.cancel()
-                answer(result)
+                answer(result.mapError { $0 as any Error })
             }
         }
     }
