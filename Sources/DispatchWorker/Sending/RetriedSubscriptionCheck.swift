@@ -20,10 +20,11 @@ import Shared
 /// always looked up. At most one read of the revocations per 25 ms and one
 /// query per batch of such messages; the others are sent without waiting for them
 /// (`EntryProcessor`). When the revocations cannot be read, every waited message goes
-/// to the query; when Postgres cannot answer that either (or not within `readLimit`), the messages go out as
-/// before (except those of subscriptions the log already holds as deleted), and both
-/// skip Postgres until it answers again (`PostgresPause`), rather than make every later
-/// batch wait on a dead database: the check only narrows a window.
+/// to the query; when Postgres cannot answer that either (or not within `readLimit`),
+/// the messages go out as before (except those of subscriptions the log already holds
+/// as deleted), and both skip Postgres until it answers again (`PostgresPause`),
+/// rather than make every later batch wait on a dead database: the check only narrows
+/// a window.
 final class RetriedSubscriptionCheck: Sendable {
     let postgres: PostgresClient
     let revocations: RevocationLog

@@ -16,8 +16,8 @@ import Shared
 /// counts as concerned for `retention`; then it reads the last `retention` afresh.
 /// After a read fails (or takes longer than `readLimit`: a frozen server, a lock),
 /// `concerns` throws at once until `pause` sees Postgres answer again, rather than
-/// make every batch wait on a dead database. What is held stays
-/// held meanwhile: `deletedSubscriptions(among:)` still answers from it.
+/// make every batch wait on a dead database. What is held stays held meanwhile:
+/// `deletedSubscriptions(among:)` still answers from it.
 actor RevocationLog {
     let postgres: PostgresClient
     let pause: PostgresPause
