@@ -137,6 +137,14 @@ import Testing
                 Issue.record("the credential read before should stay in use")
                 return
             }
+            // The read still hangs: past its wait, it is not waited for again.
+            let again = ContinuousClock.now
+            let keptAgain = try await Task { await cache.lookup(stack.credentialID) }.value(waitingAtMost: limit)
+            guard case .usable = keptAgain else {
+                Issue.record("the credential read before should stay in use")
+                return
+            }
+            #expect(ContinuousClock.now - again < CredentialCache.readWait / 2)
             let never = "never-read-\(UInt32.random(in: 0...UInt32.max))"
             let unread = try await Task { await cache.lookup(never) }.value(waitingAtMost: limit)
             guard case .unavailable = unread else {
@@ -297,6 +305,42 @@ import Testing
 
             relay.thaw()
             try await eventually("the checks resumed") { !pause.isPaused }
+        }
+    }
+
+    /// An outcome whose Postgres write does not answer (a gone device's deletion, with
+    /// Postgres frozen) holds its message's in-flight permit no longer than
+    /// `OutcomeRecorder.writeWait`: the message is retried instead, and once Postgres
+    /// answers the subscription is deleted all the same.
+    @Test func anOutcomeWriteThatDoesNotAnswerIsRetriedInsteadOfHeld() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await DeliveryStack.with { stack in
+            // The retry far off: the permit is seen free between the attempts.
+            let worker = try await stack.startWorker([
+                "DATABASE_URL": databaseURL, "WORKER_RETRY_BASE_MS": "60000", "WORKER_RETRY_CAP_MS": "60000",
+            ])
+            let healthy = try await stack.subscribe()
+            let gone = try await stack.subscribe()
+            #expect(try await stack.push(healthy.id).status == 201)
+            try await eventually("the credential read") { stack.recordings(token: healthy.token).count == 1 }
+            try await stack.controlRequest("POST", "/devices/\(gone.token)/uninstall")
+
+            relay.freeze()
+            do {
+                #expect(try await stack.push(gone.id).status == 201)
+                try await eventually("the deletion given up on, the message retried") {
+                    worker.metrics.retries.value("outcome_not_written") >= 1
+                }
+                try await eventually("its permit released") { worker.limiter.inFlight == 0 }
+                #expect(try await stack.subscriptionExists(gone.id))
+            } catch {
+                relay.thaw()
+                throw error
+            }
+            relay.thaw()
+            // By the write given up on, which went on: the retry is a minute off.
+            try await eventually("deleted once Postgres answers") { try await !stack.subscriptionExists(gone.id) }
         }
     }
 }

@@ -91,4 +91,30 @@ import Testing
             #expect(refreshed, "read again from Postgres once it is back")
         }
     }
+
+    /// A Postgres that does not answer at all (frozen, or a network dropping
+    /// everything) holds a push to a stale entry no longer than the refresh's short
+    /// wait: it is accepted from the stale entry, as when Postgres refuses.
+    @Test func aFrozenPostgresDoesNotHoldPushesToStaleEntries() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await IngressTestApp.with(["DATABASE_URL": databaseURL, "CACHE_TTL_SECONDS": "1"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let accepted = try await Poll.until(timeout: .seconds(10), interval: .milliseconds(10)) {
+                try await app.push(id).status == 201
+            }
+            #expect(accepted)
+
+            relay.freeze()
+            defer { relay.thaw() }
+            try await Task.sleep(for: .milliseconds(1200))  // every entry past its freshness
+            var statuses: [Int] = []
+            for _ in 0..<3 {
+                // Bounded, so that a push held by the freeze fails the test instead of hanging it.
+                statuses.append(try await Task { try await app.push(id).status }.value(waitingAtMost: .seconds(5)))
+            }
+            #expect(statuses == [201, 201, 201])
+        }
+    }
 }

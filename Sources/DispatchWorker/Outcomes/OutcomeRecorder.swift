@@ -16,9 +16,12 @@ import Shared
 /// | retry, postponed, or unsent at shutdown | — | put on the delayed-retry set; quota stays reserved |
 /// | dead letter (a whole entry) | daily `failed` +1 per message | moved to `<stream>:dead` with its reason, quotas released, replies `failed`, counted (its own script) |
 ///
-/// When a Postgres or Redis write of an outcome fails, the message is retried (alone)
-/// instead; when the acknowledgement itself cannot be written, the entry stays pending
-/// and another worker claims it after the visibility timeout.
+/// When a Postgres or Redis write of an outcome fails, or has not answered within
+/// `writeWait` (a frozen Postgres, a lock: the message would hold its in-flight permit
+/// as long, and enough of them would stall the worker), the message is retried (alone)
+/// instead; the write goes on, and whichever of it and the retry comes second finds
+/// the work done. When the acknowledgement itself cannot be written, the entry stays
+/// pending and another worker claims it after the visibility timeout.
 final class OutcomeRecorder: Sendable {
     let redis: RedisClient
     let acknowledger: Acknowledger
@@ -35,6 +38,10 @@ final class OutcomeRecorder: Sendable {
     let replyLifetimeSeconds: Int
     /// How long the dead-letter stream keeps an entry (`DEAD_LETTER_TTL_SECONDS`).
     let deadLetterLifetimeSeconds: Int
+    /// How long an outcome waits for its Postgres write before the message is retried.
+    static let writeWait: Duration = .seconds(3)
+    /// One line now and then while writes keep failing (Postgres away), not one per message.
+    private let retryLog: ThrottledLog
     init(
         redis: RedisClient, acknowledger: Acknowledger, limiter: InFlightLimiter, circuit: CircuitBreaker,
         credentials: CredentialCache, remover: SubscriptionRemover,
@@ -52,6 +59,7 @@ final class OutcomeRecorder: Sendable {
         self.metrics = metrics
         self.operatorLog = operatorLog
         self.logger = logger
+        retryLog = ThrottledLog(logger: logger, interval: .seconds(10))
         self.tombstoneLifetimeSeconds = tombstoneLifetimeSeconds
         self.replyLifetimeSeconds = replyLifetimeSeconds
         self.deadLetterLifetimeSeconds = deadLetterLifetimeSeconds
@@ -100,7 +108,11 @@ final class OutcomeRecorder: Sendable {
             let invalidation = CacheInvalidation(
                 redis: redis, keys: context.keys, tombstoneLifetimeSeconds: tombstoneLifetimeSeconds)
             do {
-                switch try await remover.remove(message, unregisteredAt: timestamp, invalidation: invalidation) {
+                let remover = remover
+                let removal = try await Task {
+                    try await remover.remove(message, unregisteredAt: timestamp, invalidation: invalidation)
+                }.value(waitingAtMost: Self.writeWait)
+                switch removal {
                 case .removed:
                     metrics.sends.increment(by: 1, "gone", reason)
                     finish(delivery, status: "gone", reason: "", tally: .gone, releaseQuota: true)
@@ -116,8 +128,12 @@ final class OutcomeRecorder: Sendable {
             let invalidation = CacheInvalidation(
                 redis: redis, keys: context.keys, tombstoneLifetimeSeconds: tombstoneLifetimeSeconds)
             do {
-                let apps = try await rejecter.reject(
-                    credentialID: message.credentialID, reason: "APNs answered \(reason)", invalidation: invalidation)
+                let rejecter = rejecter
+                let apps = try await Task {
+                    try await rejecter.reject(
+                        credentialID: message.credentialID, reason: "APNs answered \(reason)",
+                        invalidation: invalidation)
+                }.value(waitingAtMost: Self.writeWait)
                 credentials.markRejected(message.credentialID)
                 if !apps.isEmpty {
                     logger.warning(
@@ -276,8 +292,9 @@ final class OutcomeRecorder: Sendable {
     /// the message is sent again later, alone, like any retry (Apple will say the same
     /// again), so its entry's other messages are acknowledged and not sent twice.
     private func retryLater(_ delivery: Delivery, _ what: String, _ error: any Error) async {
-        logger.warning(
-            "\(what); the message is retried", metadata: ["entry": delivery.entry.id, "error": "\(type(of: error))"])
+        retryLog.warning(
+            "\(what); the message is retried",
+            metadata: ["entry": delivery.entry.id, "error": ThrottledLog.describe(error)])
         await record(.retry(cause: "outcome_not_written", countsAgainstCircuit: false), delivery)
     }
 }

@@ -51,8 +51,8 @@ final class CredentialCache: Sendable {
     }
 
     private enum Entry {
-        /// A read under way, and the answer it replaces (nil for a first read).
-        case loading(Task<Lookup, Never>, earlier: Lookup?)
+        /// A read under way since `started`, and the answer it replaces (nil for a first read).
+        case loading(Task<Lookup, Never>, earlier: Lookup?, started: ContinuousClock.Instant)
         /// `decidedAt`: when the answer was read or marked, UNIX ms (this host's clock,
         /// compared with the ingress's `acceptedAt`).
         case ready(Lookup, expires: ContinuousClock.Instant, decidedAt: Int64)
@@ -104,26 +104,30 @@ final class CredentialCache: Sendable {
                     return .ready(.rechecking, expires: expires, decidedAt: decidedAt)
                 }
                 let task = Task { await self.load(id, earlier: .rejected) }
-                entries[id] = .loading(task, earlier: .rejected)
-                return .loading(task, earlier: .rejected)
+                entries[id] = .loading(task, earlier: .rejected, started: now)
+                return .loading(task, earlier: .rejected, started: now)
             case .ready(let lookup, let expires, let decidedAt) where expires > now:
                 return .ready(lookup, expires: expires, decidedAt: decidedAt)
-            case .loading(let task, let earlier):
-                return .loading(task, earlier: earlier)
+            case .loading(let task, let earlier, let started):
+                return .loading(task, earlier: earlier, started: started)
             case .ready(let earlier, _, _):
                 let task = Task { await self.load(id, earlier: earlier) }
-                entries[id] = .loading(task, earlier: earlier)
-                return .loading(task, earlier: earlier)
+                entries[id] = .loading(task, earlier: earlier, started: now)
+                return .loading(task, earlier: earlier, started: now)
             case nil:
                 let task = Task { await self.load(id, earlier: nil) }
-                entries[id] = .loading(task, earlier: nil)
-                return .loading(task, earlier: nil)
+                entries[id] = .loading(task, earlier: nil, started: now)
+                return .loading(task, earlier: nil, started: now)
             }
         }
         switch found {
         case .ready(let lookup, _, _): return lookup
-        case .loading(let task, let earlier):
-            if let answer = try? await task.value(waitingAtMost: Self.readWait) { return answer }
+        case .loading(let task, let earlier, let started):
+            // Whoever comes while the read is under way waits what is left of
+            // `readWait` since it started: a read that hangs delays each send once, not
+            // each by the whole wait.
+            let left = Self.readWait - (ContinuousClock.now - started)
+            if left > .zero, let answer = try? await task.value(waitingAtMost: left) { return answer }
             // As `load` answers when Postgres fails.
             if let earlier, !earlier.isUnavailable { return earlier }
             return .unavailable

@@ -61,7 +61,9 @@ struct AppAPIRoutes: Sendable {
             lookup = nil
         }
         do {
-            let app = try await authenticator.appID(forKey: key)
+            let authenticator = authenticator
+            let app = try await Task { try await authenticator.appID(forKey: key) }
+                .value(waitingAtMost: AppAPISender.readWait)
             validKeys.record(keyHash)
             if let lookup { await keyLookups.release(lookup) }
             return app

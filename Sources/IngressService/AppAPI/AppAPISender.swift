@@ -15,10 +15,18 @@ struct AppAPISender: Sendable {
     let deadline: Duration
     let metrics: IngressMetrics
 
+    /// How long a call waits for its Postgres reads (the key, the batch's
+    /// subscriptions) before it answers 503: a Postgres that does not answer at all (a
+    /// frozen server, a network dropping everything) must not hold the caller for as
+    /// long. Nothing is queued before them, so a caller that tries again sends once.
+    static let readWait: Duration = .seconds(5)
+
     func send(_ batch: SendBatch, app: String) async throws -> HTTPResponse {
         let start = ContinuousClock.now
         let ids = Array(Set(batch.messages.map(\.subscriptionID).filter(SubscriptionID.isWellFormed)))
-        let (appPushes, targets) = try await repository.sendTargets(ids, app: app)
+        let repository = repository
+        let (appPushes, targets) = try await Task { try await repository.sendTargets(ids, app: app) }
+            .value(waitingAtMost: Self.readWait)
         // Refused as a whole, whatever its messages (a batch of unknown ids too); the
         // script refuses a switch-off that lands while the batch is queued.
         guard appPushes else { throw AppAPIError.pushDisabled }
@@ -64,7 +72,7 @@ struct AppAPISender: Sendable {
                 // without an answer by the deadline it stays failed.
                 outcome = ("failed", "storage_error")
                 mayBeQueued = true
-            } catch where !waiting.isEmpty {
+            } catch  where !waiting.isEmpty {
                 // Earlier messages are (or may be) queued: a 5xx now would hide them (and
                 // a retry would send them twice), so this one alone reports the failure.
                 outcome = ("failed", "storage_error")

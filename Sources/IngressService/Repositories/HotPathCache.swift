@@ -23,6 +23,9 @@ struct HotPathCache: Sendable {
     /// Counts the refreshes that kept a stale entry (`IngressMetrics.cacheRefreshFailures`).
     let refreshFailureCount: Counter.Series?
     let refreshFailures = RefreshFailures(quietPeriod: .seconds(2))
+    /// How long a push waits for its stale entry to be read again before it is
+    /// accepted from the stale one.
+    static let staleRefreshWait: Duration = .milliseconds(500)
 
     init(
         redis: RedisClient, keys: RedisKeys, subscriptions: SubscriptionRepository, directory: AppDirectory,
@@ -81,7 +84,7 @@ struct HotPathCache: Sendable {
 
     /// Reads again from Postgres the entry the hot-path script reported missing or
     /// stale for `request` (`fill`), so that its next run finds it. A stale entry that
-    /// cannot be read again stays in use: the next run allows stale entries
+    /// cannot be read again (or not within `staleRefreshWait`) stays in use: the next run allows stale entries
     /// (`HotPathScript.Request.allowsStaleCache`), and for a moment so do the other
     /// pushes' without asking Postgres. A missing one has nothing to fall back on, so
     /// the error is thrown. False when Postgres has no such subscription (a negative
@@ -96,7 +99,12 @@ struct HotPathCache: Sendable {
             return true
         }
         do {
-            return try await fill(kind: kind, id: id, subscriptionID: request.subscriptionID)
+            guard stale else { return try await fill(kind: kind, id: id, subscriptionID: request.subscriptionID) }
+            // The push need not wait long: a refresh that has not answered by then (a
+            // frozen Postgres, a lock) counts as failed, and goes on to store its answer.
+            let subscriptionID = request.subscriptionID
+            return try await Task { try await fill(kind: kind, id: id, subscriptionID: subscriptionID) }
+                .value(waitingAtMost: Self.staleRefreshWait)
         } catch let error where stale {
             refreshFailures.record()
             refreshFailureCount?.increment()
