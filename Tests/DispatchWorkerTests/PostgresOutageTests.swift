@@ -154,6 +154,43 @@ import Testing
         }
     }
 
+    /// Once a read failed, a credential with an answer read before does not wait for
+    /// the next reads (while Postgres stays away they fail too, each after its own
+    /// wait): its sends go on at once with that answer for `quietAfterFailure`. Here
+    /// the client's only connection is held busy, so reads fail at its acquire timeout.
+    @Test func afterAFailedReadSendsDoNotWaitForTheNextReads() async throws {
+        try await DeliveryStack.with { stack in
+            let postgres = PostgresClient(
+                configuration: .init(
+                    url: TestEnvironment.databaseURL, applicationName: "pushgate-test-credentials",
+                    maximumConnections: 1, acquireTimeout: .seconds(1)))
+            defer { postgres.close() }
+            let sealer = try PushCredentialSealer(key: Array(Data(base64Encoded: stack.credentialKey)!))
+            let cache = CredentialCache(
+                reader: PushCredentialReader(postgres: postgres, sealer: sealer), lifetime: .milliseconds(100),
+                failureLifetime: .milliseconds(100), logger: Logger(component: "test", minimumLevel: .error))
+            guard case .usable = await cache.lookup(stack.credentialID) else {
+                Issue.record("the credential should be usable")
+                return
+            }
+            let busy = Task { try await postgres.query("SELECT pg_sleep(4)") }
+            defer { busy.cancel() }
+            try await Task.sleep(for: .milliseconds(150))  // past the entry's lifetime
+            guard case .usable = await cache.lookup(stack.credentialID) else {  // fails after ~1 s
+                Issue.record("the credential read before should stay in use")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(150))  // past the failure's lifetime
+            let asked = ContinuousClock.now
+            guard case .usable = await cache.lookup(stack.credentialID) else {
+                Issue.record("the credential read before should stay in use")
+                return
+            }
+            #expect(ContinuousClock.now - asked < .milliseconds(500), "not held by the next read")
+            _ = try? await busy.value
+        }
+    }
+
     /// A credential's cache entry expiring while Postgres is away must not stop its
     /// sends: the credential read before stays in use until Postgres answers again.
     @Test func aCredentialReadBeforeStaysInUseWhilePostgresCannotBeRead() async throws {

@@ -17,7 +17,8 @@ import Synchronization
 /// every `failureLifetime`): sends do not depend on Postgres, and a credential
 /// revoked meanwhile is still caught by APNs's refusal. A read that has not answered
 /// within `readWait` (a frozen server, a lock) counts as such for the sends waiting
-/// on it; it goes on, and its answer is kept when it comes. A credential with no answer
+/// on it; it goes on, and its answer is kept when it comes. For `quietAfterFailure`
+/// after a read failed, sends with an answer read before do not wait for new reads. A credential with no answer
 /// to fall back on is asked for again at most every `unavailableLifetime`: its
 /// messages wait and retry anyway, and a read per message would hammer a Postgres
 /// that refuses connections.
@@ -65,6 +66,12 @@ final class CredentialCache: Sendable {
     private let recheckIntervalMilliseconds: Int64 = 1000
     /// How long a send waits for a read before it goes on as if Postgres had failed.
     static let readWait: Duration = .seconds(2)
+    /// For this long after a read failed (or outlasted `readWait`), a send with an answer
+    /// read before does not wait for a new read at all: while Postgres stays away each
+    /// credential's reads keep failing, and each would hold its sends `readWait` again.
+    static let quietAfterFailure: Duration = .seconds(30)
+    /// When a read last failed or outlasted `readWait`; nil once one succeeds.
+    private let lastFailure = Mutex<ContinuousClock.Instant?>(nil)
     /// UNIX milliseconds, as the ingress stamps `acceptedAt`; tests move it by hand.
     private let clock: @Sendable () -> Int64
     private let logger: Logger
@@ -123,14 +130,18 @@ final class CredentialCache: Sendable {
         switch found {
         case .ready(let lookup, _, _): return lookup
         case .loading(let task, let earlier, let started):
+            let fallback = earlier.flatMap { $0.isUnavailable ? nil : $0 }
+            if let fallback, let failed = lastFailure.withLock({ $0 }), now - failed < Self.quietAfterFailure {
+                return fallback
+            }
             // Whoever comes while the read is under way waits what is left of
             // `readWait` since it started: a read that hangs delays each send once, not
             // each by the whole wait.
             let left = Self.readWait - (ContinuousClock.now - started)
             if left > .zero, let answer = try? await task.value(waitingAtMost: left) { return answer }
+            lastFailure.withLock { $0 = .now }
             // As `load` answers when Postgres fails.
-            if let earlier, !earlier.isUnavailable { return earlier }
-            return .unavailable
+            return fallback ?? .unavailable
         }
     }
 
@@ -149,6 +160,7 @@ final class CredentialCache: Sendable {
         let lookup: Lookup
         do {
             let stored = try await reader.credential(id: id)
+            lastFailure.withLock { $0 = nil }
             keyOpenedOne.store(true, ordering: .relaxed)
             lookup =
                 stored.status == .active
@@ -172,6 +184,7 @@ final class CredentialCache: Sendable {
             lookup = .missing
         } catch {
             lookup = .unavailable
+            lastFailure.withLock { $0 = .now }
             if let earlier, !earlier.isUnavailable {
                 readFailureLog.warning("cannot read credentials; using what was read before", error: error)
                 entries.withLock { $0[id] = .ready(earlier, expires: .now + failureLifetime, decidedAt: decidedAt) }
