@@ -70,8 +70,8 @@ final class CredentialCache: Sendable {
     /// read before does not wait for a new read at all: while Postgres stays away each
     /// credential's reads keep failing, and each would hold its sends `readWait` again.
     static let quietAfterFailure: Duration = .seconds(30)
-    /// When a read last failed or outlasted `readWait`; nil once one succeeds.
-    private let lastFailure = Mutex<ContinuousClock.Instant?>(nil)
+    /// The last read that failed or outlasted `readWait`; cleared by one that succeeds.
+    private let readFailure = RecentFailure(quietPeriod: quietAfterFailure)
     /// UNIX milliseconds, as the ingress stamps `acceptedAt`; tests move it by hand.
     private let clock: @Sendable () -> Int64
     private let logger: Logger
@@ -131,15 +131,13 @@ final class CredentialCache: Sendable {
         case .ready(let lookup, _, _): return lookup
         case .loading(let task, let earlier, let started):
             let fallback = earlier.flatMap { $0.isUnavailable ? nil : $0 }
-            if let fallback, let failed = lastFailure.withLock({ $0 }), now - failed < Self.quietAfterFailure {
-                return fallback
-            }
+            if let fallback, readFailure.isRecent { return fallback }
             // Whoever comes while the read is under way waits what is left of
             // `readWait` since it started: a read that hangs delays each send once, not
             // each by the whole wait.
             let left = Self.readWait - (ContinuousClock.now - started)
             if left > .zero, let answer = try? await task.value(waitingAtMost: left) { return answer }
-            lastFailure.withLock { $0 = .now }
+            readFailure.record()
             // As `load` answers when Postgres fails.
             return fallback ?? .unavailable
         }
@@ -160,7 +158,7 @@ final class CredentialCache: Sendable {
         let lookup: Lookup
         do {
             let stored = try await reader.credential(id: id)
-            lastFailure.withLock { $0 = nil }
+            readFailure.clear()
             keyOpenedOne.store(true, ordering: .relaxed)
             lookup =
                 stored.status == .active
@@ -184,7 +182,7 @@ final class CredentialCache: Sendable {
             lookup = .missing
         } catch {
             lookup = .unavailable
-            lastFailure.withLock { $0 = .now }
+            readFailure.record()
             if let earlier, !earlier.isUnavailable {
                 readFailureLog.warning("cannot read credentials; using what was read before", error: error)
                 entries.withLock { $0[id] = .ready(earlier, expires: .now + failureLifetime, decidedAt: decidedAt) }

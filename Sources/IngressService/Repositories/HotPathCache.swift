@@ -1,5 +1,4 @@
 import Shared
-import Synchronization
 
 /// Fills the Redis copies the hot-path script reads (`RedisKeys.subscription`,
 /// `.app`, `.account`) from Postgres after a cache miss. Each entry is written
@@ -22,7 +21,11 @@ struct HotPathCache: Sendable {
     let staleLog: ThrottledLog?
     /// Counts the refreshes that kept a stale entry (`IngressMetrics.cacheRefreshFailures`).
     let refreshFailureCount: Counter.Series?
-    let refreshFailures = RefreshFailures(quietPeriod: .seconds(2))
+    /// When a refresh of a stale entry last failed. For a short while after it, stale
+    /// entries are kept without asking Postgres again: an unreachable Postgres costs a
+    /// connect timeout per attempt, which would otherwise hold up every push whose entry
+    /// went stale.
+    let refreshFailures = RecentFailure(quietPeriod: .seconds(2))
     /// How long a push waits for its stale entry to be read again before it is
     /// accepted from the stale one.
     static let staleRefreshWait: Duration = .milliseconds(500)
@@ -196,27 +199,5 @@ struct HotPathCache: Sendable {
             arguments: [generation, lifetime, freshness.map(String.init) ?? ""] + fields
         ).throwingError()
         return reply.int == 1
-    }
-}
-
-/// When a refresh of a stale entry last failed. For a short while after it, stale
-/// entries are kept without asking Postgres again: an unreachable Postgres costs a
-/// connect timeout per attempt, which would otherwise hold up every push whose entry
-/// went stale.
-final class RefreshFailures: Sendable {
-    private let last = Mutex<ContinuousClock.Instant?>(nil)
-    let quietPeriod: Duration
-
-    init(quietPeriod: Duration) {
-        self.quietPeriod = quietPeriod
-    }
-
-    func record() {
-        last.withLock { $0 = .now }
-    }
-
-    var isRecent: Bool {
-        guard let last = last.withLock({ $0 }) else { return false }
-        return ContinuousClock.now - last < quietPeriod
     }
 }
