@@ -11,6 +11,16 @@ import Testing
 /// still accepted and delivered, and what the worker owes Postgres is written once
 /// it is back.
 @Suite struct PostgresOutageTests {
+    /// A credential cache over `postgres` whose entries live 100 ms, holding the stack's credential key.
+    static func credentialCache(
+        _ stack: DeliveryStack, postgres: PostgresClient, failureLifetime: Duration = .seconds(10)
+    ) throws -> CredentialCache {
+        let sealer = try PushCredentialSealer(key: Array(Data(base64Encoded: stack.credentialKey)!))
+        return CredentialCache(
+            reader: PushCredentialReader(postgres: postgres, sealer: sealer), lifetime: .milliseconds(100),
+            failureLifetime: failureLifetime, logger: Logger(component: "test", minimumLevel: .error))
+    }
+
     @Test func pushesAreAcceptedAndDeliveredWithoutPostgresAndTheirCountsWrittenAfter() async throws {
         let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
         defer { relay.close() }
@@ -119,10 +129,7 @@ import Testing
         try await DeliveryStack.with { stack in
             let postgres = PostgresClient(url: databaseURL, applicationName: "pushgate-test-credentials")
             defer { postgres.close() }
-            let sealer = try PushCredentialSealer(key: Array(Data(base64Encoded: stack.credentialKey)!))
-            let cache = CredentialCache(
-                reader: PushCredentialReader(postgres: postgres, sealer: sealer), lifetime: .milliseconds(100),
-                logger: Logger(component: "test", minimumLevel: .error))
+            let cache = try Self.credentialCache(stack, postgres: postgres)
             guard case .usable = await cache.lookup(stack.credentialID) else {
                 Issue.record("the credential should be usable")
                 return
@@ -165,10 +172,7 @@ import Testing
                     url: TestEnvironment.databaseURL, applicationName: "pushgate-test-credentials",
                     maximumConnections: 1, acquireTimeout: .seconds(1)))
             defer { postgres.close() }
-            let sealer = try PushCredentialSealer(key: Array(Data(base64Encoded: stack.credentialKey)!))
-            let cache = CredentialCache(
-                reader: PushCredentialReader(postgres: postgres, sealer: sealer), lifetime: .milliseconds(100),
-                failureLifetime: .milliseconds(100), logger: Logger(component: "test", minimumLevel: .error))
+            let cache = try Self.credentialCache(stack, postgres: postgres, failureLifetime: .milliseconds(100))
             guard case .usable = await cache.lookup(stack.credentialID) else {
                 Issue.record("the credential should be usable")
                 return
@@ -199,10 +203,7 @@ import Testing
         try await DeliveryStack.with { stack in
             let postgres = PostgresClient(url: databaseURL, applicationName: "pushgate-test-credentials")
             defer { postgres.close() }
-            let sealer = try PushCredentialSealer(key: Array(Data(base64Encoded: stack.credentialKey)!))
-            let cache = CredentialCache(
-                reader: PushCredentialReader(postgres: postgres, sealer: sealer), lifetime: .milliseconds(100),
-                failureLifetime: .milliseconds(100), logger: Logger(component: "test", minimumLevel: .error))
+            let cache = try Self.credentialCache(stack, postgres: postgres, failureLifetime: .milliseconds(100))
             guard case .usable(let read) = await cache.lookup(stack.credentialID) else {
                 Issue.record("the credential should be usable")
                 return

@@ -52,19 +52,25 @@ import Testing
     /// Cache entries outlive their freshness: while Postgres cannot be read, a push
     /// whose entries went stale is still accepted from them (not 503 once the cache
     /// lifetime has run out), and once Postgres is back they are read again.
+    /// A subscription whose cache entries (its own, its app's, its account's) are in:
+    /// a push to it accepted. They are filled one after another; on a busy machine the
+    /// first may go stale before the last is in, and the push is refused (a fill per
+    /// run, `HotPathCache.maximumScriptRuns`): then again.
+    static func subscribeAndCache(_ app: IngressTestApp) async throws -> String {
+        let fixture = try await Fixture.create(app.postgres)
+        let (id, _) = try await app.subscribe(topic: fixture.topic)
+        let accepted = try await Poll.until(timeout: .seconds(10), interval: .milliseconds(10)) {
+            try await app.push(id).status == 201
+        }
+        #expect(accepted)
+        return id
+    }
+
     @Test func staleCacheEntriesAnswerWhilePostgresCannotBeRead() async throws {
         let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
         defer { relay.close() }
         try await IngressTestApp.with(["DATABASE_URL": databaseURL, "CACHE_TTL_SECONDS": "1"]) { app in
-            let fixture = try await Fixture.create(app.postgres)
-            let (id, _) = try await app.subscribe(topic: fixture.topic)
-            // Fills the subscription, app and account entries one after another; on a
-            // busy machine the first may go stale before the last is in, and the push
-            // is refused (a fill per run, `HotPathCache.maximumScriptRuns`): then again.
-            let accepted = try await Poll.until(timeout: .seconds(10), interval: .milliseconds(10)) {
-                try await app.push(id).status == 201
-            }
-            #expect(accepted)
+            let id = try await Self.subscribeAndCache(app)
             let queuedBefore = try await app.queueLength()
             let oldToken = try await app.queueEntries().last?.deviceToken
 
@@ -99,12 +105,7 @@ import Testing
         let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
         defer { relay.close() }
         try await IngressTestApp.with(["DATABASE_URL": databaseURL, "CACHE_TTL_SECONDS": "1"]) { app in
-            let fixture = try await Fixture.create(app.postgres)
-            let (id, _) = try await app.subscribe(topic: fixture.topic)
-            let accepted = try await Poll.until(timeout: .seconds(10), interval: .milliseconds(10)) {
-                try await app.push(id).status == 201
-            }
-            #expect(accepted)
+            let id = try await Self.subscribeAndCache(app)
 
             relay.freeze()
             defer { relay.thaw() }
