@@ -215,11 +215,8 @@ import Testing
         try await DeliveryStack.with { stack in
             let (id, _, token) = try await stack.subscribe()
             let name = "orphans-\(UInt32.random(in: 0...UInt32.max))"
-            _ = try await stack.redis.send(
-                "XGROUP", "CREATE", stack.keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
             let entry = try await stack.enqueue(try await stack.message(subscription: id, token: token))
-            _ = try await stack.redis.send(
-                "XREADGROUP", "GROUP", RedisKeys.consumerGroup, "ghost", "COUNT", 10, "STREAMS", stack.keys.stream, ">")
+            try await stack.handOut(to: "ghost")
             let worker = try await stack.startWorker(["WORKER_ID": name, "WORKER_VISIBILITY_TIMEOUT": "600"])
             // Past its start-up pass over its own name once it delivers a fresh push.
             let (fresh, _, freshToken) = try await stack.subscribe()

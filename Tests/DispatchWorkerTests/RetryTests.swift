@@ -374,11 +374,8 @@ import Testing
         try await DeliveryStack.with { stack in
             let (id, secret, token) = try await stack.subscribe()
             let name = "crashed-\(UInt32.random(in: 0...UInt32.max))"
-            _ = try await stack.redis.send(
-                "XGROUP", "CREATE", stack.keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
             try await stack.enqueue(try await stack.message(subscription: id, token: token))
-            _ = try await stack.redis.send(
-                "XREADGROUP", "GROUP", RedisKeys.consumerGroup, name, "COUNT", 10, "STREAMS", stack.keys.stream, ">")
+            try await stack.handOut(to: name)
             let deletion = try await stack.request(
                 "DELETE", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")])
             #expect(deletion.status == 204)

@@ -247,6 +247,16 @@ final class DeliveryStack: @unchecked Sendable {
     }
 }
 
+extension DeliveryStack {
+    /// Hands the stream's entries not handed out yet to `consumer`, as a worker of
+    /// that name reading them would (the consumer group made if need be).
+    func handOut(to consumer: String) async throws {
+        _ = try await redis.send("XGROUP", "CREATE", keys.stream, RedisKeys.consumerGroup, "0", "MKSTREAM")
+        _ = try await redis.send(
+            "XREADGROUP", "GROUP", RedisKeys.consumerGroup, consumer, "COUNT", 10, "STREAMS", keys.stream, ">")
+    }
+}
+
 /// Polls `condition` until it holds or `timeout` passes; fails the test with `what` then.
 func eventually(
     _ what: String, timeout: Duration = .seconds(15), sourceLocation: SourceLocation = #_sourceLocation,
