@@ -7,7 +7,8 @@
 //                                          "providerTokens":{"seen":n,"verifications":n},
 //                                          "streamsRefusedAfterGoAway":n,"faultsInjected":n,"goAwaysSent":n,
 //                                          "peakOpenStreams":n (most streams open at once on one connection),
-//                                          "recorded":n,"recordingsDropped":n,"pendingFaults":[…],"latencyMs":n}
+//                                          "recorded":n,"recordingsDropped":n,"pendingFaults":[…],"latencyMs":n,
+//                                          "responsesHeld":n (requests whose responses the latency holds back)}
 //   GET    /notifications[?after=SEQ&token=HEX&limit=N]
 //                                        → 200 {"notifications":[{"sequence","apnsId","deviceToken","topic",
 //                                          "teamId","keyId","connection","receivedAt" (ms since 1970),
@@ -170,7 +171,8 @@ struct ControlAPI: HTTPHandler {
             + "\"faultsInjected\":\(counters.faultsInjected),\"goAwaysSent\":\(counters.goAwaysSent),"
             + "\"peakOpenStreams\":\(counters.peakOpenStreams),"
             + "\"recorded\":\(recorded),\"recordingsDropped\":\(counters.recordingsDropped),"
-            + "\"pendingFaults\":[\(faults.joined(separator: ","))],\"latencyMs\":\(state.latencyMilliseconds)}"
+            + "\"pendingFaults\":[\(faults.joined(separator: ","))],\"latencyMs\":\(state.latencyMilliseconds),"
+            + "\"responsesHeld\":\(state.responsesHeld)}"
     }
 
     private func notificationsJSON(_ query: [(name: String, value: String)]) -> String {

@@ -51,6 +51,7 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
             for (streamID, timer) in delayed where streamID > lastStreamID {
                 loop.cancel(timer)
                 delayed[streamID] = nil
+                state.releaseHeldResponses(1)
                 refuseAfterGoAway(streamID)
             }
         }
@@ -105,18 +106,24 @@ final class SimulatorConnection: HTTP2ConnectionDelegate {
             respond(streamID, verdict: verdict, headers: headers, body: body)
             return
         }
+        state.holdResponse()
         delayed[streamID] = loop.schedule(after: .milliseconds(context.latencyMilliseconds)) { [weak self] in
             guard let self, delayed.removeValue(forKey: streamID) != nil else { return }
+            state.releaseHeldResponses(1)
             respond(streamID, verdict: verdict, headers: headers, body: body)
         }
     }
 
     func connection(_ connection: HTTP2Connection, streamWasReset streamID: Int32, errorCode: UInt32) {
-        if let timer = delayed.removeValue(forKey: streamID) { loop.cancel(timer) }
+        if let timer = delayed.removeValue(forKey: streamID) {
+            loop.cancel(timer)
+            state.releaseHeldResponses(1)
+        }
     }
 
     func connection(_ connection: HTTP2Connection, didCloseWith error: (any Error)?) {
         for timer in delayed.values { loop.cancel(timer) }
+        state.releaseHeldResponses(delayed.count)
         delayed = [:]
         if let error { logger.debug("connection closed", metadata: ["connection": "\(id)", "error": "\(error)"]) }
         onClose(self)

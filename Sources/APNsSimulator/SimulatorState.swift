@@ -68,6 +68,7 @@ final class SimulatorState: Sendable {
     private let faultsQueued = Atomic<Bool>(false)
     private let latency = Atomic<Int>(0)
     private let rulesVersion = Atomic<UInt64>(0)
+    private let heldResponses = Atomic<Int>(0)
 
     init(configuration: SimulatorConfiguration) {
         self.configuration = configuration
@@ -161,6 +162,14 @@ final class SimulatorState: Sendable {
     var faults: [Fault] { storage.withLock { $0.faults } }
     var latencyMilliseconds: Int { storage.withLock { $0.latencyMilliseconds } }
     var recordedCount: Int { storage.withLock { $0.recordings.count } }
+    /// Requests received and judged whose responses injected latency still holds
+    /// back: notifications on their way, as the sender sees them.
+    var responsesHeld: Int { heldResponses.load(ordering: .acquiring) }
+
+    func holdResponse() { heldResponses.add(1, ordering: .acquiringAndReleasing) }
+    func releaseHeldResponses(_ count: Int) {
+        if count > 0 { heldResponses.subtract(count, ordering: .acquiringAndReleasing) }
+    }
 
     /// Recordings in order, optionally only those after `sequence` and for one device token (any case).
     func recordings(after sequence: Int = 0, deviceToken: String? = nil, limit: Int = .max) -> [RecordedNotification] {

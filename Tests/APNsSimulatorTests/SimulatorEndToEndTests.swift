@@ -172,6 +172,7 @@ import Testing
         for index in 0..<3 { ids.append(try await client.send(Fixtures.headers(["apns-collapse-id": "s\(index)"]))) }
         #expect(ids == [3, 5, 7])
         try await Task.sleep(for: .milliseconds(500))  // all three have reached the simulator
+        #expect(try await simulator.controlRequest("GET", "/stats").1["responsesHeld"] as? Int == 3)
         #expect(
             try await simulator.controlRequest("POST", "/goaway", #"{"lastStreamId":3}"#).1["connections"] as? Int == 1)
         #expect(try await client.response(3).status == 200)
@@ -181,6 +182,7 @@ import Testing
         let (_, stats) = try await simulator.controlRequest("GET", "/stats")
         #expect(stats["accepted"] as? Int == 2)
         #expect(stats["streamsRefusedAfterGoAway"] as? Int == 2)
+        #expect(stats["responsesHeld"] as? Int == 0)  // one answered, two refused
         let (_, recorded) = try await simulator.controlRequest("GET", "/notifications")
         #expect((recorded["notifications"] as? [Any])?.count == 2)
     }

@@ -184,6 +184,9 @@ final class DeliveryStack: @unchecked Sendable {
         simulator.state.recordings(deviceToken: token)
     }
 
+    /// Sends the simulator has received and not answered yet (held back by `/latency`).
+    var responsesHeld: Int { simulator.state.responsesHeld }
+
     @discardableResult
     func controlRequest(_ method: String, _ path: String, _ json: String = "") async throws -> RawHTTPClient.Response {
         try await control.request(
