@@ -118,4 +118,55 @@ import Testing
             #expect(statuses == [201, 201, 201])
         }
     }
+
+    /// A Postgres that does not answer holds what needs it (device requests, a push to
+    /// a subscription not cached) a few seconds, then answers 503 (1005); without a
+    /// limit they waited, connections held, as long as the freeze. Pushes served from
+    /// the cache go on meanwhile.
+    @Test func aFrozenPostgresHoldsDeviceRequestsAndUncachedPushesOnlyBriefly() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await IngressTestApp.with(["DATABASE_URL": databaseURL]) { app in
+            let cached = try await Self.subscribeAndCache(app)
+            let fixture = try await Fixture.create(app.postgres)
+            let (uncached, secret) = try await app.subscribe(topic: fixture.topic)
+            _ = try await app.redis.send("DEL", app.keys.subscription(uncached))
+            let bearer = [("Authorization", "Bearer \(secret)")]
+            let base = "/api/push/v1/subscriptions/"
+
+            relay.freeze()
+            defer { relay.thaw() }
+            let started = ContinuousClock.now
+            /// Status and body, and how long the answer took; bounded so that a request
+            /// held by the freeze fails the test instead of hanging it.
+            @Sendable func answer(_ request: @escaping @Sendable () async throws -> RawHTTPClient.Response)
+                async throws -> (status: Int, text: String, took: Duration)
+            {
+                let response = try await Task { try await request() }.value(waitingAtMost: .seconds(20))
+                return (response.status, response.text, ContinuousClock.now - started)
+            }
+            async let registration = answer { try await app.register(topic: fixture.topic) }
+            async let update = answer {
+                try await app.request("PUT", base + uncached, headers: bearer, body: Array(#"{"sandbox": true}"#.utf8))
+            }
+            async let pending = answer { try await app.request("GET", base + uncached + "/pending", headers: bearer) }
+            async let activation = answer {
+                try await app.request("POST", base + uncached + "/activate", headers: bearer)
+            }
+            async let deletion = answer { try await app.request("DELETE", base + uncached, headers: bearer) }
+            async let uncachedPush = answer { try await app.push(uncached) }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await app.push(cached).status == 201, "served from the cache while the rest wait")
+
+            for (name, result) in [
+                ("registration", try await registration), ("update", try await update),
+                ("pending", try await pending), ("activation", try await activation),
+                ("deletion", try await deletion), ("uncached push", try await uncachedPush),
+            ] {
+                #expect(result.status == 503, "\(name) answered \(result.status) \(result.text)")
+                #expect(result.text == errorBody(1005, "Storage error"), "\(name)")
+                #expect(result.took < .seconds(10), "\(name) took \(result.took)")
+            }
+        }
+    }
 }

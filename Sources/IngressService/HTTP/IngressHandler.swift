@@ -79,7 +79,7 @@ final class IngressHandler: HTTPHandler {
             response = await webPush.oversized(head, id: id)
         case .register, .update, .pending, .activate, .delete:
             let client = clientIP.clientKey(head)
-            response = await deviceAnswer {
+            response = await deviceAnswer { [device] in
                 try await device.oversized(registration: route == .register, client: client)
             }
         default:
@@ -123,22 +123,29 @@ final class IngressHandler: HTTPHandler {
         default: break
         }
         let client = clientIP.clientKey(request.head)
-        return await deviceAnswer {
+        return await deviceAnswer { [device] in
             switch route {
             case .register: return try await device.register(request, client: client)
             case .update(let id): return try await device.update(request, id: id, client: client)
             case .pending(let id): return try await device.pending(request, id: id, client: client)
             case .activate(let id): return try await device.activate(request, id: id, client: client)
             case .delete(let id): return try await device.delete(request, id: id, client: client)
-            default: return unroutable(.notFound, path: request.path)
+            default: return PushAPIError.noSuchEndpoint.response
             }
         }
     }
 
-    /// A device endpoint's answer: `body`'s, or its error in the spec's format.
-    private func deviceAnswer(_ body: () async throws -> HTTPResponse) async -> HTTPResponse {
+    /// A device endpoint's answer: `body`'s, or its error in the spec's format; 503
+    /// (1005) once it has waited `DeviceRoutes.storageWait` on storage that does not
+    /// answer (a frozen Postgres, a lock, a network dropping everything). Without the
+    /// limit such requests, and their connections, wait as long as the storage does:
+    /// clients that gave up and retried would fill the connection cap, and pushes
+    /// would be refused with them. The work goes on after the 503 (a write may
+    /// still commit); every device request is safe to repeat, and a registration
+    /// the client never learnt of stays pending until the sweep.
+    private func deviceAnswer(_ body: @escaping @Sendable () async throws -> HTTPResponse) async -> HTTPResponse {
         do {
-            return try await body()
+            return try await Task { try await body() }.value(waitingAtMost: DeviceRoutes.storageWait)
         } catch {
             if StorageFailure.isStorageError(error) {
                 failureLog.warning("device request failed: storage error", error: error)

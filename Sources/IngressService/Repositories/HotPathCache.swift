@@ -29,6 +29,11 @@ struct HotPathCache: Sendable {
     /// How long a push waits for its stale entry to be read again before it is
     /// accepted from the stale one.
     static let staleRefreshWait: Duration = .milliseconds(500)
+    /// How long a push waits on the fill of a missing entry, which it cannot do
+    /// without, before answering 503 (1005): as long as a device request waits on
+    /// storage (`DeviceRoutes.storageWait`). Pushes to a subscription not cached would
+    /// otherwise wait, connections held, as long as a frozen Postgres does.
+    static let missingFillWait: Duration = DeviceRoutes.storageWait
 
     init(
         redis: RedisClient, keys: RedisKeys, subscriptions: SubscriptionRepository, directory: AppDirectory,
@@ -90,7 +95,7 @@ struct HotPathCache: Sendable {
     /// cannot be read again (or not within `staleRefreshWait`) stays in use: the next run allows stale entries
     /// (`HotPathScript.Request.allowsStaleCache`), and for a moment so do the other
     /// pushes' without asking Postgres. A missing one has nothing to fall back on, so
-    /// the error is thrown. False when Postgres has no such subscription (a negative
+    /// the error (or `TimeLimitExceeded` after `missingFillWait`) is thrown. False when Postgres has no such subscription (a negative
     /// entry now says so).
     @discardableResult
     func refresh(
@@ -101,13 +106,13 @@ struct HotPathCache: Sendable {
             request.allowsStaleCache = true
             return true
         }
+        // A fill that has not answered within its wait (a frozen Postgres, a lock)
+        // counts as failed, and goes on to store its answer. With a stale entry to
+        // fall back on, the push need not wait long.
+        let subscriptionID = request.subscriptionID
+        let filling = Task { try await fill(kind: kind, id: id, subscriptionID: subscriptionID) }
         do {
-            guard stale else { return try await fill(kind: kind, id: id, subscriptionID: request.subscriptionID) }
-            // The push need not wait long: a refresh that has not answered by then (a
-            // frozen Postgres, a lock) counts as failed, and goes on to store its answer.
-            let subscriptionID = request.subscriptionID
-            return try await Task { try await fill(kind: kind, id: id, subscriptionID: subscriptionID) }
-                .value(waitingAtMost: Self.staleRefreshWait)
+            return try await filling.value(waitingAtMost: stale ? Self.staleRefreshWait : Self.missingFillWait)
         } catch let error where stale {
             refreshFailures.record()
             refreshFailureCount?.increment()

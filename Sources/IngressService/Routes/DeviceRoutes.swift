@@ -17,6 +17,9 @@ struct DeviceRoutes: Sendable {
     /// activation is tried again in the background (`CACHE_TTL_SECONDS`).
     var invalidationRetryWindow: Duration = .seconds(300)
     var logger = Logger(component: "ingress.device")
+    /// How long a device request waits on Postgres and Redis before answering 503
+    /// (`IngressHandler`); the App API's reads wait as long (`AppAPISender.readWait`).
+    static let storageWait: Duration = .seconds(5)
 
     /// A request whose body passed its limit (not read past it): an attempt like any
     /// other, counted against the client's limit (429 once over it), else 413.
