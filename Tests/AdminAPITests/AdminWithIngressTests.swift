@@ -83,8 +83,7 @@ import Testing
 
         /// One Web Push (a well-formed aes128gcm body) to the subscription's URL.
         func push(_ id: String) async throws -> RawHTTPClient.Response {
-            var body = SecureRandom.bytes(16) + [0, 0, 0x10, 0] + [65, 0x04] + SecureRandom.bytes(64)
-            body += SecureRandom.bytes(100)
+            let body = Fixture.message(recordLength: 100)
             return try await RawHTTPClient(port: application.port).request(
                 "POST", "/api/push/p/\(id)", headers: [("TTL", "60"), ("Content-Encoding", "aes128gcm")], body: body)
         }

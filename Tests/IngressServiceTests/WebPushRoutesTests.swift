@@ -244,12 +244,18 @@ import Testing
             wrongIDLength[20] = 64
             var compressedKey = Fixture.message()
             compressedKey[21] = 0x02
+            var offCurveKey = Fixture.message()
+            offCurveKey[85] ^= 0x01  // the last byte of Y: (X, Y') no longer satisfies the curve equation
+            var zeroKey = Fixture.message()
+            zeroKey.replaceSubrange(22..<86, with: [UInt8](repeating: 0, count: 64))
             let cases: [([UInt8], String)] = [
                 ([], "body is not an aes128gcm message (too short)"),
                 (Array(Fixture.message().prefix(86 + 16)), "body is not an aes128gcm message (too short)"),
                 (Fixture.message(recordSize: 17), "aes128gcm record size must be at least 18"),
                 (wrongIDLength, "aes128gcm keyid must be an uncompressed P-256 point"),
                 (compressedKey, "aes128gcm keyid must be an uncompressed P-256 point"),
+                (offCurveKey, "aes128gcm keyid is not a point on P-256"),
+                (zeroKey, "aes128gcm keyid is not a point on P-256"),
                 (Fixture.message(recordLength: 200, recordSize: 100), "aes128gcm body must be a single record"),
             ]
             for (body, detail) in cases {

@@ -47,9 +47,15 @@ package struct Fixture: Sendable {
     package static func message(recordLength: Int = 100, recordSize: UInt32 = 4096) -> [UInt8] {
         var bytes = SecureRandom.bytes(16)
         bytes += withUnsafeBytes(of: recordSize.bigEndian) { Array($0) }
-        bytes += [65, 0x04] + SecureRandom.bytes(64)
+        bytes += [65] + senderKeys.randomElement()!
         bytes += SecureRandom.bytes(recordLength)
         return bytes
+    }
+
+    /// Senders' ephemeral public keys, points on P-256 (the ingress refuses a keyid off
+    /// the curve): a few made once, as making one per message would slow bulk tests.
+    package static let senderKeys: [[UInt8]] = (0..<8).map { _ in
+        try! P256PrivateKey.generate().publicKey.uncompressedPoint
     }
 
     package static let pushHeaders: [(String, String)] = [("TTL", "60"), ("Content-Encoding", "aes128gcm")]

@@ -5,7 +5,8 @@ import Shared
 ///
 ///     salt (16) | rs (4, big-endian) | idlen (1) = 65 | keyid (65): 0x04 X Y | one record
 ///
-/// `rs` is at least 18, and the single record holds at least a padding delimiter
+/// The keyid is the sender's ephemeral public key: one off the curve could never be
+/// decrypted, so it is refused here rather than counted and sent. `rs` is at least 18, and the single record holds at least a padding delimiter
 /// and the 16-byte tag (17 bytes) and at most `rs` bytes.
 enum AES128GCMMessage {
     static let headerLength = 16 + 4 + 1 + 65
@@ -19,6 +20,9 @@ enum AES128GCMMessage {
         guard recordSize >= 18 else { throw .invalid("aes128gcm record size must be at least 18") }
         guard body[20] == 65, body[21] == 0x04 else {
             throw .invalid("aes128gcm keyid must be an uncompressed P-256 point")
+        }
+        guard P256Curve.shared.contains(uncompressedPoint: body[21..<headerLength]) else {
+            throw .invalid("aes128gcm keyid is not a point on P-256")
         }
         guard body.count - headerLength <= Int(recordSize) else {
             throw .invalid("aes128gcm body must be a single record")

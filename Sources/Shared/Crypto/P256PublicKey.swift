@@ -94,20 +94,8 @@ public final class P256PublicKey: @unchecked Sendable, Equatable, CustomStringCo
     public var description: String { "P256PublicKey(\(Base64URL.encode(uncompressedPoint)))" }
 
     /// Throws `pointNotOnCurve` unless the encoded point decodes onto P-256.
-    /// `EC_POINT_oct2point` checks the curve equation for an uncompressed point.
     private static func requireOnCurve(_ point: [UInt8]) throws {
-        guard let group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1) else {
-            throw CryptoError.fromOpenSSL(.openSSLFailure, "EC_GROUP_new_by_curve_name failed")
-        }
-        defer { EC_GROUP_free(group) }
-        guard let decoded = EC_POINT_new(group) else {
-            throw CryptoError.fromOpenSSL(.openSSLFailure, "EC_POINT_new failed")
-        }
-        defer { EC_POINT_free(decoded) }
-        guard EC_POINT_oct2point(group, decoded, point, point.count, nil) == 1,
-            EC_POINT_is_on_curve(group, decoded, nil) == 1
-        else {
-            OpenSSLErrorQueue.drain()
+        guard P256Curve.shared.contains(uncompressedPoint: point[...]) else {
             throw CryptoError(.pointNotOnCurve, "the point is not on the P-256 curve")
         }
     }
