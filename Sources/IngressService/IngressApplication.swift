@@ -184,7 +184,7 @@ func buildApplication(
     let device = DeviceRoutes(
         subscriptions: subscriptions, directory: directory,
         limiter: limiter,
-        invalidation: invalidation, redis: redis, keys: keys, publicPushBase: base + Route.pushPathPrefix,
+        invalidation: invalidation, cache: cache, redis: redis, keys: keys, publicPushBase: base + Route.pushPathPrefix,
         stashLifetimeMilliseconds: stashLifetime,
         invalidationRetryWindow: .seconds(configuration.cacheLifetimeSeconds), logger: logger.child("device"))
     let webPush = WebPushRoutes(

@@ -255,6 +255,28 @@ import Testing
         }
     }
 
+    /// A server whose address used up its unknown-push lookups (pushing to many stale
+    /// URLs) still reaches a device registered now: registration caches the new
+    /// subscription, so the verification push right after it needs no lookup.
+    @Test func aNewSubscriptionIsReachableFromAnAddressPastItsUnknownPushLimit() async throws {
+        try await IngressTestApp.with(["TRUSTED_PROXIES": "127.0.0.0/8", "RATE_LIMIT_UNKNOWN_PUSH": "3/60"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let server = Fixture.pushHeaders + [("X-Forwarded-For", "198.51.100.3")]
+            for _ in 0..<3 {
+                #expect(try await app.push(Base64URL.encode(SecureRandom.bytes(16)), headers: server).status == 404)
+            }
+            #expect(try await app.push(Base64URL.encode(SecureRandom.bytes(16)), headers: server).status == 429)
+
+            let (pending, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
+            let verification = try await app.push(pending, headers: server)
+            #expect(verification.status == 201, "\(verification.text)")
+            let stashed = try await app.request(
+                "GET", "/api/push/v1/subscriptions/\(pending)/pending", headers: [("Authorization", "Bearer \(secret)")]
+            )
+            #expect(stashed.text.contains("messages") && stashed.text != #"{"messages":[]}"#)
+        }
+    }
+
     /// A lookup counts from its start: a burst of concurrent pushes to made-up URLs
     /// cannot all pass an empty window before the first ones are counted.
     @Test func aConcurrentBurstOfUnknownPushesIsHeldToTheLimit() async throws {

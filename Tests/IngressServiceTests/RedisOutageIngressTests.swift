@@ -81,7 +81,8 @@ extension RedisOutageIngressTests {
             let device = try #require(app.app.server.handler as? IngressHandler).device
             let routes = DeviceRoutes(
                 subscriptions: device.subscriptions, directory: device.directory, limiter: device.limiter,
-                invalidation: CacheInvalidation(redis: cutOff, keys: app.keys), redis: device.redis,
+                invalidation: CacheInvalidation(redis: cutOff, keys: app.keys), cache: device.cache,
+                redis: device.redis,
                 keys: device.keys, publicPushBase: device.publicPushBase,
                 stashLifetimeMilliseconds: device.stashLifetimeMilliseconds)
             relay.cut()

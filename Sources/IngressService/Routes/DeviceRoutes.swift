@@ -9,6 +9,8 @@ struct DeviceRoutes: Sendable {
     let directory: AppDirectory
     let limiter: SlidingWindowLimiter
     var invalidation: CacheInvalidation
+    /// Fills a new subscription's cache entry (`register`).
+    let cache: HotPathCache
     let redis: RedisClient
     let keys: RedisKeys
     let publicPushBase: String
@@ -56,6 +58,11 @@ struct DeviceRoutes: Sendable {
         }
         // A negative cache entry for this id (a guess that came first) must not hide it.
         try? await invalidation.subscriptionChanged(id)
+        // Cached now, the server's first push (JMAP's verification, right after this)
+        // is answered from Redis: no Postgres read on its path, nor a lookup counted
+        // against its sender's address (`RATE_LIMIT_UNKNOWN_PUSH`, which a busy sender
+        // pushing to stale URLs may have used up). A failed fill only leaves it to that push.
+        _ = try? await cache.fill(kind: "subscription", id: id, subscriptionID: id)
         let body =
             "{\"id\":\(JSONString.quote(id)),\"secret\":\(JSONString.quote(secret)),\"url\":\(JSONString.quote(publicPushBase + id))}"
         return .json(201, body)
