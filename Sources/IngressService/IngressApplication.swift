@@ -233,6 +233,8 @@ func buildApplication(
     do {
         adminServer = try AdminAPI.makeServer(
             configuration: configuration, postgres: postgres,
+            // Asked on the fill pool: the admin API's long statements could take up the main one.
+            liveness: PostgresLiveness(postgres: fillPostgres),
             probe: APNsCredentialProbe(configuration: configuration.common, logger: logger.child("admin")),
             invalidator: RedisCacheInvalidator(invalidation: invalidation),
             quota: RedisQuotaCounter(redis: redis, keys: keys), logger: logger)

@@ -17,7 +17,8 @@ import Testing
         defer { postgres.close() }
         let sealer = try PushCredentialSealer(key: SecureRandom.bytes(32))
         let api = AdminAPI(
-            token: AdminHarness.token, postgres: postgres, sealer: sealer, probe: NoProbeNeeded(),
+            token: AdminHarness.token, postgres: postgres, liveness: PostgresLiveness(postgres: postgres),
+            sealer: sealer, probe: NoProbeNeeded(),
             invalidator: NoCacheInvalidator(), logger: logger)
         let server = HTTPServer(
             configuration: .init(address: ListenAddress(host: "127.0.0.1", port: 0)), handler: api, logger: logger)
@@ -28,6 +29,61 @@ import Testing
         await server.shutdown(deadline: .seconds(1))
         #expect(response.status == 503)
         #expect(response.text.contains(#""code":"storage_unavailable""#))
+    }
+
+    /// A Postgres that does not answer at all (frozen, a network dropping everything)
+    /// is noticed by the probes `PostgresLiveness` makes while a request waits: 503
+    /// within seconds, not whenever the freeze ends.
+    @Test func aFrozenPostgresIs503StorageUnavailableWithinSeconds() async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        let (logger, _) = TestEnvironment.capturingLogger("ingress")
+        let postgres = PostgresClient(url: databaseURL, maximumConnections: 2)
+        defer { postgres.close() }
+        let api = AdminAPI(
+            token: AdminHarness.token, postgres: postgres, liveness: PostgresLiveness(postgres: postgres),
+            sealer: try PushCredentialSealer(key: SecureRandom.bytes(32)), probe: NoProbeNeeded(),
+            invalidator: NoCacheInvalidator(), logger: logger)
+        let server = HTTPServer(
+            configuration: .init(address: ListenAddress(host: "127.0.0.1", port: 0)), handler: api, logger: logger)
+        try server.start()
+        let client = RawHTTPClient(port: server.port)
+        let headers = [("Authorization", "Bearer \(AdminHarness.token)")]
+        #expect(try await client.request("GET", "/admin/v1/accounts", headers: headers).status == 200)  // a connection open
+
+        relay.freeze()
+        let started = ContinuousClock.now
+        let response = try await client.request("GET", "/admin/v1/accounts", headers: headers)
+        let took = ContinuousClock.now - started
+        relay.thaw()
+        await server.shutdown(deadline: .seconds(1))
+        #expect(response.status == 503)
+        #expect(response.text.contains(#""code":"storage_unavailable""#))
+        #expect(took < .seconds(12), "answered after \(took)")
+    }
+
+    /// Work that rightly takes long (here, waiting for a row lock) is waited for as long
+    /// as Postgres answers: the probes find it alive, and the change is answered.
+    @Test func aLongRequestIsWaitedForWhilePostgresAnswers() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.account()
+            let locker = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 1)
+            defer { locker.close() }
+            let holding = Task {
+                // Locked as the CTE's row is fetched, before the sleep (a plain SELECT … FOR
+                // UPDATE would compute the sleep first and lock after it).
+                try await locker.query(
+                    "WITH locked AS (SELECT id FROM accounts WHERE id = \(account) FOR UPDATE) SELECT pg_sleep(8) FROM locked"
+                )
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let started = ContinuousClock.now
+            let renamed = try await admin.call("PATCH", "/accounts/\(account)", ["name": "Renamed"])
+            let took = ContinuousClock.now - started
+            _ = try await holding.value
+            #expect(renamed.status == 200, "\(renamed.text)")
+            #expect(took > .seconds(6), "the lock was held for 8 s; answered after \(took)")
+        }
     }
 
     @Test func missingOrWrongTokenIsAnswered401WithJSONError() async throws {

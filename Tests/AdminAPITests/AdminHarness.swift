@@ -25,7 +25,8 @@ struct AdminHarness {
         let postgres = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 4)
         let key = SecureRandom.bytes(32)
         let api = AdminAPI(
-            token: token, postgres: postgres, sealer: try PushCredentialSealer(key: key), probe: probe,
+            token: token, postgres: postgres, liveness: PostgresLiveness(postgres: postgres),
+            sealer: try PushCredentialSealer(key: key), probe: probe,
             invalidator: invalidator, logger: logger)
         let server = HTTPServer(
             configuration: .init(address: ListenAddress(host: "127.0.0.1", port: 0)), handler: api, logger: logger)

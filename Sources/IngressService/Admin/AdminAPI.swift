@@ -18,9 +18,13 @@ public struct AdminAPI: HTTPHandler {
     /// Requests refused for their token: any client can send them, so a line now and
     /// then (with how many were left out), not one each.
     private let refusedLog: ThrottledLog
+    /// How long a request waits on storage: as long as Postgres answers (work may
+    /// rightly run long), then 503 `storage_unavailable`.
+    private let liveness: PostgresLiveness
 
-    init(token: String, dependencies: AdminDependencies) {
+    init(token: String, dependencies: AdminDependencies, liveness: PostgresLiveness) {
         tokenHash = SHA256.hash(token)
+        self.liveness = liveness
         logger = dependencies.logger
         refusedLog = ThrottledLog(logger: dependencies.logger, interval: .seconds(60))
         routes =
@@ -34,17 +38,20 @@ public struct AdminAPI: HTTPHandler {
 
     /// The admin API: credentials probed with `probe` (APNs production), ingress caches
     /// invalidated through `invalidator` (a failure tried again for
-    /// `invalidationRetryWindow`), live quota counts read from `quota`.
+    /// `invalidationRetryWindow`), live quota counts read from `quota`; requests
+    /// answered 503 once Postgres stops answering `liveness`'s probes.
     init(
-        token: String, postgres: PostgresClient, sealer: PushCredentialSealer, probe: any CredentialProbe,
-        invalidator: any CacheInvalidator, quota: any QuotaCounter = NoQuotaCounter(), logger: Logger,
-        invalidationRetryWindow: Duration = .seconds(300), now: @escaping @Sendable () -> Date = { Date() }
+        token: String, postgres: PostgresClient, liveness: PostgresLiveness, sealer: PushCredentialSealer,
+        probe: any CredentialProbe, invalidator: any CacheInvalidator, quota: any QuotaCounter = NoQuotaCounter(),
+        logger: Logger, invalidationRetryWindow: Duration = .seconds(300),
+        now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.init(
             token: token,
             dependencies: AdminDependencies(
                 postgres: postgres, sealer: sealer, probe: probe, invalidator: invalidator, quota: quota,
-                logger: logger, now: now, invalidationRetryWindow: invalidationRetryWindow))
+                logger: logger, now: now, invalidationRetryWindow: invalidationRetryWindow),
+            liveness: liveness)
     }
 
     public func maximumBodySize(for head: HTTPRequestHead) -> Int { 64 * 1024 }
@@ -110,7 +117,12 @@ public struct AdminAPI: HTTPHandler {
                 continue
             }
             do {
-                return try await route.handler(AdminRequest(http: request, parameters: parameters, actor: actor))
+                let (handler, adminRequest) = (
+                    route.handler, AdminRequest(http: request, parameters: parameters, actor: actor)
+                )
+                // A frozen Postgres (or a network dropping everything) would otherwise hold
+                // the request as long as it lasts; the work goes on, and a change may still commit.
+                return try await liveness.value(of: Task { try await handler(adminRequest) })
             } catch let error as AdminError {
                 return AdminResponse.error(error)
             } catch {

@@ -32,6 +32,7 @@ enum StorageFailure {
         case let error as PostgresError:
             error.code == .connectionFailed || error.code == .connectionClosed || error.isReadOnlyTransaction
         case is ConnectionPoolError: true
+        case is PostgresNotAnswering: true  // the admin API's wait (`PostgresLiveness`)
         case is TimeLimitExceeded: true  // waited past a request's limit (`DeviceRoutes.storageWait`, …)
         default: false
         }
