@@ -21,11 +21,11 @@ struct HotPathCache: Sendable {
     let staleLog: ThrottledLog?
     /// Counts the refreshes that kept a stale entry (`IngressMetrics.cacheRefreshFailures`).
     let refreshFailureCount: Counter.Series?
-    /// When a refresh of a stale entry last failed. For a short while after it, stale
-    /// entries are kept without asking Postgres again: an unreachable Postgres costs a
-    /// connect timeout per attempt, which would otherwise hold up every push whose entry
-    /// went stale.
-    let refreshFailures = RecentFailure(quietPeriod: .seconds(2))
+    /// Set when a refresh of a stale entry failed: until Postgres answers again (a
+    /// probe in the background), stale entries are kept without asking it. An
+    /// unreachable or frozen Postgres costs each attempt its wait, which would
+    /// otherwise hold up, now and then, a push whose entry went stale.
+    let refreshPause: PostgresPause
     /// How long a push waits for its stale entry to be read again before it is
     /// accepted from the stale one.
     static let staleRefreshWait: Duration = .milliseconds(500)
@@ -48,6 +48,7 @@ struct HotPathCache: Sendable {
         self.staleLifetimeMilliseconds = staleLifetimeMilliseconds
         self.staleLog = staleLog
         self.refreshFailureCount = refreshFailureCount
+        refreshPause = PostgresPause(postgres: subscriptions.postgres)
     }
 
     var negativeLifetimeMilliseconds: Int64 { min(lifetimeMilliseconds, 60_000) }
@@ -101,7 +102,7 @@ struct HotPathCache: Sendable {
     func refresh(
         kind: String, id: String, stale: Bool, for request: inout HotPathScript.Request
     ) async throws -> Bool {
-        if stale && refreshFailures.isRecent {
+        if stale && refreshPause.isPaused {
             refreshFailureCount?.increment()
             request.allowsStaleCache = true
             return true
@@ -114,7 +115,7 @@ struct HotPathCache: Sendable {
         do {
             return try await filling.value(waitingAtMost: stale ? Self.staleRefreshWait : Self.missingFillWait)
         } catch let error where stale {
-            refreshFailures.record()
+            refreshPause.failed()
             refreshFailureCount?.increment()
             staleLog?.warning("cache entries past their lifetime stay in use: they cannot be read again", error: error)
             request.allowsStaleCache = true

@@ -1,29 +1,30 @@
-import Shared
 import Synchronization
 
-/// The waited-message checks' view of Postgres: after a read failed, they skip it
-/// (the messages go out unchecked) rather than make every later batch wait on a dead
-/// or unreachable database, and a probe in the background (`SELECT 1` every
-/// `probeInterval`) ends the pause as soon as Postgres answers again, so the checks
-/// resume within a second of its return rather than after a fixed time.
-final class PostgresPause: Sendable {
+/// A reader's view of Postgres for work it can do without it: after a read failed,
+/// the reader skips Postgres (the worker's waited-message checks send unchecked, the
+/// ingress's stale cache entries stay in use) rather than make every later caller
+/// wait on a dead, frozen or unreachable database, and a probe in the background
+/// (`SELECT 1` every `probeInterval`) ends the pause as soon as Postgres answers
+/// again: within a second of its return rather than after a fixed time, and with no
+/// caller waiting on it meanwhile.
+public final class PostgresPause: Sendable {
     private let postgres: PostgresClient
-    let probeInterval: Duration
+    public let probeInterval: Duration
     private struct State {
         var paused = false
         var probing = false
     }
     private let state = Mutex(State())
 
-    init(postgres: PostgresClient, probeInterval: Duration = .seconds(1)) {
+    public init(postgres: PostgresClient, probeInterval: Duration = .seconds(1)) {
         self.postgres = postgres
         self.probeInterval = probeInterval
     }
 
-    var isPaused: Bool { state.withLock { $0.paused } }
+    public var isPaused: Bool { state.withLock { $0.paused } }
 
     /// A read failed: pause, and probe until Postgres answers.
-    func failed() {
+    public func failed() {
         let startProbe = state.withLock { state in
             state.paused = true
             defer { state.probing = true }
