@@ -420,7 +420,8 @@ import Testing
     }
 
     /// A gone device whose deletion cannot be written (here a trigger refuses it) is
-    /// retried alone; the other messages of its entry are done and not sent again.
+    /// retried alone; the other messages of its entry are done and not sent again, and
+    /// the retries write APNs's answer rather than ask APNs again.
     @Test func anOutcomeThatCannotBeWrittenIsRetriedAloneAndItsEntryIsAcknowledged() async throws {
         try await DeliveryStack.with { stack in
             let worker = try await stack.startWorker(["WORKER_RETRY_BASE_MS": "300", "WORKER_RETRY_CAP_MS": "300"])
@@ -461,14 +462,17 @@ import Testing
                 try await stack.enqueue(fields: QueueMessage.batchFields(messages))
                 // Answered while the other message still waits for its retry.
                 #expect(try await stack.awaitReply("healthy")["status"] == "sent")
-                try await eventually("the retry scheduled") {
-                    worker.metrics.retries.value("outcome_not_written") >= 1
+                try await eventually("the write retried a few times") {
+                    worker.metrics.retries.value("outcome_not_written") >= 3
                 }
                 #expect(try await stack.subscriptionExists(goneID))
                 try await dropTrigger()
                 #expect(try await stack.awaitReply("gone")["status"] == "gone")
                 #expect(try await !stack.subscriptionExists(goneID))
                 #expect(stack.recordings(token: healthyToken).count == 1)
+                let stats = try await stack.controlRequest("GET", "/stats")
+                let json = try #require(try JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any])
+                #expect((json["rejected"] as? [String: Int])?["Unregistered"] == 1, "APNs asked once: \(stats.text)")
                 try await eventually("the queue empty") {
                     let length = try await stack.streamLength()
                     let pending = try await stack.pendingCount()

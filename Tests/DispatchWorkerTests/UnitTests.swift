@@ -590,3 +590,25 @@ import Testing
         #expect(gate.finished(b3) == nil)
     }
 }
+
+@Suite struct KnownOutcomeTests {
+    @Test func goneAndRejectedAnswersSurviveTheirText() throws {
+        let stamped = DeliveryOutcome.gone(
+            timestamp: Date(timeIntervalSince1970: 1_700_000_000.123), reason: "Unregistered")
+        for outcome in [
+            stamped, .gone(timestamp: nil, reason: "BadDeviceToken"),
+            .credentialRejected(reason: "InvalidProviderToken"),
+        ] {
+            let text = try #require(KnownOutcome.text(of: outcome))
+            #expect(KnownOutcome.outcome(of: text) == outcome, "\(text)")
+        }
+    }
+
+    @Test func otherOutcomesAndUnknownTextAreNotCarried() {
+        #expect(KnownOutcome.text(of: .sent) == nil)
+        #expect(KnownOutcome.text(of: .retry(cause: "timeout", countsAgainstCircuit: true)) == nil)
+        for text in ["", "gone", "gone  -", "gone Unregistered soon", "credential_rejected", "sent", "gone a b c"] {
+            #expect(KnownOutcome.outcome(of: text) == nil, "\(text)")
+        }
+    }
+}

@@ -15,6 +15,13 @@ import Testing
         withCollapse.collapseID = "inbox"
         #expect(try QueueMessage(fields: withCollapse.fields) == withCollapse)
         #expect(throws: QueueMessageError.self) { try QueueMessage(fields: Array(message.fields.dropLast(2))) }
+        var retried = message
+        retried.attempts = 2
+        retried.knownOutcome = "gone Unregistered 1700000000000"
+        let read = try QueueMessage(fields: retried.fields)
+        #expect(read == retried)
+        #expect(read.knownOutcome == "gone Unregistered 1700000000000")
+        #expect(try QueueMessage(fields: message.fields).knownOutcome == nil)
     }
 
     /// Format 3 (the hot-path script's): `s`, `m` and the packed decision part `d`, no

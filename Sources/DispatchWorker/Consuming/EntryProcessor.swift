@@ -74,7 +74,11 @@ final class EntryProcessor: Sendable {
             let pending = PendingEntry(id: entry.id, context: context, messageCount: messages.count)
             for message in messages {
                 let delivery = Delivery(entry: pending, message: message)
-                if now > OutcomeRecorder.deadline(of: message) {
+                if let known = message.knownOutcome.flatMap(KnownOutcome.outcome(of:)) {
+                    // APNs answered before; only writing it failed. Written now, not sent again.
+                    let recorder = recorder
+                    Task { await recorder.record(known, delivery) }
+                } else if now > OutcomeRecorder.deadline(of: message) {
                     let recorder = recorder
                     Task { await recorder.record(.failed(.expired, detail: "expired"), delivery) }
                 } else if entry.deliveryCount > 1 || RetriedSubscriptionCheck.needsCheck(message, nowMilliseconds: now)

@@ -32,12 +32,16 @@ struct Acknowledgement: Sendable {
         let attempts: Int
         /// Why (the metric's label).
         let cause: String
+        /// APNs's answer, when only writing it failed (`KnownOutcome`): written on the
+        /// next turn instead of sending again.
+        var knownOutcome: String? = nil
 
         /// The message's fields on the delayed-retry set: the message alone (format 2)
         /// with its attempts, as `QueueScripts.promoteRetries` adds it back.
         func fields(of message: QueueMessage) -> [[UInt8]] {
             var retried = message
             retried.attempts = attempts
+            retried.knownOutcome = knownOutcome
             return retried.fields
         }
     }

@@ -103,8 +103,10 @@ final class OutcomeRecorder: Sendable {
             break
 
         case .gone(let timestamp, let reason):
-            await circuit.success(
-                credential: message.credentialID, environment: message.environment, keys: context.keys)
+            if message.knownOutcome == nil {  // an answer from APNs now, not one carried from before
+                await circuit.success(
+                    credential: message.credentialID, environment: message.environment, keys: context.keys)
+            }
             let invalidation = CacheInvalidation(
                 redis: redis, keys: context.keys, tombstoneLifetimeSeconds: tombstoneLifetimeSeconds)
             do {
@@ -121,7 +123,7 @@ final class OutcomeRecorder: Sendable {
                     finish(delivery, status: "failed", reason: "provider_error", tally: .failed, releaseQuota: true)
                 }
             } catch {
-                await retryLater(delivery, "cannot delete a gone subscription", error)
+                await retryLater(delivery, outcome, "cannot delete a gone subscription", error)
             }
 
         case .credentialRejected(let reason):
@@ -141,7 +143,7 @@ final class OutcomeRecorder: Sendable {
                         metadata: ["credential": message.credentialID, "apns.reason": reason, "apps": "\(apps.count)"])
                 }
             } catch {
-                await retryLater(delivery, "cannot flag a rejected credential", error)
+                await retryLater(delivery, outcome, "cannot flag a rejected credential", error)
                 return
             }
             metrics.sends.increment(by: 1, "failed", "credential_rejected")
@@ -275,12 +277,15 @@ final class OutcomeRecorder: Sendable {
     /// acknowledgement to the acknowledger.
     /// The message goes back through the delayed-retry set, its quota still reserved,
     /// with `attempts` APNs attempts used so far.
-    private func putBack(_ delivery: Delivery, afterMilliseconds delay: Int, attempts: Int, cause: String) {
+    private func putBack(
+        _ delivery: Delivery, afterMilliseconds delay: Int, attempts: Int, cause: String, knownOutcome: String? = nil
+    ) {
         settle(
             delivery,
             Acknowledgement.Item(
                 delivery: delivery, tally: nil, releaseQuota: false, replyJSON: nil,
-                retry: Acknowledgement.Retry(delayMilliseconds: delay, attempts: attempts, cause: cause)))
+                retry: Acknowledgement.Retry(
+                    delayMilliseconds: delay, attempts: attempts, cause: cause, knownOutcome: knownOutcome)))
     }
 
     private func settle(_ delivery: Delivery, _ item: Acknowledgement.Item) {
@@ -289,12 +294,26 @@ final class OutcomeRecorder: Sendable {
     }
 
     /// An outcome that could not be written (Postgres or Redis failed) is not final:
-    /// the message is sent again later, alone, like any retry (Apple will say the same
-    /// again), so its entry's other messages are acknowledged and not sent twice.
-    private func retryLater(_ delivery: Delivery, _ what: String, _ error: any Error) async {
+    /// the message is put back alone, like any retry (so its entry's other messages
+    /// are acknowledged and not sent twice), carrying APNs's answer (`KnownOutcome`)
+    /// so that its next turn writes it rather than asking APNs again. Its attempts
+    /// bound the writes, and its TTL does not: a gone device's subscription is
+    /// deleted however old the message.
+    private func retryLater(_ delivery: Delivery, _ outcome: DeliveryOutcome, _ what: String, _ error: any Error)
+        async
+    {
         retryLog.warning(
             "\(what); the message is retried",
             metadata: ["entry": delivery.entry.id, "error": ThrottledLog.describe(error)])
-        await record(.retry(cause: "outcome_not_written", countsAgainstCircuit: false), delivery)
+        let attempts = delivery.message.attempts + 1
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        switch retryPolicy.decide(attempts: attempts, nowMilliseconds: now, deadlineMilliseconds: .max) {
+        case .retry(let delay):
+            putBack(
+                delivery, afterMilliseconds: delay, attempts: attempts, cause: "outcome_not_written",
+                knownOutcome: KnownOutcome.text(of: outcome))
+        case .giveUp:
+            await record(.failed(.providerError, detail: "outcome_not_written"), delivery)
+        }
     }
 }

@@ -18,6 +18,7 @@ import Foundation
 /// | `cred` | credential id chosen by the app at accept time |
 /// | `qk` | the quota key the worker decrements (`DECR`) if the send fails |
 /// | `n` | optional: send attempts so far (the worker's delayed retries set it; absent = 0) |
+/// | `o` | optional: APNs's answer already known, when only writing it failed (the worker's retries set it: the message is not sent again, the outcome is written) |
 ///
 /// **Format 3** (written by the hot-path script since the decision part): no `v`;
 /// `s` and `m` as in format 2, and `d`, what the script decided, packed: account id,
@@ -83,6 +84,7 @@ public struct QueueMessage: Sendable, Equatable {
         /// Format 3: account, credential and quota key, packed.
         public static let decisionPart = "d"
         public static let attempts = "n"
+        public static let knownOutcome = "o"
         // Format 1 only.
         public static let messageID = "mid"
         public static let subscription = "sub"
@@ -168,6 +170,9 @@ public struct QueueMessage: Sendable, Equatable {
     }
     /// Send attempts already made (0 for a fresh message).
     public var attempts: Int
+    /// APNs's answer to an earlier attempt, when only recording it failed: the
+    /// worker's own text (`KnownOutcome`), opaque here.
+    public var knownOutcome: String?
 
     // MARK: Values in place
 
@@ -264,7 +269,7 @@ public struct QueueMessage: Sendable, Equatable {
         messageID: String, subscriptionID: String, appID: String, accountID: String, credentialID: String,
         topic: String, deviceToken: String, sandbox: Bool, alertTitle: String, alertBody: String,
         ciphertext: [UInt8], priority: Int, expiration: Int64, collapseID: String?, acceptedAt: Int64,
-        quotaKey: String, replyKey: String? = nil, attempts: Int = 0
+        quotaKey: String, replyKey: String? = nil, attempts: Int = 0, knownOutcome: String? = nil
     ) {
         var storage: [UInt8] = []
         func store(_ value: some Collection<UInt8>) -> Span { Self.append(value, to: &storage) }
@@ -278,7 +283,7 @@ public struct QueueMessage: Sendable, Equatable {
             storage: storage,
             decoded: Decoded(
                 spans: spans, sandbox: sandbox, priority: priority, expiration: expiration, acceptedAt: acceptedAt,
-                attempts: attempts))
+                attempts: attempts, knownOutcome: knownOutcome))
     }
 
     /// Where the values lie in a buffer, and the ones kept as numbers.
@@ -289,6 +294,7 @@ public struct QueueMessage: Sendable, Equatable {
         let expiration: Int64
         let acceptedAt: Int64
         let attempts: Int
+        let knownOutcome: String?
     }
 
     private init(storage: [UInt8], decoded: Decoded) {
@@ -299,12 +305,13 @@ public struct QueueMessage: Sendable, Equatable {
         expiration = decoded.expiration
         acceptedAt = decoded.acceptedAt
         attempts = decoded.attempts
+        knownOutcome = decoded.knownOutcome
     }
 
     /// Equal when every value is (as the properties read them: texts as strings).
     public static func == (lhs: QueueMessage, rhs: QueueMessage) -> Bool {
         lhs.sandbox == rhs.sandbox && lhs.priority == rhs.priority && lhs.expiration == rhs.expiration
-            && lhs.acceptedAt == rhs.acceptedAt && lhs.attempts == rhs.attempts
+            && lhs.acceptedAt == rhs.acceptedAt && lhs.attempts == rhs.attempts && lhs.knownOutcome == rhs.knownOutcome
             && lhs.ciphertextBytes.elementsEqual(rhs.ciphertextBytes) && lhs.messageID == rhs.messageID
             && lhs.subscriptionID == rhs.subscriptionID && lhs.appID == rhs.appID && lhs.accountID == rhs.accountID
             && lhs.credentialID == rhs.credentialID && lhs.topic == rhs.topic && lhs.deviceToken == rhs.deviceToken
@@ -525,7 +532,7 @@ public struct QueueMessage: Sendable, Equatable {
             replyKey: replyKey)
         return Decoded(
             spans: spans, sandbox: sandbox, priority: priority, expiration: expiration, acceptedAt: acceptedAt,
-            attempts: try entry.attempts())
+            attempts: try entry.attempts(), knownOutcome: entry.text(Slot.knownOutcome))
     }
 
     private static func legacy(_ entry: SlotValues) throws(QueueMessageError) -> Decoded {
@@ -540,7 +547,8 @@ public struct QueueMessage: Sendable, Equatable {
         return Decoded(
             spans: spans, sandbox: try entry.value(Slot.sandbox).elementsEqual(CollectionOfOne(UInt8(ascii: "1"))),
             priority: Int(try entry.integer(Slot.priority)), expiration: try entry.integer(Slot.expiration),
-            acceptedAt: try entry.integer(Slot.acceptedAt), attempts: try entry.attempts())
+            acceptedAt: try entry.integer(Slot.acceptedAt), attempts: try entry.attempts(),
+            knownOutcome: entry.text(Slot.knownOutcome))
     }
 
     /// The field names `init(entry:)` looks for, by slot.
@@ -548,13 +556,14 @@ public struct QueueMessage: Sendable, Equatable {
         static let version = 0, subscriptionPart = 1, messagePart = 2, account = 3, credential = 4, quotaKey = 5
         static let attempts = 6, messageID = 7, subscription = 8, app = 9, topic = 10, token = 11, sandbox = 12
         static let title = 13, body = 14, ciphertext = 15, priority = 16, expiration = 17, collapseID = 18
-        static let acceptedAt = 19, reply = 20, decisionPart = 21
+        static let acceptedAt = 19, reply = 20, decisionPart = 21, knownOutcome = 22
 
         static let names = [
             Field.version, Field.subscriptionPart, Field.messagePart, Field.account, Field.credential,
             Field.quotaKey, Field.attempts, Field.messageID, Field.subscription, Field.app, Field.topic,
             Field.token, Field.sandbox, Field.title, Field.body, Field.ciphertext, Field.priority,
             Field.expiration, Field.collapseID, Field.acceptedAt, Field.reply, Field.decisionPart,
+            Field.knownOutcome,
         ]
         private static let nameBytes = names.map { Array($0.utf8) }
 
@@ -567,6 +576,7 @@ public struct QueueMessage: Sendable, Equatable {
                 case UInt8(ascii: "m"): return messagePart
                 case UInt8(ascii: "n"): return attempts
                 case UInt8(ascii: "d"): return decisionPart
+                case UInt8(ascii: "o"): return knownOutcome
                 default: return nil
                 }
             }
@@ -581,7 +591,7 @@ public struct QueueMessage: Sendable, Equatable {
     /// An entry's values by slot.
     private struct SlotValues {
         /// One per `Slot.names` entry, on the stack: no allocation per entry decoded.
-        typealias Slots = InlineArray<22, Range<Int>?>
+        typealias Slots = InlineArray<23, Range<Int>?>
 
         let bytes: UnsafeBufferPointer<UInt8>
         let slots: Slots
@@ -606,6 +616,10 @@ public struct QueueMessage: Sendable, Equatable {
                 throw QueueMessageError(field: Slot.names[slot], problem: "is not an integer")
             }
             return number
+        }
+
+        func text(_ slot: Int) -> String? {
+            slots[slot].map { String(decoding: bytes[$0], as: UTF8.self) }
         }
 
         func attempts() throws(QueueMessageError) -> Int {
@@ -640,6 +654,7 @@ public struct QueueMessage: Sendable, Equatable {
             Array(Field.quotaKey.utf8), Array(quotaKey.utf8),
         ]
         if attempts > 0 { fields += [Array(Field.attempts.utf8), Array(String(attempts).utf8)] }
+        if let knownOutcome { fields += [Array(Field.knownOutcome.utf8), Array(knownOutcome.utf8)] }
         return fields
     }
 
