@@ -257,7 +257,8 @@ import Testing
 
     /// A server whose address used up its unknown-push lookups (pushing to many stale
     /// URLs) still reaches a device registered now: registration caches the new
-    /// subscription, so the verification push right after it needs no lookup.
+    /// subscription, so the verification push right after it needs no lookup; so do
+    /// activation and a PUT, and a PUT that changes nothing cached leaves the entry be.
     @Test func aNewSubscriptionIsReachableFromAnAddressPastItsUnknownPushLimit() async throws {
         try await IngressTestApp.with(["TRUSTED_PROXIES": "127.0.0.0/8", "RATE_LIMIT_UNKNOWN_PUSH": "3/60"]) { app in
             let fixture = try await Fixture.create(app.postgres)
@@ -274,6 +275,18 @@ import Testing
                 "GET", "/api/push/v1/subscriptions/\(pending)/pending", headers: [("Authorization", "Bearer \(secret)")]
             )
             #expect(stashed.text.contains("messages") && stashed.text != #"{"messages":[]}"#)
+
+            let bearer = [("Authorization", "Bearer \(secret)")]
+            let path = "/api/push/v1/subscriptions/\(pending)"
+            #expect(try await app.request("POST", path + "/activate", headers: bearer).status == 204)
+            #expect(try await app.push(pending, headers: server).status == 201)
+            #expect(try await app.request("PUT", path, headers: bearer, body: Array("{}".utf8)).status == 204)
+            #expect(try await app.push(pending, headers: server).status == 201)
+            let newToken = Fixture.token()
+            let update = Array(#"{"token": "\#(newToken)"}"#.utf8)
+            #expect(try await app.request("PUT", path, headers: bearer, body: update).status == 204)
+            #expect(try await app.push(pending, headers: server).status == 201)
+            #expect(try await app.queueEntries().last?.deviceToken == newToken)
         }
     }
 

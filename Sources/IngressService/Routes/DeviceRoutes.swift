@@ -58,11 +58,7 @@ struct DeviceRoutes: Sendable {
         }
         // A negative cache entry for this id (a guess that came first) must not hide it.
         try? await invalidation.subscriptionChanged(id)
-        // Cached now, the server's first push (JMAP's verification, right after this)
-        // is answered from Redis: no Postgres read on its path, nor a lookup counted
-        // against its sender's address (`RATE_LIMIT_UNKNOWN_PUSH`, which a busy sender
-        // pushing to stale URLs may have used up). A failed fill only leaves it to that push.
-        _ = try? await cache.fill(kind: "subscription", id: id, subscriptionID: id)
+        await cacheAgain(id)
         let body =
             "{\"id\":\(JSONString.quote(id)),\"secret\":\(JSONString.quote(secret)),\"url\":\(JSONString.quote(publicPushBase + id))}"
         return .json(201, body)
@@ -81,8 +77,13 @@ struct DeviceRoutes: Sendable {
                 id, deviceToken: input.token, sandbox: input.sandbox, alertTitle: input.alertTitle,
                 alertBody: input.alertBody, p256dh: input.p256dh, auth: input.auth)
         else { throw PushAPIError.notFound }
-        try await invalidateAfterCommit("subscription update") { [invalidation] in
-            try await invalidation.subscriptionChanged(id)
+        // The cache entry holds none of the keys nor the last-seen time: a PUT that
+        // changes only those (an app launch's refresh) leaves it as it is.
+        if input.token != nil || input.sandbox != nil || input.alertTitle != nil || input.alertBody != nil {
+            try await invalidateAfterCommit("subscription update") { [invalidation] in
+                try await invalidation.subscriptionChanged(id)
+            }
+            await cacheAgain(id)
         }
         return HTTPResponse(status: 204)
     }
@@ -105,7 +106,17 @@ struct DeviceRoutes: Sendable {
         try await invalidateAfterCommit("subscription activation") { [invalidation] in
             try await invalidation.subscriptionActivated(id)
         }
+        await cacheAgain(id)
         return HTTPResponse(status: 204)
+    }
+
+    /// Reads a subscription just written into the cache, so that the next push to it
+    /// (a server's verification right after registering, the first after activating)
+    /// is answered from Redis: no Postgres read on its path, nor a lookup counted
+    /// against its sender's address (`RATE_LIMIT_UNKNOWN_PUSH`, which a busy sender
+    /// pushing to stale URLs may have used up). A failed fill only leaves it to that push.
+    private func cacheAgain(_ id: String) async {
+        _ = try? await cache.fill(kind: "subscription", id: id, subscriptionID: id)
     }
 
     /// The cache invalidation after a committed change (`CacheInvalidation.afterCommit`):
