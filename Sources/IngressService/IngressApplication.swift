@@ -19,6 +19,8 @@ final class IngressApplication: Sendable {
     let postgres: PostgresClient
     /// The cache fills' connections (`DATABASE_FILL_CONNECTIONS`), apart from `postgres`.
     let fillPostgres: PostgresClient
+    /// The admin API's connections (`ADMIN_DATABASE_CONNECTIONS`), apart from both.
+    let adminPostgres: PostgresClient
     let keys: RedisKeys
     let metrics: IngressMetrics
     let sweeper: SubscriptionSweeper
@@ -37,7 +39,8 @@ final class IngressApplication: Sendable {
     init(
         configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, replyRedis: RedisClient,
         hotPath: RedisMultiplexer, postgres: PostgresClient, fillPostgres: PostgresClient,
-        keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper, stashExpiry: StashExpiry,
+        adminPostgres: PostgresClient, keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper,
+        stashExpiry: StashExpiry,
         invalidation: CacheInvalidation, readiness: ReadinessCheck, stopping: StopFlag,
         adminServer: HTTPServer? = nil, frontLoop: EventLoop? = nil, logger: Logger
     ) {
@@ -50,6 +53,7 @@ final class IngressApplication: Sendable {
         self.hotPath = hotPath
         self.postgres = postgres
         self.fillPostgres = fillPostgres
+        self.adminPostgres = adminPostgres
         self.keys = keys
         self.metrics = metrics
         self.sweeper = sweeper
@@ -100,6 +104,7 @@ final class IngressApplication: Sendable {
         hotPath.close()
         postgres.close()
         fillPostgres.close()
+        adminPostgres.close()
         frontLoop?.shutdown()
     }
 }
@@ -144,6 +149,14 @@ func buildApplication(
         configuration: .init(
             url: configuration.common.databaseURL, applicationName: "pushgate-ingress-fill",
             maximumConnections: configuration.databaseFillConnections, acquireTimeout: .seconds(5),
+            connectTimeout: 5))
+    // The admin API's own: its work may rightly run long (an account deleted with
+    // millions of subscriptions, requests waiting on a lock), and must not take the
+    // connections registrations and /readyz need meanwhile. Opened on first use.
+    let adminPostgres = PostgresClient(
+        configuration: .init(
+            url: configuration.common.databaseURL, applicationName: "pushgate-ingress-admin",
+            maximumConnections: configuration.adminDatabaseConnections, acquireTimeout: .seconds(5),
             connectTimeout: 5))
     let metrics = IngressMetrics()
     let subscriptions = SubscriptionRepository(postgres: postgres)
@@ -232,8 +245,8 @@ func buildApplication(
     let adminServer: HTTPServer?
     do {
         adminServer = try AdminAPI.makeServer(
-            configuration: configuration, postgres: postgres,
-            // Asked on the fill pool: the admin API's long statements could take up the main one.
+            configuration: configuration, postgres: adminPostgres,
+            // Asked on another pool: the admin API's long statements may take up its own.
             liveness: PostgresLiveness(postgres: fillPostgres),
             probe: APNsCredentialProbe(configuration: configuration.common, logger: logger.child("admin")),
             invalidator: RedisCacheInvalidator(invalidation: invalidation),
@@ -245,7 +258,8 @@ func buildApplication(
     }
     return IngressApplication(
         configuration: configuration, server: server, redis: redis, replyRedis: replyRedis, hotPath: hotPath,
-        postgres: postgres, fillPostgres: fillPostgres, keys: keys, metrics: metrics, sweeper: sweeper,
+        postgres: postgres, fillPostgres: fillPostgres, adminPostgres: adminPostgres, keys: keys, metrics: metrics,
+        sweeper: sweeper,
         stashExpiry: stashExpiry, invalidation: invalidation, readiness: readiness, stopping: stopping,
         adminServer: adminServer,
         frontLoop: frontLoop, logger: logger)

@@ -15,17 +15,18 @@ import Testing
         let namespace: String
         let adminPort: Int
 
-        init(redisURL: String = TestEnvironment.redisURL) throws {
+        init(redisURL: String = TestEnvironment.redisURL, environment extra: [String: String] = [:]) throws {
             let unique = UInt64.random(in: 0...UInt64.max)
             namespace = "pushgate-admin-test:\(unique)"
             keys = RedisKeys(stream: "\(namespace):queue:{a\(unique)}", namespace: namespace)
             let configuration = try IngressConfiguration(
-                environment: Environment([
-                    "DATABASE_URL": TestEnvironment.databaseURL, "REDIS_URL": redisURL,
-                    "CREDENTIAL_KEY": Data(SecureRandom.bytes(32)).base64EncodedString(),
-                    "PUBLIC_BASE_URL": "https://push.example.test", "INGRESS_LISTEN": "127.0.0.1:0",
-                    "ADMIN_LISTEN": "127.0.0.1:0", "ADMIN_TOKEN": AdminHarness.token,
-                ]))
+                environment: Environment(
+                    [
+                        "DATABASE_URL": TestEnvironment.databaseURL, "REDIS_URL": redisURL,
+                        "CREDENTIAL_KEY": Data(SecureRandom.bytes(32)).base64EncodedString(),
+                        "PUBLIC_BASE_URL": "https://push.example.test", "INGRESS_LISTEN": "127.0.0.1:0",
+                        "ADMIN_LISTEN": "127.0.0.1:0", "ADMIN_TOKEN": AdminHarness.token,
+                    ].merging(extra) { $1 }))
             let (logger, _) = TestEnvironment.capturingLogger("ingress")
             application = try buildApplication(configuration: configuration, logger: logger, keys: keys)
             try application.start(sweep: false)
@@ -40,9 +41,10 @@ import Testing
         }
 
         static func with(
-            redisURL: String = TestEnvironment.redisURL, _ body: (Running) async throws -> Void
+            redisURL: String = TestEnvironment.redisURL, environment: [String: String] = [:],
+            _ body: (Running) async throws -> Void
         ) async throws {
-            let running = try Running(redisURL: redisURL)
+            let running = try Running(redisURL: redisURL, environment: environment)
             do {
                 try await body(running)
             } catch {
@@ -107,6 +109,37 @@ import Testing
                 "INSERT INTO app_identifiers (bundle_id, app_id) VALUES (\(topic), \(app))")
             #expect(try await admin("PATCH", "/apps/\(app)/push", ["enabled": true]).status == 200)
             return (account, app, topic)
+        }
+    }
+
+    /// Admin requests that rightly wait long (here on a row lock) use connections of
+    /// their own (`ADMIN_DATABASE_CONNECTIONS`): registrations and /readyz, on the one
+    /// connection of `DATABASE_CONNECTIONS`, are answered meanwhile.
+    @Test func longAdminWorkLeavesRegistrationsAndReadinessTheirConnections() async throws {
+        try await Running.with(environment: ["DATABASE_CONNECTIONS": "1", "ADMIN_DATABASE_CONNECTIONS": "2"]) {
+            running in
+            let (account, _, topic) = try await running.pushingApp(plan: "pro")
+            let locker = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 1)
+            defer { locker.close() }
+            let holding = Task {
+                // Locked as the CTE's row is fetched, before the sleep.
+                try await locker.query(
+                    "WITH locked AS (SELECT id FROM accounts WHERE id = \(account) FOR UPDATE) SELECT pg_sleep(6) FROM locked"
+                )
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let renames = (0..<2).map { index in
+                Task { try await running.admin("PATCH", "/accounts/\(account)", ["name": "Renamed \(index)"]) }
+            }
+            try await Task.sleep(for: .milliseconds(500))  // both waiting on the lock
+
+            let client = RawHTTPClient(port: running.application.port)
+            let started = ContinuousClock.now
+            #expect(try await client.request("GET", "/readyz").status == 200)
+            _ = try await running.subscribe(topic: topic)
+            #expect(ContinuousClock.now - started < .seconds(2), "waited \(ContinuousClock.now - started)")
+            for rename in renames { #expect(try await rename.value.status == 200) }
+            _ = try await holding.value
         }
     }
 

@@ -129,6 +129,8 @@ public struct CommonConfiguration: Sendable {
 ///   hard-deleted, default 5184000 (60 days).
 /// - `SWEEP_INTERVAL_SECONDS`: how often one replica runs that sweep, default 3600.
 /// - `REDIS_CONNECTIONS`, `DATABASE_CONNECTIONS`: pool sizes, default 16 and 10.
+/// - `DATABASE_FILL_CONNECTIONS`, `ADMIN_DATABASE_CONNECTIONS`: the cache fills' and the
+///   admin API's Postgres pools, apart from that one, default 4 each.
 /// - `APP_API_REPLY_CONNECTIONS`: Redis connections App API sends wait for outcomes
 ///   on, a pool of their own, default 8: sends waiting on workers that do not answer
 ///   must not hold the connections every other route (and `/readyz`) needs. A send
@@ -171,6 +173,9 @@ public struct IngressConfiguration: Sendable {
     /// Postgres connections of the hot path's cache fills (`DATABASE_FILL_CONNECTIONS`),
     /// apart from `databaseConnections`.
     public var databaseFillConnections: Int
+    /// Postgres connections of the admin API (`ADMIN_DATABASE_CONNECTIONS`), apart
+    /// from the others: its work may rightly run long.
+    public var adminDatabaseConnections: Int
 
     public init(environment: Environment = Environment()) throws(ConfigurationError) {
         common = try CommonConfiguration(environment: environment)
@@ -208,6 +213,7 @@ public struct IngressConfiguration: Sendable {
         appAPIReplyConnections = try environment.integer("APP_API_REPLY_CONNECTIONS", default: 8, range: 1...1024)
         databaseConnections = try environment.integer("DATABASE_CONNECTIONS", default: 10, range: 1...1024)
         databaseFillConnections = try environment.integer("DATABASE_FILL_CONNECTIONS", default: 4, range: 1...1024)
+        adminDatabaseConnections = try environment.integer("ADMIN_DATABASE_CONNECTIONS", default: 4, range: 1...1024)
         listen = try environment.listenAddress("INGRESS_LISTEN") ?? ListenAddress(host: "127.0.0.1", port: 8080)
         adminListen = try environment.listenAddress("ADMIN_LISTEN")
         adminToken = environment.optional("ADMIN_TOKEN")
