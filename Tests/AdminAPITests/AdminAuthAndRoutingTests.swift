@@ -67,20 +67,12 @@ import Testing
     @Test func aLongRequestIsWaitedForWhilePostgresAnswers() async throws {
         try await AdminHarness.with { admin in
             let account = try await admin.account()
-            let locker = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 1)
-            defer { locker.close() }
-            let holding = Task {
-                // Locked as the CTE's row is fetched, before the sleep (a plain SELECT … FOR
-                // UPDATE would compute the sleep first and lock after it).
-                try await locker.query(
-                    "WITH locked AS (SELECT id FROM accounts WHERE id = \(account) FOR UPDATE) SELECT pg_sleep(8) FROM locked"
-                )
-            }
+            let holding = AdminHarness.lockAccount(account, forSeconds: 8)
             try await Task.sleep(for: .milliseconds(300))
             let started = ContinuousClock.now
             let renamed = try await admin.call("PATCH", "/accounts/\(account)", ["name": "Renamed"])
             let took = ContinuousClock.now - started
-            _ = try await holding.value
+            try await holding.value
             #expect(renamed.status == 200, "\(renamed.text)")
             #expect(took > .seconds(6), "the lock was held for 8 s; answered after \(took)")
         }

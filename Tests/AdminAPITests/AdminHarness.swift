@@ -81,6 +81,20 @@ struct AdminHarness {
         return Answer(status: response.status, text: response.text)
     }
 
+    /// Holds a row lock on `account` for `seconds`, on a connection of its own, as a
+    /// long transaction would; the task ends when the lock is let go.
+    static func lockAccount(_ account: String, forSeconds seconds: Int) -> Task<Void, any Error> {
+        Task {
+            let locker = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 1)
+            defer { locker.close() }
+            // Locked as the CTE's row is fetched, before the sleep (a plain SELECT … FOR
+            // UPDATE would compute the sleep first and lock after it).
+            _ = try await locker.query(
+                "WITH locked AS (SELECT id FROM accounts WHERE id = \(account) FOR UPDATE) SELECT pg_sleep(\(seconds)) FROM locked"
+            )
+        }
+    }
+
     /// A fresh id for this test run.
     static func unique(_ prefix: String) -> String {
         "\(prefix)-\(SecureRandom.bytes(6).map { String(format: "%02x", $0) }.joined())"

@@ -119,14 +119,7 @@ import Testing
         try await Running.with(environment: ["DATABASE_CONNECTIONS": "1", "ADMIN_DATABASE_CONNECTIONS": "2"]) {
             running in
             let (account, _, topic) = try await running.pushingApp(plan: "pro")
-            let locker = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 1)
-            defer { locker.close() }
-            let holding = Task {
-                // Locked as the CTE's row is fetched, before the sleep.
-                try await locker.query(
-                    "WITH locked AS (SELECT id FROM accounts WHERE id = \(account) FOR UPDATE) SELECT pg_sleep(6) FROM locked"
-                )
-            }
+            let holding = AdminHarness.lockAccount(account, forSeconds: 6)
             try await Task.sleep(for: .milliseconds(300))
             let renames = (0..<2).map { index in
                 Task { try await running.admin("PATCH", "/accounts/\(account)", ["name": "Renamed \(index)"]) }
@@ -139,7 +132,7 @@ import Testing
             _ = try await running.subscribe(topic: topic)
             #expect(ContinuousClock.now - started < .seconds(2), "waited \(ContinuousClock.now - started)")
             for rename in renames { #expect(try await rename.value.status == 200) }
-            _ = try await holding.value
+            try await holding.value
         }
     }
 

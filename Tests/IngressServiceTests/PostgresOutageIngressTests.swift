@@ -86,16 +86,21 @@ import Testing
             #expect(try await app.queueEntries().last?.deviceToken == oldToken)
 
             relay.restore()
-            // Changed behind the cache's back: only a refresh from Postgres shows it.
-            let newToken = Fixture.token()
-            try await app.postgres.execute("UPDATE subscriptions SET device_token = \(newToken) WHERE id = \(id)")
-            // The refresh claimed during the outage leaves the next one to its lease's end (5 s).
-            let refreshed = try await Poll.until(timeout: .seconds(15), interval: .milliseconds(100)) {
-                guard try await app.push(id).status == 201 else { return false }
-                return try await app.queueEntries().last?.deviceToken == newToken
-            }
-            #expect(refreshed, "read again from Postgres once it is back")
+            try await Self.expectReadAgain(id, app)
         }
+    }
+
+    /// A change made behind the cache's back, which only a refresh from Postgres
+    /// shows, reaches the queue within seconds: the refresh claimed during an outage
+    /// leaves the next one to its lease's end (5 s).
+    static func expectReadAgain(_ id: String, _ app: IngressTestApp) async throws {
+        let newToken = Fixture.token()
+        try await app.postgres.execute("UPDATE subscriptions SET device_token = \(newToken) WHERE id = \(id)")
+        let refreshed = try await Poll.until(timeout: .seconds(15), interval: .milliseconds(100)) {
+            guard try await app.push(id).status == 201 else { return false }
+            return try await app.queueEntries().last?.deviceToken == newToken
+        }
+        #expect(refreshed, "read again from Postgres once it answers")
     }
 
     /// A Postgres that does not answer at all (frozen, or a network dropping
@@ -103,8 +108,7 @@ import Testing
     /// wait: it is accepted from the stale entry, as when Postgres refuses. Later
     /// pushes do not wait at all until Postgres answers again (with a quiet period of
     /// 2 s instead, a push per entry every 5 s, its refresh lease, waited 0.5 s
-    /// through the whole freeze), and
-    /// once it does the entries are read again.
+    /// through the whole freeze), and once it does the entries are read again.
     @Test func aFrozenPostgresDoesNotHoldPushesToStaleEntries() async throws {
         let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
         defer { relay.close() }
@@ -131,14 +135,7 @@ import Testing
             #expect(slowest < .milliseconds(300), "a push waited \(slowest) on the frozen Postgres")
 
             relay.thaw()
-            let newToken = Fixture.token()
-            try await app.postgres.execute("UPDATE subscriptions SET device_token = \(newToken) WHERE id = \(id)")
-            // The refresh claimed during the freeze leaves the next one to its lease's end (5 s).
-            let refreshed = try await Poll.until(timeout: .seconds(15), interval: .milliseconds(100)) {
-                guard try await app.push(id).status == 201 else { return false }
-                return try await app.queueEntries().last?.deviceToken == newToken
-            }
-            #expect(refreshed, "read again from Postgres once it answers")
+            try await Self.expectReadAgain(id, app)
         }
     }
 
