@@ -302,7 +302,7 @@ import Testing
         }
     }
 
-    @Test func deleteRemovesRowCacheAndStashAndLaterPushesAre404() async throws {
+    @Test func deleteRemovesRowAndStashLeavesANegativeEntryAndLaterPushesAre404() async throws {
         try await IngressTestApp.with { app in
             let fixture = try await Fixture.create(app.postgres)
             let (id, secret) = try await app.subscribe(topic: fixture.topic, activate: false)
@@ -311,7 +311,11 @@ import Testing
                 "DELETE", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")])
             #expect(response.status == 204)
             #expect(try await app.postgres.query("SELECT 1 FROM subscriptions WHERE id = \(id)").isEmpty)
-            #expect(try await app.redis.send("EXISTS", app.keys.stash(id), app.keys.subscription(id)).int == 0)
+            #expect(try await app.redis.send("EXISTS", app.keys.stash(id)).int == 0)
+            // The cache keeps only its absence: a negative entry, so pushes are answered from Redis.
+            let entry = app.keys.subscription(id)
+            #expect(try await app.redis.send("HGET", entry, SubscriptionCacheField.missing).string == "1")
+            #expect(try await app.redis.send("HEXISTS", entry, SubscriptionCacheField.part).int == 0)
             let push = try await app.push(id)
             #expect(push.status == 404)
             #expect(push.text == errorBody(1003, "Subscription not found"))

@@ -258,7 +258,8 @@ import Testing
     /// A server whose address used up its unknown-push lookups (pushing to many stale
     /// URLs) still reaches a device registered now: registration caches the new
     /// subscription, so the verification push right after it needs no lookup; so do
-    /// activation and a PUT, and a PUT that changes nothing cached leaves the entry be.
+    /// activation and a PUT, and a PUT that changes nothing cached leaves the entry be;
+    /// after a DELETE the sender learns the URL is gone.
     @Test func aNewSubscriptionIsReachableFromAnAddressPastItsUnknownPushLimit() async throws {
         try await IngressTestApp.with(["TRUSTED_PROXIES": "127.0.0.0/8", "RATE_LIMIT_UNKNOWN_PUSH": "3/60"]) { app in
             let fixture = try await Fixture.create(app.postgres)
@@ -287,6 +288,9 @@ import Testing
             #expect(try await app.request("PUT", path, headers: bearer, body: update).status == 204)
             #expect(try await app.push(pending, headers: server).status == 201)
             #expect(try await app.queueEntries().last?.deviceToken == newToken)
+            // Deleted by its device: the sender is told so (404), not held off (429).
+            #expect(try await app.request("DELETE", path, headers: bearer).status == 204)
+            #expect(try await app.push(pending, headers: server).status == 404)
         }
     }
 

@@ -110,9 +110,9 @@ struct DeviceRoutes: Sendable {
         return HTTPResponse(status: 204)
     }
 
-    /// Reads a subscription just written into the cache, so that the next push to it
-    /// (a server's verification right after registering, the first after activating)
-    /// is answered from Redis: no Postgres read on its path, nor a lookup counted
+    /// Reads a subscription just written into the cache (or, deleted, its absence), so
+    /// that the next push to it (a server's verification right after registering, the
+    /// first after activating, one after the device deleted it) is answered from Redis: no Postgres read on its path, nor a lookup counted
     /// against its sender's address (`RATE_LIMIT_UNKNOWN_PUSH`, which a busy sender
     /// pushing to stale URLs may have used up). A failed fill only leaves it to that push.
     private func cacheAgain(_ id: String) async {
@@ -139,6 +139,9 @@ struct DeviceRoutes: Sendable {
         guard try await subscriptions.delete(id) else { throw PushAPIError.notFound }
         // Again, for a cache fill that read the row in between.
         try await invalidation.subscriptionsDeleted([id])
+        // Now a negative entry: the sender's next pushes are answered 404 from Redis,
+        // without a lookup its address may have used up (a 429 would not tell it to stop).
+        await cacheAgain(id)
         return HTTPResponse(status: 204)
     }
 
