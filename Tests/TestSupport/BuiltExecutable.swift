@@ -26,28 +26,12 @@ package enum BuiltExecutable {
     package static func runProgram(_ program: URL, _ arguments: [String], environment: [String: String]) async throws
         -> Result
     {
-        let name = program.lastPathComponent
-        let directory = FileManager.default.temporaryDirectory
-        let outputFile = directory.appendingPathComponent("\(name)-\(UUID().uuidString).out")
-        let errorFile = directory.appendingPathComponent("\(name)-\(UUID().uuidString).err")
-        for file in [outputFile, errorFile] { _ = FileManager.default.createFile(atPath: file.path, contents: nil) }
-        defer { for file in [outputFile, errorFile] { try? FileManager.default.removeItem(at: file) } }
-        let output = try FileHandle(forWritingTo: outputFile)
-        let error = try FileHandle(forWritingTo: errorFile)
-        let process = Process()
-        process.executableURL = program
-        process.arguments = arguments
-        process.environment = environment
-        process.standardOutput = output
-        process.standardError = error
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
-        try output.close()
-        try error.close()
+        let (outputFile, errorFile) = (ChildProcess.temporaryFile("out"), ChildProcess.temporaryFile("err"))
+        defer { for file in [outputFile, errorFile] { try? FileManager.default.removeItem(atPath: file) } }
+        let status = try await CleanProcess.run(
+            program.path, arguments, environment: environment, standardOutput: outputFile, standardError: errorFile)
         return Result(
-            status: status, standardOutput: try String(contentsOf: outputFile, encoding: .utf8),
-            standardError: try String(contentsOf: errorFile, encoding: .utf8))
+            status: status, standardOutput: try String(contentsOfFile: outputFile, encoding: .utf8),
+            standardError: try String(contentsOfFile: errorFile, encoding: .utf8))
     }
 }

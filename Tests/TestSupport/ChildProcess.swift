@@ -1,10 +1,6 @@
 import Foundation
-import Synchronization
 
-/// Runs a program to completion and collects what it wrote.
-///
-/// The program is waited for on a thread of its own: a test blocking one of the
-/// few cooperative threads could starve the in-process servers it talks to.
+/// Runs a program to completion and collects what it wrote (through `CleanProcess`).
 package enum ChildProcess {
     package struct Completion: Sendable {
         package var status: Int32
@@ -20,11 +16,17 @@ package enum ChildProcess {
     package static func run(_ executable: URL, _ arguments: [String], in directory: URL? = nil) async throws
         -> Completion
     {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread {
-                continuation.resume(with: Swift.Result { try runBlocking(executable, arguments, directory) })
-            }.start()
-        }
+        let (outputFile, errorFile) = (temporaryFile("out"), temporaryFile("err"))
+        defer { for file in [outputFile, errorFile] { try? FileManager.default.removeItem(atPath: file) } }
+        // posix_spawn has no working directory of its own here: env(1) changes to it.
+        let (program, programArguments) =
+            directory.map { ("/usr/bin/env", ["-C", $0.path, executable.path] + arguments) }
+            ?? (executable.path, arguments)
+        let status = try await CleanProcess.run(
+            program, programArguments, standardOutput: outputFile, standardError: errorFile)
+        return Completion(
+            status: status, output: Array(FileManager.default.contents(atPath: outputFile) ?? Data()),
+            errors: Array(FileManager.default.contents(atPath: errorFile) ?? Data()))
     }
 
     package static func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) async throws
@@ -33,29 +35,9 @@ package enum ChildProcess {
         try await run(URL(fileURLWithPath: executable), arguments, in: directory)
     }
 
-    private static func runBlocking(_ executable: URL, _ arguments: [String], _ directory: URL?) throws -> Completion {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = directory }
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        // Read both pipes to the end before waiting: a full pipe would block the child.
-        let errorData = Mutex<Data>(Data())
-        let errorsRead = DispatchSemaphore(value: 0)
-        Thread {
-            let data = errors.fileHandleForReading.readDataToEndOfFile()
-            errorData.withLock { $0 = data }
-            errorsRead.signal()
-        }.start()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        errorsRead.wait()
-        return Completion(
-            status: process.terminationStatus, output: Array(data), errors: Array(errorData.withLock { $0 }))
+    /// A path for a child's output, unique to this run.
+    static func temporaryFile(_ kind: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-child-\(UUID().uuidString).\(kind)")
+            .path
     }
 }

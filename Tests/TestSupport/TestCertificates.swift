@@ -24,17 +24,9 @@ package struct TestCertificates {
             openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
               -extfile ext.cnf -out server.pem 2>/dev/null
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", script]
-        process.currentDirectoryURL = directory
-        // Waits without holding one of the few cooperative threads the tests share.
-        let _: Void = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { _ in continuation.resume() }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
-        guard process.terminationStatus == 0 else {
-            throw RawHTTPClient.Failure(description: "openssl failed with status \(process.terminationStatus)")
+        let result = try await ChildProcess.run("/bin/sh", ["-c", script], in: directory)
+        guard result.status == 0 else {
+            throw RawHTTPClient.Failure(description: "openssl failed with status \(result.status)")
         }
         return TestCertificates(directory: directory)
     }
