@@ -93,11 +93,12 @@ struct HotPathCache: Sendable {
 
     /// Reads again from Postgres the entry the hot-path script reported missing or
     /// stale for `request` (`fill`), so that its next run finds it. A stale entry that
-    /// cannot be read again (or not within `staleRefreshWait`) stays in use: the next run allows stale entries
-    /// (`HotPathScript.Request.allowsStaleCache`), and for a moment so do the other
-    /// pushes' without asking Postgres. A missing one has nothing to fall back on, so
-    /// the error (or `TimeLimitExceeded` after `missingFillWait`) is thrown. False when Postgres has no such subscription (a negative
-    /// entry now says so).
+    /// cannot be read again (or not within `staleRefreshWait`) stays in use: the next
+    /// run allows stale entries (`HotPathScript.Request.allowsStaleCache`), and so do
+    /// the other pushes', without asking Postgres, until it answers again
+    /// (`refreshPause`). A missing one has nothing to fall back on, so the error (or
+    /// `TimeLimitExceeded` after `missingFillWait`) is thrown. False when Postgres has
+    /// no such subscription (a negative entry now says so).
     @discardableResult
     func refresh(
         kind: String, id: String, stale: Bool, for request: inout HotPathScript.Request

@@ -9,7 +9,7 @@ struct DeviceRoutes: Sendable {
     let directory: AppDirectory
     let limiter: SlidingWindowLimiter
     var invalidation: CacheInvalidation
-    /// Fills a new subscription's cache entry (`register`).
+    /// Fills a subscription's cache entry after each change (`cacheAgain`).
     let cache: HotPathCache
     let redis: RedisClient
     let keys: RedisKeys
@@ -112,9 +112,10 @@ struct DeviceRoutes: Sendable {
 
     /// Reads a subscription just written into the cache (or, deleted, its absence), so
     /// that the next push to it (a server's verification right after registering, the
-    /// first after activating, one after the device deleted it) is answered from Redis: no Postgres read on its path, nor a lookup counted
-    /// against its sender's address (`RATE_LIMIT_UNKNOWN_PUSH`, which a busy sender
-    /// pushing to stale URLs may have used up). A failed fill only leaves it to that push.
+    /// first after activating, one after the device deleted it) is answered from
+    /// Redis: no Postgres read on its path, nor a lookup counted against its sender's
+    /// address (`RATE_LIMIT_UNKNOWN_PUSH`, which a busy sender pushing to stale URLs
+    /// may have used up). A failed fill only leaves it to that push.
     private func cacheAgain(_ id: String) async {
         _ = try? await cache.fill(kind: "subscription", id: id, subscriptionID: id)
     }

@@ -6,8 +6,9 @@ import Shared
 ///     salt (16) | rs (4, big-endian) | idlen (1) = 65 | keyid (65): 0x04 X Y | one record
 ///
 /// The keyid is the sender's ephemeral public key: one off the curve could never be
-/// decrypted, so it is refused here rather than counted and sent. `rs` is at least 18, and the single record holds at least a padding delimiter
-/// and the 16-byte tag (17 bytes) and at most `rs` bytes.
+/// decrypted, so it is refused here rather than counted and sent. `rs` is at least
+/// 18, and the single record holds at least a padding delimiter and the 16-byte tag
+/// (17 bytes) and at most `rs` bytes.
 enum AES128GCMMessage {
     static let headerLength = 16 + 4 + 1 + 65
     static let minimumRecordLength = 17
