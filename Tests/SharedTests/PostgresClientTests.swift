@@ -23,6 +23,10 @@ import Testing
         }
         #expect(ContinuousClock.now - started < .seconds(4))
         #expect(try await bounded.query("SELECT 1 AS one").first?.decode("one", as: Int.self) == 1)
+        // Sub-second limits kept as they are (not rounded down to whole seconds).
+        #expect(
+            try await bounded.query("SHOW statement_timeout").first?.decode("statement_timeout", as: String.self)
+                == "200ms")
         #expect(
             try await client.query("SHOW statement_timeout").first?.decode("statement_timeout", as: String.self) == "0")
     }

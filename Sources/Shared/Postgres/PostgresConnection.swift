@@ -62,7 +62,7 @@ public final class PostgresConnection: PoolableConnection, @unchecked Sendable {
         let connection = PostgresConnection(handle: handle, queue: queue)
         if let statementTimeout {
             // Set apart from the URL's own `options`, which a keyword here would replace.
-            let milliseconds = max(Int(statementTimeout.components.seconds * 1000), 1)
+            let milliseconds = max(Int((statementTimeout / .milliseconds(1)).rounded(.up)), 1)
             do {
                 try await connection.executeScript("SET statement_timeout = \(milliseconds)")
             } catch {
