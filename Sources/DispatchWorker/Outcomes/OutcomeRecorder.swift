@@ -110,10 +110,9 @@ final class OutcomeRecorder: Sendable {
             let invalidation = CacheInvalidation(
                 redis: redis, keys: context.keys, tombstoneLifetimeSeconds: tombstoneLifetimeSeconds)
             do {
-                let remover = remover
-                let removal = try await Task {
+                let removal = try await withTimeLimit(Self.writeWait) { [remover] in
                     try await remover.remove(message, unregisteredAt: timestamp, invalidation: invalidation)
-                }.value(waitingAtMost: Self.writeWait)
+                }
                 switch removal {
                 case .removed:
                     metrics.sends.increment(by: 1, "gone", reason)
@@ -130,12 +129,11 @@ final class OutcomeRecorder: Sendable {
             let invalidation = CacheInvalidation(
                 redis: redis, keys: context.keys, tombstoneLifetimeSeconds: tombstoneLifetimeSeconds)
             do {
-                let rejecter = rejecter
-                let apps = try await Task {
+                let apps = try await withTimeLimit(Self.writeWait) { [rejecter] in
                     try await rejecter.reject(
                         credentialID: message.credentialID, reason: "APNs answered \(reason)",
                         invalidation: invalidation)
-                }.value(waitingAtMost: Self.writeWait)
+                }
                 credentials.markRejected(message.credentialID)
                 if !apps.isEmpty {
                     logger.warning(

@@ -116,15 +116,14 @@ final class RetriedSubscriptionCheck: Sendable {
         // Each subscription that still exists: whether its app still pushes.
         var pushes: [String: Bool] = [:]
         do {
-            let postgres = postgres
-            let rows = try await Task {
+            let rows = try await withTimeLimit(Self.readLimit) { [postgres] in
                 try await postgres.query(
                     """
                     SELECT s.id, a.push_enabled, c.plan
                     FROM subscriptions s JOIN apps a ON a.id = s.app_id JOIN accounts c ON c.id = a.account_id
                     WHERE s.id = ANY(\(ids))
                     """)
-            }.value(waitingAtMost: Self.readLimit)
+            }
             for row in rows {
                 let plan = Plan(rawValue: try row.decode("plan"))
                 pushes[try row.decode("id", as: String.self)] =

@@ -61,9 +61,9 @@ struct AppAPIRoutes: Sendable {
             lookup = nil
         }
         do {
-            let authenticator = authenticator
-            let app = try await Task { try await authenticator.appID(forKey: key) }
-                .value(waitingAtMost: AppAPISender.readWait)
+            let app = try await withTimeLimit(AppAPISender.readWait) { [authenticator] in
+                try await authenticator.appID(forKey: key)
+            }
             validKeys.record(keyHash)
             if let lookup { await keyLookups.release(lookup) }
             return app

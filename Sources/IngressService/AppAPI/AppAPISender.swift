@@ -24,9 +24,9 @@ struct AppAPISender: Sendable {
     func send(_ batch: SendBatch, app: String) async throws -> HTTPResponse {
         let start = ContinuousClock.now
         let ids = Array(Set(batch.messages.map(\.subscriptionID).filter(SubscriptionID.isWellFormed)))
-        let repository = repository
-        let (appPushes, targets) = try await Task { try await repository.sendTargets(ids, app: app) }
-            .value(waitingAtMost: Self.readWait)
+        let (appPushes, targets) = try await withTimeLimit(Self.readWait) { [repository] in
+            try await repository.sendTargets(ids, app: app)
+        }
         // Refused as a whole, whatever its messages (a batch of unknown ids too); the
         // script refuses a switch-off that lands while the batch is queued.
         guard appPushes else { throw AppAPIError.pushDisabled }

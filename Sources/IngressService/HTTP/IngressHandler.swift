@@ -145,7 +145,7 @@ final class IngressHandler: HTTPHandler {
     /// the client never learnt of stays pending until the sweep.
     private func deviceAnswer(_ body: @escaping @Sendable () async throws -> HTTPResponse) async -> HTTPResponse {
         do {
-            return try await Task { try await body() }.value(waitingAtMost: DeviceRoutes.storageWait)
+            return try await withTimeLimit(DeviceRoutes.storageWait, body)
         } catch {
             if StorageFailure.isStorageError(error) {
                 failureLog.warning("device request failed: storage error", error: error)

@@ -112,9 +112,10 @@ struct HotPathCache: Sendable {
         // counts as failed, and goes on to store its answer. With a stale entry to
         // fall back on, the push need not wait long.
         let subscriptionID = request.subscriptionID
-        let filling = Task { try await fill(kind: kind, id: id, subscriptionID: subscriptionID) }
         do {
-            return try await filling.value(waitingAtMost: stale ? Self.staleRefreshWait : Self.missingFillWait)
+            return try await withTimeLimit(stale ? Self.staleRefreshWait : Self.missingFillWait) { [self] in
+                try await fill(kind: kind, id: id, subscriptionID: subscriptionID)
+            }
         } catch let error where stale {
             refreshPause.failed()
             refreshFailureCount?.increment()

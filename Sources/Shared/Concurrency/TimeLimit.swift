@@ -29,3 +29,12 @@ extension Task {
         }
     }
 }
+
+/// Runs `operation` in a task of its own and returns its value, or throws
+/// `TimeLimitExceeded` once `limit` has passed first; the operation goes on, and
+/// finishes in its own time (`Task.value(waitingAtMost:)`).
+public func withTimeLimit<Success: Sendable>(
+    _ limit: Duration, _ operation: @escaping @Sendable () async throws -> Success
+) async throws -> Success {
+    try await Task(operation: operation).value(waitingAtMost: limit)
+}

@@ -49,8 +49,7 @@ public final class PostgresLiveness: Sendable {
             if let (probe, started) = latest, now - started < .seconds(1) { return probe }
             let (postgres, limit) = (postgres, probeLimit)
             let probe = Task {
-                let query = Task { try await postgres.query("SELECT 1").count == 1 }
-                return (try? await query.value(waitingAtMost: limit)) ?? false
+                (try? await withTimeLimit(limit) { try await postgres.query("SELECT 1").count == 1 }) ?? false
             }
             latest = (probe, now)
             return probe
