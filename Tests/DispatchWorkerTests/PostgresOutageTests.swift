@@ -249,8 +249,7 @@ import Testing
             }
 
             relay.cut()
-            var waited = try await stack.message(subscription: kept.id, token: kept.token)
-            waited.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            let waited = try await stack.message(subscription: kept.id, token: kept.token, waited: true)
             try await stack.enqueue(waited)
             try await eventually("the message that waited sent unchecked") {
                 stack.recordings(token: kept.token).count == 2
@@ -260,8 +259,7 @@ import Testing
             relay.restore()
             try await eventually("the checks resumed") { !pause.isPaused }
             try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(deleted.id)")
-            var late = try await stack.message(subscription: deleted.id, token: deleted.token)
-            late.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            let late = try await stack.message(subscription: deleted.id, token: deleted.token, waited: true)
             try await stack.enqueue(late)
             try await eventually("the deleted device's message dropped") {
                 worker.metrics.sends.value("discarded", "subscription_deleted") == 1
@@ -282,17 +280,14 @@ import Testing
             let deleted = try await stack.subscribe()
             try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(deleted.id)")
             // A message that waited makes the worker read the revocations.
-            var first = try await stack.message(subscription: kept.id, token: kept.token)
-            first.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            let first = try await stack.message(subscription: kept.id, token: kept.token, waited: true)
             try await stack.enqueue(first)
             try await eventually("the first one sent") { stack.recordings(token: kept.token).count == 1 }
 
             relay.cut()
             try await Task.sleep(for: RevocationLog.refreshInterval * 2)
-            var late = try await stack.message(subscription: deleted.id, token: deleted.token)
-            late.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
-            var other = try await stack.message(subscription: kept.id, token: kept.token)
-            other.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            let late = try await stack.message(subscription: deleted.id, token: deleted.token, waited: true)
+            let other = try await stack.message(subscription: kept.id, token: kept.token, waited: true)
             try await stack.enqueue(late)
             try await stack.enqueue(other)
             try await eventually("the kept device's message sent unchecked") {
@@ -319,8 +314,7 @@ import Testing
             let pause = try #require(worker.consumers.first).processor.retriedCheck.pause
             let device = try await stack.subscribe()
             // A first one that waited: the credential read, the checks' connections open.
-            var first = try await stack.message(subscription: device.id, token: device.token)
-            first.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            let first = try await stack.message(subscription: device.id, token: device.token, waited: true)
             try await stack.enqueue(first)
             try await eventually("the first one checked and sent") {
                 stack.recordings(token: device.token).count == 1 && worker.metrics.waitedChecks.value("log") == 1
@@ -328,8 +322,7 @@ import Testing
 
             relay.freeze()
             do {
-                var waited = try await stack.message(subscription: device.id, token: device.token)
-                waited.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+                let waited = try await stack.message(subscription: device.id, token: device.token, waited: true)
                 try await Task.sleep(for: RevocationLog.refreshInterval * 2)
                 try await stack.enqueue(waited)
                 try await eventually("the message that waited sent unchecked, Postgres still frozen") {

@@ -61,10 +61,8 @@ import Testing
         try await DeliveryStack.with { stack in
             let (id, secret, token) = try await stack.subscribe()
             let (kept, _, keptToken) = try await stack.subscribe()
-            var message = try await stack.message(subscription: id, token: token)
-            message.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
-            var keptMessage = try await stack.message(subscription: kept, token: keptToken)
-            keptMessage.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            let message = try await stack.message(subscription: id, token: token, waited: true)
+            let keptMessage = try await stack.message(subscription: kept, token: keptToken, waited: true)
             let deletion = try await stack.request(
                 "DELETE", "/api/push/v1/subscriptions/\(id)", headers: [("Authorization", "Bearer \(secret)")])
             #expect(deletion.status == 204)
@@ -124,14 +122,12 @@ import Testing
         try await DeliveryStack.with { stack in
             let (id, _, token) = try await stack.subscribe()
             let worker = try await stack.startWorker()
-            var first = try await stack.message(subscription: id, token: token)
-            first.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            let first = try await stack.message(subscription: id, token: token, waited: true)
             try await stack.enqueue(first)
             try await eventually("the first sent") { stack.recordings(token: token).count == 1 }
             try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(id)")
             try await Task.sleep(for: .milliseconds(300))
-            var second = try await stack.message(subscription: id, token: token)
-            second.acceptedAt -= 2 * RetriedSubscriptionCheck.checkedAge
+            let second = try await stack.message(subscription: id, token: token, waited: true)
             try await stack.enqueue(second)
             try await eventually("the second dropped") {
                 worker.metrics.sends.value("discarded", "subscription_deleted") == 1

@@ -18,8 +18,9 @@ import Synchronization
 /// revoked meanwhile is still caught by APNs's refusal. A read that has not answered
 /// within `readWait` (a frozen server, a lock) counts as such for the sends waiting
 /// on it; it goes on, and its answer is kept when it comes. For `quietAfterFailure`
-/// after a read failed, sends with an answer read before do not wait for new reads. A credential with no answer
-/// to fall back on is asked for again at most every `unavailableLifetime`: its
+/// after a read failed, sends with an answer read before do not wait for new reads.
+/// A credential with no answer to fall back on is asked for again at most every
+/// `unavailableLifetime`: its
 /// messages wait and retry anyway, and a read per message would hammer a Postgres
 /// that refuses connections.
 final class CredentialCache: Sendable {
@@ -103,28 +104,26 @@ final class CredentialCache: Sendable {
         guard !id.isEmpty else { return .missing }
         let now = ContinuousClock.now
         let found: Entry = entries.withLock { entries in
-            switch entries[id] {
+            /// A read of `id` replacing `earlier`, recorded as under way.
+            func startRead(replacing earlier: Lookup?) -> Entry {
+                let entry = Entry.loading(
+                    Task { await self.load(id, earlier: earlier) }, earlier: earlier, started: now)
+                entries[id] = entry
+                return entry
+            }
+            let current = entries[id]
+            switch current {
             case .ready(.rejected, let expires, let decidedAt) where acceptedAt > decidedAt:
                 // Accepted after the rejection was seen: read it again, or, within the
                 // second since the last read, wait for the next one.
                 guard clock() - decidedAt >= recheckIntervalMilliseconds else {
                     return .ready(.rechecking, expires: expires, decidedAt: decidedAt)
                 }
-                let task = Task { await self.load(id, earlier: .rejected) }
-                entries[id] = .loading(task, earlier: .rejected, started: now)
-                return .loading(task, earlier: .rejected, started: now)
-            case .ready(let lookup, let expires, let decidedAt) where expires > now:
-                return .ready(lookup, expires: expires, decidedAt: decidedAt)
-            case .loading(let task, let earlier, let started):
-                return .loading(task, earlier: earlier, started: started)
-            case .ready(let earlier, _, _):
-                let task = Task { await self.load(id, earlier: earlier) }
-                entries[id] = .loading(task, earlier: earlier, started: now)
-                return .loading(task, earlier: earlier, started: now)
-            case nil:
-                let task = Task { await self.load(id, earlier: nil) }
-                entries[id] = .loading(task, earlier: nil, started: now)
-                return .loading(task, earlier: nil, started: now)
+                return startRead(replacing: .rejected)
+            case .ready(_, let expires, _) where expires > now: return current!
+            case .loading: return current!
+            case .ready(let earlier, _, _): return startRead(replacing: earlier)
+            case nil: return startRead(replacing: nil)
             }
         }
         switch found {

@@ -273,8 +273,11 @@ func eventually(
 extension DeliveryStack {
     /// A queue message as the ingress would write it for `subscription`, with a
     /// quota reservation taken (as the ingress does at accept).
+    /// `waited`: accepted long enough ago that the worker checks it against Postgres
+    /// before sending (`RetriedSubscriptionCheck.checkedAge`, twice over).
     func message(
-        subscription: String, token: String, credential: String? = nil, expiration: Int64? = nil, reply: String? = nil
+        subscription: String, token: String, credential: String? = nil, expiration: Int64? = nil, reply: String? = nil,
+        waited: Bool = false
     ) async throws -> QueueMessage {
         let quotaKey = keys.quota(account: fixture.accountID, month: RedisKeys.quotaMonth())
         _ = try await redis.send("INCR", quotaKey)
@@ -283,7 +286,8 @@ extension DeliveryStack {
             messageID: Base64URL.encode(SecureRandom.bytes(16)), subscriptionID: subscription, appID: fixture.appID,
             accountID: fixture.accountID, credentialID: credential ?? credentialID, topic: fixture.topic,
             deviceToken: token, sandbox: false, alertTitle: "T", alertBody: "B", ciphertext: Fixture.message(),
-            priority: 10, expiration: expiration ?? (now / 1000 + 60), collapseID: nil, acceptedAt: now,
+            priority: 10, expiration: expiration ?? (now / 1000 + 60), collapseID: nil,
+            acceptedAt: waited ? now - 2 * RetriedSubscriptionCheck.checkedAge : now,
             quotaKey: quotaKey, replyKey: reply.map { keys.reply($0) })
     }
 
