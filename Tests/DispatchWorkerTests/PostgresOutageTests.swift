@@ -11,6 +11,18 @@ import Testing
 /// still accepted and delivered, and what the worker owes Postgres is written once
 /// it is back.
 @Suite struct PostgresOutageTests {
+    /// A stack whose worker reaches Postgres through a relay the test cuts or freezes
+    /// (the shared server and the other suites untouched).
+    static func withWorkerBehindRelay(
+        _ body: (DeliveryStack, WorkerApplication, TCPRelay) async throws -> Void
+    ) async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await DeliveryStack.with { stack in
+            try await body(stack, try await stack.startWorker(["DATABASE_URL": databaseURL]), relay)
+        }
+    }
+
     /// A credential cache over `postgres` whose entries live 100 ms, holding the stack's credential key.
     static func credentialCache(
         _ stack: DeliveryStack, postgres: PostgresClient, failureLifetime: Duration = .seconds(10)
@@ -19,6 +31,22 @@ import Testing
         return CredentialCache(
             reader: PushCredentialReader(postgres: postgres, sealer: sealer), lifetime: .milliseconds(100),
             failureLifetime: failureLifetime, logger: Logger(component: "test", minimumLevel: .error))
+    }
+
+    /// A stack and a credential cache (`credentialCache`) that reads Postgres through a
+    /// relay the test cuts or freezes.
+    static func withCredentialCacheBehindRelay(
+        failureLifetime: Duration = .seconds(10),
+        _ body: (DeliveryStack, CredentialCache, TCPRelay) async throws -> Void
+    ) async throws {
+        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
+        defer { relay.close() }
+        try await DeliveryStack.with { stack in
+            let postgres = PostgresClient(url: databaseURL, applicationName: "pushgate-test-credentials")
+            defer { postgres.close() }
+            try await body(
+                stack, try credentialCache(stack, postgres: postgres, failureLifetime: failureLifetime), relay)
+        }
     }
 
     @Test func pushesAreAcceptedAndDeliveredWithoutPostgresAndTheirCountsWrittenAfter() async throws {
@@ -124,12 +152,7 @@ import Testing
     /// read is unavailable (its messages wait and retry), and the read's answer is kept
     /// when it comes.
     @Test func aCredentialReadThatDoesNotAnswerHoldsSendsOnlyBriefly() async throws {
-        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
-        defer { relay.close() }
-        try await DeliveryStack.with { stack in
-            let postgres = PostgresClient(url: databaseURL, applicationName: "pushgate-test-credentials")
-            defer { postgres.close() }
-            let cache = try Self.credentialCache(stack, postgres: postgres)
+        try await Self.withCredentialCacheBehindRelay { stack, cache, relay in
             guard case .usable = await cache.lookup(stack.credentialID) else {
                 Issue.record("the credential should be usable")
                 return
@@ -198,12 +221,7 @@ import Testing
     /// A credential's cache entry expiring while Postgres is away must not stop its
     /// sends: the credential read before stays in use until Postgres answers again.
     @Test func aCredentialReadBeforeStaysInUseWhilePostgresCannotBeRead() async throws {
-        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
-        defer { relay.close() }
-        try await DeliveryStack.with { stack in
-            let postgres = PostgresClient(url: databaseURL, applicationName: "pushgate-test-credentials")
-            defer { postgres.close() }
-            let cache = try Self.credentialCache(stack, postgres: postgres, failureLifetime: .milliseconds(100))
+        try await Self.withCredentialCacheBehindRelay(failureLifetime: .milliseconds(100)) { stack, cache, relay in
             guard case .usable(let read) = await cache.lookup(stack.credentialID) else {
                 Issue.record("the credential should be usable")
                 return
@@ -236,10 +254,7 @@ import Testing
     /// the background), not after a fixed pause: a device deleted just after the outage
     /// gets none of the messages that waited for it.
     @Test func waitedChecksResumeAsSoonAsPostgresIsBack() async throws {
-        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
-        defer { relay.close() }
-        try await DeliveryStack.with { stack in
-            let worker = try await stack.startWorker(["DATABASE_URL": databaseURL])
+        try await Self.withWorkerBehindRelay { stack, worker, relay in
             let pause = try #require(worker.consumers.first).processor.retriedCheck.pause
             let kept = try await stack.subscribe()
             let deleted = try await stack.subscribe()
@@ -272,10 +287,7 @@ import Testing
     /// worker already knows to be deleted (its revocation read before the outage) is
     /// dropped all the same; the others go out unchecked.
     @Test func aDeletionReadBeforeAnOutageStillDropsTheMessagesThatWaited() async throws {
-        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
-        defer { relay.close() }
-        try await DeliveryStack.with { stack in
-            let worker = try await stack.startWorker(["DATABASE_URL": databaseURL])
+        try await Self.withWorkerBehindRelay { stack, worker, relay in
             let kept = try await stack.subscribe()
             let deleted = try await stack.subscribe()
             try await stack.postgres.execute("DELETE FROM subscriptions WHERE id = \(deleted.id)")
@@ -307,10 +319,7 @@ import Testing
     /// it goes out unchecked and the checks pause, rather than it (and the in-flight
     /// permit it holds) waiting for as long as the freeze lasts.
     @Test func aFrozenPostgresHoldsAWaitedMessageOnlyForTheReadLimit() async throws {
-        let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
-        defer { relay.close() }
-        try await DeliveryStack.with { stack in
-            let worker = try await stack.startWorker(["DATABASE_URL": databaseURL])
+        try await Self.withWorkerBehindRelay { stack, worker, relay in
             let pause = try #require(worker.consumers.first).processor.retriedCheck.pause
             let device = try await stack.subscribe()
             // A first one that waited: the credential read, the checks' connections open.
