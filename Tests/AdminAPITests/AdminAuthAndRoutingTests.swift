@@ -67,8 +67,7 @@ import Testing
     @Test func aLongRequestIsWaitedForWhilePostgresAnswers() async throws {
         try await AdminHarness.with { admin in
             let account = try await admin.account()
-            let holding = AdminHarness.lockAccount(account, forSeconds: 8)
-            try await Task.sleep(for: .milliseconds(300))
+            let holding = await AdminHarness.lockAccount(account, forSeconds: 8)
             let started = ContinuousClock.now
             let renamed = try await admin.call("PATCH", "/accounts/\(account)", ["name": "Renamed"])
             let took = ContinuousClock.now - started

@@ -82,17 +82,22 @@ struct AdminHarness {
     }
 
     /// Holds a row lock on `account` for `seconds`, on a connection of its own, as a
-    /// long transaction would; the task ends when the lock is let go.
-    static func lockAccount(_ account: String, forSeconds seconds: Int) -> Task<Void, any Error> {
-        Task {
+    /// long transaction would. Returns once the lock is held (a fixed sleep is not
+    /// enough under load), with the task that ends when the lock is let go.
+    static func lockAccount(_ account: String, forSeconds seconds: Int) async -> Task<Void, any Error> {
+        let (held, signal) = AsyncStream.makeStream(of: Void.self)
+        let holding = Task {
+            defer { signal.finish() }
             let locker = PostgresClient(url: TestEnvironment.databaseURL, maximumConnections: 1)
             defer { locker.close() }
-            // Locked as the CTE's row is fetched, before the sleep (a plain SELECT … FOR
-            // UPDATE would compute the sleep first and lock after it).
-            _ = try await locker.query(
-                "WITH locked AS (SELECT id FROM accounts WHERE id = \(account) FOR UPDATE) SELECT pg_sleep(\(seconds)) FROM locked"
-            )
+            try await locker.withTransaction { connection in
+                _ = try await connection.query("SELECT id FROM accounts WHERE id = \(account) FOR UPDATE")
+                signal.yield()
+                _ = try await connection.query("SELECT pg_sleep(\(seconds))")
+            }
         }
+        for await _ in held { break }  // or the task failed: its value throws
+        return holding
     }
 
     /// A fresh id for this test run.

@@ -119,8 +119,7 @@ import Testing
         try await Running.with(environment: ["DATABASE_CONNECTIONS": "1", "ADMIN_DATABASE_CONNECTIONS": "2"]) {
             running in
             let (account, _, topic) = try await running.pushingApp(plan: "pro")
-            let holding = AdminHarness.lockAccount(account, forSeconds: 6)
-            try await Task.sleep(for: .milliseconds(300))
+            let holding = await AdminHarness.lockAccount(account, forSeconds: 6)
             let renames = (0..<2).map { index in
                 Task { try await running.admin("PATCH", "/accounts/\(account)", ["name": "Renamed \(index)"]) }
             }
