@@ -79,7 +79,7 @@ let package = Package(
         // MARK: Tests (real Postgres and Redis; see scripts/test)
         .target(
             name: "TestSupport",
-            dependencies: ["Shared"],
+            dependencies: ["Shared", "CShims"],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),

@@ -14,7 +14,7 @@ import Testing
 
     /// A started process and what its ready line said.
     struct Started {
-        let process: Process
+        let process: SpawnedProcess
         let listenPort: Int
         let controlPort: Int
         let caFile: String
@@ -45,19 +45,19 @@ import Testing
         ]
         let configFile = directory.appendingPathComponent("config.json")
         try JSONSerialization.data(withJSONObject: config).write(to: configFile)
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = [
-            "--config", configFile.path, "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--ca-out",
-            directory.appendingPathComponent("ca.pem").path,
-        ]
-        let line = try await StartedProcess.runReadingFirstOutput(process)
+        let process = try SpawnedProcess(
+            binary.path,
+            [
+                "--config", configFile.path, "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--ca-out",
+                directory.appendingPathComponent("ca.pem").path,
+            ], standardOutput: .pipe)
+        let line = await process.firstOutput()
         guard let ready = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String],
             let listen = ready["listen"].flatMap(ListenAddress.init),
             let control = ready["control"].flatMap(ListenAddress.init),
             let caFile = ready["caFile"]
         else {
-            process.terminate()
+            process.kill()
             throw Failure(description: "no ready line, got \(line.debugDescription)")
         }
         return Started(
@@ -66,21 +66,8 @@ import Testing
 
     /// Runs curl; returns its exit status and standard output.
     func curl(_ arguments: [String]) async throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let text = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                let data = output.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                continuation.resume(returning: String(decoding: data, as: UTF8.self))
-            }
-        }
-        return (process.terminationStatus, text)
+        let result = try await ChildProcess.run("/usr/bin/curl", arguments)
+        return (result.status, result.standardOutput)
     }
 
     func push(_ started: Started, topic: String = Fixtures.bundleID, extra: [String] = []) async throws -> (
@@ -135,21 +122,14 @@ import Testing
         #expect(json["rejected"] as? [String: Int] == ["TopicDisallowed": 1])
 
         // SIGHUP (a closed terminal) is ignored, not the end of the process.
-        kill(started.process.processIdentifier, SIGHUP)
+        started.process.signal(SIGHUP)
         try await Task.sleep(for: .milliseconds(200))
         #expect(started.process.isRunning)
         #expect(try await RawHTTPClient(port: started.controlPort).request("GET", "/stats").status == 200)
 
         let begin = ContinuousClock.now
-        started.process.terminate()  // SIGTERM
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                started.process.waitUntilExit()
-                continuation.resume()
-            }
-        }
-        #expect(started.process.terminationReason == .exit)
-        #expect(started.process.terminationStatus == 0)
+        started.process.signal(SIGTERM)
+        #expect(await started.process.waitForExit() == .init(exited: true, status: 0))
         #expect(ContinuousClock.now - begin < .seconds(5))
     }
 }

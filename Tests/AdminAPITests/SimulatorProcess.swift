@@ -17,15 +17,15 @@ final class SimulatorProcess: Sendable {
         let bundleIDs: [String]
     }
 
-    let pid: Int32
+    private let process: SpawnedProcess
     let listenPort: Int
     /// The control API's port (`/stats`, …).
     let controlPort: Int
     let caFile: String
     let directory: URL
 
-    private init(pid: Int32, listenPort: Int, controlPort: Int, caFile: String, directory: URL) {
-        self.pid = pid
+    private init(process: SpawnedProcess, listenPort: Int, controlPort: Int, caFile: String, directory: URL) {
+        self.process = process
         self.listenPort = listenPort
         self.controlPort = controlPort
         self.caFile = caFile
@@ -47,30 +47,27 @@ final class SimulatorProcess: Sendable {
         }
         let configFile = directory.appendingPathComponent("config.json")
         try JSONSerialization.data(withJSONObject: ["teams": configuredTeams, "eventLoops": 1]).write(to: configFile)
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = [
-            "--config", configFile.path, "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--ca-out",
-            directory.appendingPathComponent("ca.pem").path, "--log-level", "warning",
-        ]
-        let line = try await StartedProcess.runReadingFirstOutput(process)
+        let process = try SpawnedProcess(
+            binary.path,
+            [
+                "--config", configFile.path, "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--ca-out",
+                directory.appendingPathComponent("ca.pem").path, "--log-level", "warning",
+            ], standardOutput: .pipe)
+        let line = await process.firstOutput()
         guard let ready = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String],
             let listen = ready["listen"].flatMap(ListenAddress.init),
             let control = ready["control"].flatMap(ListenAddress.init), let caFile = ready["caFile"]
         else {
-            kill(process.processIdentifier, SIGKILL)
+            process.kill()
             throw Failure(description: "apns-simulator gave no ready line, got \(line.debugDescription)")
         }
         return SimulatorProcess(
-            pid: process.processIdentifier, listenPort: listen.port, controlPort: control.port, caFile: caFile,
+            process: process, listenPort: listen.port, controlPort: control.port, caFile: caFile,
             directory: directory)
     }
 
-    /// SIGKILL: the test runner's blocked signal mask is inherited, so SIGTERM might be ignored.
     func stop() {
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        process.kill()
         try? FileManager.default.removeItem(at: directory)
     }
 

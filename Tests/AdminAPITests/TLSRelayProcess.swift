@@ -10,11 +10,11 @@ final class TLSRelayProcess: Sendable {
         let description: String
     }
 
-    let pid: Int32
+    private let process: SpawnedProcess
     let port: Int
 
-    private init(pid: Int32, port: Int) {
-        self.pid = pid
+    private init(process: SpawnedProcess, port: Int) {
+        self.process = process
         self.port = port
     }
 
@@ -50,23 +50,19 @@ final class TLSRelayProcess: Sendable {
 
     static func start(certificates: TestCertificates, upstreamPort: Int) async throws -> TLSRelayProcess {
         let directory = certificates.directory
-        let process = Process()
-        process.executableURL = TestEnvironment.python
-        process.arguments = [
-            "-c", script, directory.appendingPathComponent("server.pem").path,
-            directory.appendingPathComponent("server.key").path, String(upstreamPort),
-        ]
-        let line = try await StartedProcess.runReadingFirstOutput(process)
+        let process = try SpawnedProcess(
+            TestEnvironment.python.path,
+            [
+                "-c", script, directory.appendingPathComponent("server.pem").path,
+                directory.appendingPathComponent("server.key").path, String(upstreamPort),
+            ], standardOutput: .pipe)
+        let line = await process.firstOutput()
         guard let port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            kill(process.processIdentifier, SIGKILL)
+            process.kill()
             throw Failure(description: "the TLS relay printed no port, got \(line.debugDescription)")
         }
-        return TLSRelayProcess(pid: process.processIdentifier, port: port)
+        return TLSRelayProcess(process: process, port: port)
     }
 
-    func stop() {
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
-    }
+    func stop() { process.kill() }
 }

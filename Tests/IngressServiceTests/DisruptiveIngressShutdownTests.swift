@@ -11,20 +11,18 @@ import Testing
     @Test func sigtermStopsAcceptingFinishesInFlightRequestsAndExitsZero() async throws {
         let binary = TestEnvironment.repositoryRoot.appendingPathComponent(".build/debug/ingress-service").path
         try #require(FileManager.default.isExecutableFile(atPath: binary))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
         // Port 0: a port picked at random may be in use (the tests' own connections
         // take ports from the same range); the `started` line names the bound one.
-        process.environment = ProcessInfo.processInfo.environment.merging([
-            "DATABASE_URL": TestEnvironment.databaseURL, "REDIS_URL": TestEnvironment.redisURL,
-            "CREDENTIAL_KEY": Data(SecureRandom.bytes(32)).base64EncodedString(),
-            "PUBLIC_BASE_URL": "https://push.example.test", "INGRESS_LISTEN": "127.0.0.1:0",
-            "LOG_LEVEL": "notice",
-        ]) { _, new in new }
-        let log = ProcessLog()
-        process.standardError = log.pipe
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
+        let process = try SpawnedProcess(
+            binary,
+            [],
+            environment: ProcessInfo.processInfo.environment.merging([
+                "DATABASE_URL": TestEnvironment.databaseURL, "REDIS_URL": TestEnvironment.redisURL,
+                "CREDENTIAL_KEY": Data(SecureRandom.bytes(32)).base64EncodedString(),
+                "PUBLIC_BASE_URL": "https://push.example.test", "INGRESS_LISTEN": "127.0.0.1:0",
+                "LOG_LEVEL": "notice",
+            ]) { _, new in new }, standardError: .pipe)
+        let log = ProcessLog(reading: try #require(process.standardError))
         log.startReading()
 
         let started = try await onThread { log.waitForStart(timeout: 20) }
@@ -53,7 +51,7 @@ import Testing
             return metrics.contains("\npushgate_ingress_requests_in_flight 2\n")
         }
         #expect(inFlight)
-        kill(process.processIdentifier, SIGTERM)
+        process.signal(SIGTERM)
         // Stops accepting: a new connection is refused at once, while the slow request
         // is still under way (one left waiting in the listen backlog would only fail
         // when the drain ends).
@@ -64,28 +62,28 @@ import Testing
         #expect(!slowDone.isSet, "refused only once the drain had ended")
         let status = try await slow.value
         #expect(status == 404, "answered \(status)")  // answered (unknown subscription), not dropped
-        try await onThread { process.waitUntilExit() }
-        #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 0, "the ingress wrote: \(log.text)")
+        #expect(await process.waitForExit() == .init(exited: true, status: 0), "the ingress wrote: \(log.text)")
     }
 }
 
 /// The child's standard error, read to its end on a thread of its own (a full pipe
 /// would block the child), and the port its `started` line names.
 ///
-/// Why @unchecked Sendable is safe: `pipe` is only read by the reader thread, and
+/// Why @unchecked Sendable is safe: `source` is only read by the reader thread, and
 /// what it read is shared through the mutex and the semaphore.
 private final class ProcessLog: @unchecked Sendable {
-    let pipe = Pipe()
+    private let source: FileHandle
     private let state = Mutex<(text: String, ended: Bool)>(("", false))
     private let changed = DispatchSemaphore(value: 0)
+
+    init(reading source: FileHandle) { self.source = source }
 
     var text: String { state.withLock { $0.text } }
 
     func startReading() {
         Thread.detachNewThread { [self] in
             while true {
-                let data = pipe.fileHandleForReading.availableData
+                let data = source.availableData
                 state.withLock {
                     if data.isEmpty { $0.ended = true } else { $0.text += String(decoding: data, as: UTF8.self) }
                 }

@@ -43,7 +43,7 @@ import Testing
     }
 
     static func restartRedis() async throws {
-        let status = try await CleanProcess.run(
+        let status = try await SpawnedProcess.run(
             TestEnvironment.repositoryRoot.appendingPathComponent("scripts/services").path, ["restart", "redis"])
         #expect(status == 0)
     }

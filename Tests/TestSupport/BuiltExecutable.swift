@@ -28,8 +28,9 @@ package enum BuiltExecutable {
     {
         let (outputFile, errorFile) = (ChildProcess.temporaryFile("out"), ChildProcess.temporaryFile("err"))
         defer { for file in [outputFile, errorFile] { try? FileManager.default.removeItem(atPath: file) } }
-        let status = try await CleanProcess.run(
-            program.path, arguments, environment: environment, standardOutput: outputFile, standardError: errorFile)
+        let status = try await SpawnedProcess.run(
+            program.path, arguments, environment: environment, standardOutput: .file(outputFile),
+            standardError: .file(errorFile))
         return Result(
             status: status, standardOutput: try String(contentsOfFile: outputFile, encoding: .utf8),
             standardError: try String(contentsOfFile: errorFile, encoding: .utf8))

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Runs a program to completion and collects what it wrote (through `CleanProcess`).
+/// Runs a program to completion and collects what it wrote (through `SpawnedProcess`).
 package enum ChildProcess {
     package struct Completion: Sendable {
         package var status: Int32
@@ -22,8 +22,8 @@ package enum ChildProcess {
         let (program, programArguments) =
             directory.map { ("/usr/bin/env", ["-C", $0.path, executable.path] + arguments) }
             ?? (executable.path, arguments)
-        let status = try await CleanProcess.run(
-            program, programArguments, standardOutput: outputFile, standardError: errorFile)
+        let status = try await SpawnedProcess.run(
+            program, programArguments, standardOutput: .file(outputFile), standardError: .file(errorFile))
         return Completion(
             status: status, output: Array(FileManager.default.contents(atPath: outputFile) ?? Data()),
             errors: Array(FileManager.default.contents(atPath: errorFile) ?? Data()))

@@ -46,7 +46,7 @@ package struct PrivateRedis: Sendable {
     /// Starts it and waits until it answers.
     package func start() async throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let status = try await CleanProcess.run(
+        let status = try await SpawnedProcess.run(
             "/usr/bin/redis-server",
             [
                 "--bind", "127.0.0.1", "--port", "\(port)", "--save", "", "--appendonly", "no", "--daemonize", "yes",
@@ -68,7 +68,7 @@ package struct PrivateRedis: Sendable {
     /// Runs `redis-cli` against it; its exit status.
     @discardableResult
     package func cli(_ arguments: [String]) async throws -> Int32 {
-        try await CleanProcess.run("/usr/bin/redis-cli", ["-p", "\(port)"] + arguments)
+        try await SpawnedProcess.run("/usr/bin/redis-cli", ["-p", "\(port)"] + arguments)
     }
 
     /// Shuts it down and waits until it no longer answers.

@@ -1,31 +1,24 @@
 import Foundation
 import TestSupport
 
-/// The built `dispatch-worker` executable, run as a process (for `kill -9` and SIGTERM).
-final class WorkerProcess: @unchecked Sendable {
-    let process = Process()
+/// The built `dispatch-worker` executable, run as a process (for `kill -9` and
+/// SIGTERM); killed when it goes away still running.
+final class WorkerProcess: Sendable {
+    private let process: SpawnedProcess
 
     init(environment: [String: String]) throws {
-        process.executableURL = BuiltExecutable.url("dispatch-worker")
-        process.environment = environment.merging(["LOG_LEVEL": "warning"]) { old, _ in old }
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        process = try SpawnedProcess(
+            BuiltExecutable.url("dispatch-worker").path, [],
+            environment: environment.merging(["LOG_LEVEL": "warning"]) { old, _ in old })
     }
 
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
-    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    func signal(_ number: Int32) { process.signal(number) }
 
     /// Waits for the exit; returns (exited normally, status).
     func waitForExit() async -> (exited: Bool, status: Int32) {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                self.process.waitUntilExit()
-                continuation.resume(
-                    returning: (self.process.terminationReason == .exit, self.process.terminationStatus))
-            }
-        }
+        let ended = await process.waitForExit()
+        return (ended.exited, ended.status)
     }
-
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 }
