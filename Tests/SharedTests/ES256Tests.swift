@@ -340,6 +340,30 @@ import Testing
         #expect(OpenSSLErrorQueue.isEmpty)
     }
 
+    /// The curve check reuses its decoding scratch: a point that failed to decode
+    /// leaves nothing behind for the next check on any thread.
+    @Test func curveMembershipStaysRightWhileChecksRunAtOnceAndReuseTheirScratch() async throws {
+        let valid = hexBytes(Self.p8PublicPointHex)
+        let offCurve = valid.dropLast() + [valid[64] ^ 1]
+        let points = try (0..<8).map { _ in try P256PrivateKey.generate().publicKey.uncompressedPoint }
+        let wrong = try await withThrowingTaskGroup(of: Int.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var wrong = 0
+                    for round in 0..<500 {
+                        if P256Curve.shared.contains(uncompressedPoint: offCurve[...]) { wrong += 1 }
+                        let point = (round + worker) % 2 == 0 ? valid : points[worker]
+                        if !P256Curve.shared.contains(uncompressedPoint: point[...]) { wrong += 1 }
+                        if P256Curve.shared.contains(uncompressedPoint: point.dropLast()) { wrong += 1 }
+                    }
+                    return wrong
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(wrong == 0)
+    }
+
     // MARK: Independent implementations
 
     @Test func pythonCryptographyVerifiesOurTokenAndRejectsATamperedClaim() async throws {
