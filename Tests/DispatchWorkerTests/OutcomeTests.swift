@@ -428,33 +428,7 @@ import Testing
             let (healthyID, _, healthyToken) = try await stack.subscribe()
             let (goneID, _, goneToken) = try await stack.subscribe()
             try await stack.controlRequest("POST", "/devices/\(goneToken)/uninstall")
-            let name = "refuse_delete_\(goneID.lowercased().filter { $0.isLetter || $0.isNumber })"
-            // Refuses for two minutes only: a run killed before it drops the trigger
-            // must not leave a row that fails every later sweep of the shared database.
-            let until = ISO8601DateFormatter().string(from: Date().addingTimeInterval(120))
-            try await stack.postgres.execute(
-                PostgresQuery(
-                    unsafeSQL: """
-                        CREATE FUNCTION \(name)() RETURNS trigger LANGUAGE plpgsql AS
-                        $$ BEGIN
-                            IF clock_timestamp() < '\(until)'::timestamptz THEN
-                                RAISE EXCEPTION 'refused by the test';
-                            END IF;
-                            RETURN OLD;
-                        END $$
-                        """))
-            try await stack.postgres.execute(
-                PostgresQuery(
-                    unsafeSQL: """
-                        CREATE TRIGGER \(name) BEFORE DELETE ON subscriptions
-                        FOR EACH ROW WHEN (OLD.id = '\(goneID)') EXECUTE FUNCTION \(name)()
-                        """))
-            func dropTrigger() async throws {
-                try await stack.postgres.execute(
-                    PostgresQuery(unsafeSQL: "DROP TRIGGER IF EXISTS \(name) ON subscriptions"))
-                try await stack.postgres.execute(PostgresQuery(unsafeSQL: "DROP FUNCTION IF EXISTS \(name)()"))
-            }
-            do {
+            try await stack.withWritesRefused("DELETE", on: "subscriptions", id: goneID) { allowWrites in
                 let messages = [
                     try await stack.message(subscription: healthyID, token: healthyToken, reply: "healthy"),
                     try await stack.message(subscription: goneID, token: goneToken, reply: "gone"),
@@ -466,7 +440,7 @@ import Testing
                     worker.metrics.retries.value("outcome_not_written") >= 3
                 }
                 #expect(try await stack.subscriptionExists(goneID))
-                try await dropTrigger()
+                try await allowWrites()
                 #expect(try await stack.awaitReply("gone")["status"] == "gone")
                 #expect(try await !stack.subscriptionExists(goneID))
                 #expect(stack.recordings(token: healthyToken).count == 1)
@@ -479,9 +453,6 @@ import Testing
                     return length == 0 && pending == 0
                 }
                 #expect(try await stack.quota() == 1)
-            } catch {
-                try? await dropTrigger()
-                throw error
             }
         }
     }

@@ -14,12 +14,13 @@ import Testing
     /// A stack whose worker reaches Postgres through a relay the test cuts or freezes
     /// (the shared server and the other suites untouched).
     static func withWorkerBehindRelay(
-        _ body: (DeliveryStack, WorkerApplication, TCPRelay) async throws -> Void
+        _ overrides: [String: String] = [:], _ body: (DeliveryStack, WorkerApplication, TCPRelay) async throws -> Void
     ) async throws {
         let (relay, databaseURL) = try TCPRelay.inFront(of: TestEnvironment.databaseURL)
         defer { relay.close() }
         try await DeliveryStack.with { stack in
-            try await body(stack, try await stack.startWorker(["DATABASE_URL": databaseURL]), relay)
+            let worker = try await stack.startWorker(overrides.merging(["DATABASE_URL": databaseURL]) { $1 })
+            try await body(stack, worker, relay)
         }
     }
 
@@ -46,6 +47,46 @@ import Testing
             defer { postgres.close() }
             try await body(
                 stack, try credentialCache(stack, postgres: postgres, failureLifetime: failureLifetime), relay)
+        }
+    }
+
+    /// A credential APNs refuses while Postgres is away: the worker remembers the
+    /// refusal, so the messages after it fail fast instead of each asking APNs (twice:
+    /// the client renews its token and tries once more); the first message's retries
+    /// write the refusal once Postgres is back.
+    @Test func aRefusedCredentialIsNotAskedAgainWhilePostgresIsAway() async throws {
+        let quickRetries = ["WORKER_RETRY_BASE_MS": "300", "WORKER_RETRY_CAP_MS": "300", "WORKER_MAX_ATTEMPTS": "100"]
+        try await Self.withWorkerBehindRelay(quickRetries) { stack, worker, relay in
+            let (id, _, token) = try await stack.subscribe()
+            try await stack.enqueue(try await stack.message(subscription: id, token: token, reply: "read"))
+            #expect(try await stack.awaitReply("read")["status"] == "sent")  // the credential read
+            relay.cut()
+            try await stack.controlRequest("POST", "/keys/\(stack.keyID)/revoke")
+            func refusals() async throws -> Int {
+                let stats = try await stack.controlRequest("GET", "/stats")
+                let json = try #require(try JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any])
+                return (json["rejected"] as? [String: Int])?["InvalidProviderToken"] ?? 0
+            }
+            try await stack.enqueue(try await stack.message(subscription: id, token: token, reply: "first"))
+            try await eventually("the refusal's write retried") {
+                worker.metrics.retries.value("outcome_not_written") >= 1
+            }
+            let asked = try await refusals()
+            #expect(asked >= 1)
+            for reply in ["second", "third"] {
+                try await stack.enqueue(try await stack.message(subscription: id, token: token, reply: reply))
+                let answer = try await stack.awaitReply(reply)
+                #expect(answer["reason"] == "credential_rejected", "\(answer)")
+            }
+            #expect(try await refusals() == asked, "APNs asked again")
+            relay.restore()
+            let first = try await stack.awaitReply("first", timeout: 20)
+            #expect(first["reason"] == "credential_rejected", "\(first)")
+            let status = try await stack.postgres.query(
+                "SELECT status FROM push_credentials WHERE id = \(stack.credentialID)"
+            ).first?.decode("status", as: String.self)
+            #expect(status == "rejected")
+            #expect(try await refusals() == asked)
         }
     }
 

@@ -126,6 +126,9 @@ final class OutcomeRecorder: Sendable {
             }
 
         case .credentialRejected(let reason):
+            // Remembered before it is written: while it cannot be, the messages after this
+            // one fail fast instead of each asking APNs again.
+            credentials.markRejected(message.credentialID)
             let invalidation = CacheInvalidation(
                 redis: redis, keys: context.keys, tombstoneLifetimeSeconds: tombstoneLifetimeSeconds)
             do {
@@ -134,7 +137,6 @@ final class OutcomeRecorder: Sendable {
                         credentialID: message.credentialID, reason: "APNs answered \(reason)",
                         invalidation: invalidation)
                 }
-                credentials.markRejected(message.credentialID)
                 if !apps.isEmpty {
                     logger.warning(
                         "APNs rejected a credential; it is flagged and its apps' pushes fail until it is verified again or replaced",

@@ -313,6 +313,47 @@ extension DeliveryStack {
         return try #require(try JSONSerialization.jsonObject(with: Data(json)) as? [String: String])
     }
 
+    /// Runs `body` while Postgres refuses to `operation` (`UPDATE`, `DELETE`) the row
+    /// `id` of `table`, as a write failing for want of Postgres would; `body` lets the
+    /// writes through by calling its argument. The refusal lasts two minutes at most: a
+    /// run killed before it drops the trigger must not leave a row that fails every
+    /// later use of the shared database.
+    func withWritesRefused(
+        _ operation: String, on table: String, id: String,
+        _ body: (_ allow: () async throws -> Void) async throws -> Void
+    ) async throws {
+        let name = "refuse_\(operation.lowercased())_\(id.lowercased().filter { $0.isLetter || $0.isNumber })"
+        let until = ISO8601DateFormatter().string(from: Date().addingTimeInterval(120))
+        try await postgres.execute(
+            PostgresQuery(
+                unsafeSQL: """
+                    CREATE FUNCTION \(name)() RETURNS trigger LANGUAGE plpgsql AS
+                    $$ BEGIN
+                        IF clock_timestamp() < '\(until)'::timestamptz THEN
+                            RAISE EXCEPTION 'refused by the test';
+                        END IF;
+                        RETURN \(operation == "DELETE" ? "OLD" : "NEW");
+                    END $$
+                    """))
+        try await postgres.execute(
+            PostgresQuery(
+                unsafeSQL: """
+                    CREATE TRIGGER \(name) BEFORE \(operation) ON \(table)
+                    FOR EACH ROW WHEN (OLD.id = '\(id)') EXECUTE FUNCTION \(name)()
+                    """))
+        let allow = { [postgres] in
+            try await postgres.execute(PostgresQuery(unsafeSQL: "DROP TRIGGER IF EXISTS \(name) ON \(table)"))
+            try await postgres.execute(PostgresQuery(unsafeSQL: "DROP FUNCTION IF EXISTS \(name)()"))
+        }
+        do {
+            try await body(allow)
+        } catch {
+            try? await allow()
+            throw error
+        }
+        try await allow()
+    }
+
     func subscriptionExists(_ id: String) async throws -> Bool {
         try await postgres.query("SELECT 1 FROM subscriptions WHERE id = \(id)").count == 1
     }
