@@ -11,8 +11,8 @@ public final class P256Curve: @unchecked Sendable {
     /// The owned `EC_GROUP`, never freed (it lives as long as the process).
     private let group: OpaquePointer
     /// Decoding scratch, reused: a fresh point and `BN_CTX` per push were some fifteen
-    /// allocations, and grew every request thread's malloc arena. One per thread
-    /// decoding at once, so the list is as long as the most concurrent checks.
+    /// allocations. One per thread decoding at once, so the list is as long as the
+    /// most concurrent checks.
     private let idle = Mutex<[Scratch]>([])
 
     /// A point to decode into and the `BN_CTX` for its arithmetic, kept for the
