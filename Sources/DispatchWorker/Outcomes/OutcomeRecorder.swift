@@ -172,16 +172,7 @@ final class OutcomeRecorder: Sendable {
             if countsAgainstCircuit {
                 circuit.failure(credential: message.credentialID, environment: message.environment, keys: context.keys)
             }
-            let attempts = message.attempts + 1
-            let now = Int64(Date().timeIntervalSince1970 * 1000)
-            switch retryPolicy.decide(
-                attempts: attempts, nowMilliseconds: now, deadlineMilliseconds: Self.deadline(of: message))
-            {
-            case .retry(let delay):
-                putBack(delivery, afterMilliseconds: delay, attempts: attempts, cause: cause)
-            case .giveUp:
-                await record(.failed(.providerError, detail: cause), delivery)
-            }
+            await retryOrGiveUp(delivery, cause: cause, deadline: Self.deadline(of: message))
 
         case .postponed(let cause, let atLeast):
             let now = Int64(Date().timeIntervalSince1970 * 1000)
@@ -305,15 +296,22 @@ final class OutcomeRecorder: Sendable {
         retryLog.warning(
             "\(what); the message is retried",
             metadata: ["entry": delivery.entry.id, "error": ThrottledLog.describe(error)])
+        await retryOrGiveUp(
+            delivery, cause: "outcome_not_written", deadline: .max, knownOutcome: KnownOutcome.text(of: outcome))
+    }
+
+    /// Puts the message back with one more attempt used, or, once its attempts (or
+    /// `deadline`, UNIX ms) are spent, fails it with `provider_error`.
+    private func retryOrGiveUp(
+        _ delivery: Delivery, cause: String, deadline: Int64, knownOutcome: String? = nil
+    ) async {
         let attempts = delivery.message.attempts + 1
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        switch retryPolicy.decide(attempts: attempts, nowMilliseconds: now, deadlineMilliseconds: .max) {
+        switch retryPolicy.decide(attempts: attempts, nowMilliseconds: now, deadlineMilliseconds: deadline) {
         case .retry(let delay):
-            putBack(
-                delivery, afterMilliseconds: delay, attempts: attempts, cause: "outcome_not_written",
-                knownOutcome: KnownOutcome.text(of: outcome))
+            putBack(delivery, afterMilliseconds: delay, attempts: attempts, cause: cause, knownOutcome: knownOutcome)
         case .giveUp:
-            await record(.failed(.providerError, detail: "outcome_not_written"), delivery)
+            await record(.failed(.providerError, detail: cause), delivery)
         }
     }
 }
