@@ -227,7 +227,7 @@ import Testing
 
     /// Once a read failed, a credential with an answer read before does not wait for
     /// the next reads (while Postgres stays away they fail too, each after its own
-    /// wait): its sends go on at once with that answer for `quietAfterFailure`. Here
+    /// wait): its sends go on at once with that answer until Postgres answers again. Here
     /// the client's only connection is held busy, so reads fail at its acquire timeout.
     @Test func afterAFailedReadSendsDoNotWaitForTheNextReads() async throws {
         try await DeliveryStack.with { stack in

@@ -17,12 +17,11 @@ import Synchronization
 /// every `failureLifetime`): sends do not depend on Postgres, and a credential
 /// revoked meanwhile is still caught by APNs's refusal. A read that has not answered
 /// within `readWait` (a frozen server, a lock) counts as such for the sends waiting
-/// on it; it goes on, and its answer is kept when it comes. For `quietAfterFailure`
-/// after a read failed, sends with an answer read before do not wait for new reads.
-/// A credential with no answer to fall back on is asked for again at most every
-/// `unavailableLifetime`: its
-/// messages wait and retry anyway, and a read per message would hammer a Postgres
-/// that refuses connections.
+/// on it; it goes on, and its answer is kept when it comes. After a read failed,
+/// sends with an answer read before do not wait for new reads until Postgres answers
+/// again (`readPause`). A credential with no answer to fall back on is asked for
+/// again at most every `unavailableLifetime`: its messages wait and retry anyway,
+/// and a read per message would hammer a Postgres that refuses connections.
 final class CredentialCache: Sendable {
     enum Lookup: Sendable {
         case usable(APNsCredential)
@@ -67,12 +66,11 @@ final class CredentialCache: Sendable {
     private let recheckIntervalMilliseconds: Int64 = 1000
     /// How long a send waits for a read before it goes on as if Postgres had failed.
     static let readWait: Duration = .seconds(2)
-    /// For this long after a read failed (or outlasted `readWait`), a send with an answer
-    /// read before does not wait for a new read at all: while Postgres stays away each
+    /// Set when a read failed (or outlasted `readWait`), until a probe in the
+    /// background finds Postgres answering: meanwhile a send with an answer read before
+    /// does not wait for a new read at all, since while Postgres stays away each
     /// credential's reads keep failing, and each would hold its sends `readWait` again.
-    static let quietAfterFailure: Duration = .seconds(30)
-    /// The last read that failed or outlasted `readWait`; cleared by one that succeeds.
-    private let readFailure = RecentFailure(quietPeriod: quietAfterFailure)
+    private let readPause: PostgresPause
     /// UNIX milliseconds, as the ingress stamps `acceptedAt`; tests move it by hand.
     private let clock: @Sendable () -> Int64
     private let logger: Logger
@@ -91,6 +89,7 @@ final class CredentialCache: Sendable {
     ) {
         self.clock = clock
         self.reader = reader
+        readPause = PostgresPause(postgres: reader.postgres)
         self.lifetime = lifetime
         self.failureLifetime = failureLifetime
         self.unavailableLifetime = unavailableLifetime
@@ -130,13 +129,13 @@ final class CredentialCache: Sendable {
         case .ready(let lookup, _, _): return lookup
         case .loading(let task, let earlier, let started):
             let fallback = earlier.flatMap { $0.isUnavailable ? nil : $0 }
-            if let fallback, readFailure.isRecent { return fallback }
+            if let fallback, readPause.isPaused { return fallback }
             // Whoever comes while the read is under way waits what is left of
             // `readWait` since it started: a read that hangs delays each send once, not
             // each by the whole wait.
             let left = Self.readWait - (ContinuousClock.now - started)
             if left > .zero, let answer = try? await task.value(waitingAtMost: left) { return answer }
-            readFailure.record()
+            readPause.failed()
             // As `load` answers when Postgres fails.
             return fallback ?? .unavailable
         }
@@ -157,7 +156,6 @@ final class CredentialCache: Sendable {
         let lookup: Lookup
         do {
             let stored = try await reader.credential(id: id)
-            readFailure.clear()
             keyOpenedOne.store(true, ordering: .relaxed)
             lookup =
                 stored.status == .active
@@ -181,7 +179,7 @@ final class CredentialCache: Sendable {
             lookup = .missing
         } catch {
             lookup = .unavailable
-            readFailure.record()
+            readPause.failed()
             if let earlier, !earlier.isUnavailable {
                 readFailureLog.warning("cannot read credentials; using what was read before", error: error)
                 entries.withLock { $0[id] = .ready(earlier, expires: .now + failureLifetime, decidedAt: decidedAt) }

@@ -20,7 +20,7 @@ public struct PushCredentialReader: Sendable {
         }
     }
 
-    private let postgres: PostgresClient
+    public let postgres: PostgresClient
     private let sealer: PushCredentialSealer
 
     public init(postgres: PostgresClient, sealer: PushCredentialSealer) {
