@@ -137,27 +137,23 @@ func buildApplication(
     let hotPath = RedisMultiplexer(
         url: redis.url, options: .init(connectTimeout: .seconds(2), commandTimeout: .seconds(2)),
         eventLoop: frontLoop, logger: logger)
-    let postgres = PostgresClient(
-        configuration: .init(
-            url: configuration.common.databaseURL, applicationName: "pushgate-ingress",
-            maximumConnections: configuration.databaseConnections, acquireTimeout: .seconds(5), connectTimeout: 5))
+    /// A pool of Postgres connections, each opened on first use, named in `pg_stat_activity`.
+    func postgresPool(_ name: String, connections: Int) -> PostgresClient {
+        PostgresClient(
+            configuration: .init(
+                url: configuration.common.databaseURL, applicationName: name, maximumConnections: connections,
+                acquireTimeout: .seconds(5), connectTimeout: 5))
+    }
+    let postgres = postgresPool("pushgate-ingress", connections: configuration.databaseConnections)
     // The hot path's cache fills read Postgres over connections of their own: a flood
     // of pushes to unknown push URLs (each read once, then answered from a minute's
     // negative entry) then waits on these, not on the connections that registrations,
     // /readyz and the admin API need.
-    let fillPostgres = PostgresClient(
-        configuration: .init(
-            url: configuration.common.databaseURL, applicationName: "pushgate-ingress-fill",
-            maximumConnections: configuration.databaseFillConnections, acquireTimeout: .seconds(5),
-            connectTimeout: 5))
+    let fillPostgres = postgresPool("pushgate-ingress-fill", connections: configuration.databaseFillConnections)
     // The admin API's own: its work may rightly run long (an account deleted with
     // millions of subscriptions, requests waiting on a lock), and must not take the
-    // connections registrations and /readyz need meanwhile. Opened on first use.
-    let adminPostgres = PostgresClient(
-        configuration: .init(
-            url: configuration.common.databaseURL, applicationName: "pushgate-ingress-admin",
-            maximumConnections: configuration.adminDatabaseConnections, acquireTimeout: .seconds(5),
-            connectTimeout: 5))
+    // connections registrations and /readyz need meanwhile.
+    let adminPostgres = postgresPool("pushgate-ingress-admin", connections: configuration.adminDatabaseConnections)
     let metrics = IngressMetrics()
     let subscriptions = SubscriptionRepository(postgres: postgres)
     let directory = AppDirectory(postgres: postgres)

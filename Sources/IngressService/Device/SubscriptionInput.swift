@@ -28,6 +28,10 @@ struct SubscriptionInput: Sendable, Equatable {
     var p256dh: [UInt8]?
     var auth: [UInt8]?
 
+    /// Whether it changes what the hot path's cache entry holds (token, environment,
+    /// alert): the keys and the last-seen time are not in it.
+    var changesCachedFields: Bool { token != nil || sandbox != nil || alertTitle != nil || alertBody != nil }
+
     private struct Body: Decodable {
         var topic: String?
         var token: String?

@@ -77,9 +77,9 @@ struct DeviceRoutes: Sendable {
                 id, deviceToken: input.token, sandbox: input.sandbox, alertTitle: input.alertTitle,
                 alertBody: input.alertBody, p256dh: input.p256dh, auth: input.auth)
         else { throw PushAPIError.notFound }
-        // The cache entry holds none of the keys nor the last-seen time: a PUT that
-        // changes only those (an app launch's refresh) leaves it as it is.
-        if input.token != nil || input.sandbox != nil || input.alertTitle != nil || input.alertBody != nil {
+        // A PUT that changes only the keys or the last-seen time (an app launch's
+        // refresh) leaves the cache entry as it is.
+        if input.changesCachedFields {
             try await invalidateAfterCommit("subscription update") { [invalidation] in
                 try await invalidation.subscriptionChanged(id)
             }
