@@ -5,10 +5,8 @@ import Testing
 /// deploy/ cannot run here (no container engine, no cluster), so it is validated:
 /// manifests parse, and the environment they set matches what the code reads and requires.
 @Suite struct DeployManifestTests {
-    static func validate(_ root: URL) async throws -> BuiltExecutable.Result {
-        try await BuiltExecutable.runProgram(
-            TestEnvironment.python, [root.appendingPathComponent("deploy/validate.py").path],
-            environment: ProcessInfo.processInfo.environment)
+    static func validate(_ root: URL) async throws -> ChildProcess.Completion {
+        try await ChildProcess.run(TestEnvironment.python, [root.appendingPathComponent("deploy/validate.py").path])
     }
 
     @Test func manifestsParseAndSetExactlyWhatTheCodeReadsAndRequires() async throws {
@@ -28,7 +26,8 @@ import Testing
         try FileManager.default.copyItem(
             at: root.appendingPathComponent("Sources/Shared/Configuration"),
             to: copy.appendingPathComponent("Sources/Shared/Configuration"))
-        try FileManager.default.copyItem(at: root.appendingPathComponent("deploy"), to: copy.appendingPathComponent("deploy"))
+        try FileManager.default.copyItem(
+            at: root.appendingPathComponent("deploy"), to: copy.appendingPathComponent("deploy"))
         let configMap = copy.appendingPathComponent("deploy/kubernetes/configmap.yaml")
         try (String(contentsOf: configMap, encoding: .utf8) + "  INGRESS_COLOUR: \"blue\"\n")
             .write(to: configMap, atomically: true, encoding: .utf8)

@@ -300,7 +300,7 @@ import Testing
         try await database.drop()
     }
 
-    static func runMigrate(environment: [String: String]) async throws -> BuiltExecutable.Result {
+    static func runMigrate(environment: [String: String]) async throws -> ChildProcess.Completion {
         try await BuiltExecutable.run("ingress-service", ["migrate"], environment: environment)
     }
 }

@@ -11,11 +11,11 @@ package enum ChildProcess {
         package var standardError: String { String(decoding: errors, as: UTF8.self) }
     }
 
-    /// `directory` is the working directory (the test's own when nil); standard
-    /// input is empty.
-    package static func run(_ executable: URL, _ arguments: [String], in directory: URL? = nil) async throws
-        -> Completion
-    {
+    /// `directory` is the working directory (the test's own when nil); `environment`
+    /// the child's whole environment (this process's when nil); standard input is empty.
+    package static func run(
+        _ executable: URL, _ arguments: [String], in directory: URL? = nil, environment: [String: String]? = nil
+    ) async throws -> Completion {
         let (outputFile, errorFile) = (temporaryFile("out"), temporaryFile("err"))
         defer { for file in [outputFile, errorFile] { try? FileManager.default.removeItem(atPath: file) } }
         // posix_spawn has no working directory of its own here: env(1) changes to it.
@@ -23,7 +23,8 @@ package enum ChildProcess {
             directory.map { ("/usr/bin/env", ["-C", $0.path, executable.path] + arguments) }
             ?? (executable.path, arguments)
         let status = try await SpawnedProcess.run(
-            program, programArguments, standardOutput: .file(outputFile), standardError: .file(errorFile))
+            program, programArguments, environment: environment, standardOutput: .file(outputFile),
+            standardError: .file(errorFile))
         return Completion(
             status: status, output: Array(FileManager.default.contents(atPath: outputFile) ?? Data()),
             errors: Array(FileManager.default.contents(atPath: errorFile) ?? Data()))
@@ -36,7 +37,7 @@ package enum ChildProcess {
     }
 
     /// A path for a child's output, unique to this run.
-    static func temporaryFile(_ kind: String) -> String {
+    private static func temporaryFile(_ kind: String) -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-child-\(UUID().uuidString).\(kind)")
             .path
     }
