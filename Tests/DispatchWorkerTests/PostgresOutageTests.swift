@@ -203,21 +203,21 @@ import Testing
             try await Task.sleep(for: .milliseconds(150))  // past the entry's lifetime
             // (Bounded here too, so that a regression fails the test instead of hanging it.)
             let limit = Duration.seconds(10)
-            let kept = try await Task { await cache.lookup(stack.credentialID) }.value(waitingAtMost: limit)
+            let kept = try await withTimeLimit(limit) { await cache.lookup(stack.credentialID) }
             guard case .usable = kept else {
                 Issue.record("the credential read before should stay in use")
                 return
             }
             // The read still hangs: past its wait, it is not waited for again.
             let again = ContinuousClock.now
-            let keptAgain = try await Task { await cache.lookup(stack.credentialID) }.value(waitingAtMost: limit)
+            let keptAgain = try await withTimeLimit(limit) { await cache.lookup(stack.credentialID) }
             guard case .usable = keptAgain else {
                 Issue.record("the credential read before should stay in use")
                 return
             }
             #expect(ContinuousClock.now - again < CredentialCache.readWait / 2)
             let never = "never-read-\(UInt32.random(in: 0...UInt32.max))"
-            let unread = try await Task { await cache.lookup(never) }.value(waitingAtMost: limit)
+            let unread = try await withTimeLimit(limit) { await cache.lookup(never) }
             guard case .unavailable = unread else {
                 Issue.record("a credential never read should be unavailable")
                 return

@@ -120,7 +120,7 @@ import Testing
             var statuses: [Int] = []
             for _ in 0..<3 {
                 // Bounded, so that a push held by the freeze fails the test instead of hanging it.
-                statuses.append(try await Task { try await app.push(id).status }.value(waitingAtMost: .seconds(5)))
+                statuses.append(try await withTimeLimit(.seconds(5)) { try await app.push(id).status })
             }
             #expect(statuses == [201, 201, 201])
             var slowest = Duration.zero
@@ -128,7 +128,7 @@ import Testing
             let until = ContinuousClock.now + .seconds(7)
             while ContinuousClock.now < until {
                 let started = ContinuousClock.now
-                #expect(try await Task { try await app.push(id).status }.value(waitingAtMost: .seconds(5)) == 201)
+                #expect(try await withTimeLimit(.seconds(5)) { try await app.push(id).status } == 201)
                 slowest = max(slowest, ContinuousClock.now - started)
                 try await Task.sleep(for: .milliseconds(100))
             }
@@ -162,7 +162,7 @@ import Testing
             @Sendable func answer(_ request: @escaping @Sendable () async throws -> RawHTTPClient.Response)
                 async throws -> (status: Int, text: String, took: Duration)
             {
-                let response = try await Task { try await request() }.value(waitingAtMost: .seconds(20))
+                let response = try await withTimeLimit(.seconds(20), request)
                 return (response.status, response.text, ContinuousClock.now - started)
             }
             async let registration = answer { try await app.register(topic: fixture.topic) }
