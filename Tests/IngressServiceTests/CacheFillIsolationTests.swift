@@ -63,4 +63,30 @@ import Testing
         }
         try await setup.execute(PostgresQuery(stringLiteral: "DROP SCHEMA \(schema) CASCADE"))
     }
+
+    /// A device request's fill of the entry it changed (`DeviceRoutes.cacheAgain`)
+    /// does not hold its answer while the fills' connections are all taken: the row
+    /// is committed, and a 503 past `DeviceRoutes.storageWait` would lose a
+    /// registration's secret.
+    @Test func registrationAndActivationAreAnsweredWhileTheFillConnectionsAreTaken() async throws {
+        try await IngressTestApp.with(["DATABASE_FILL_CONNECTIONS": "1"]) { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let holding = Task { try await app.app.fillPostgres.query("SELECT pg_sleep(6)") }
+            let held = try await Poll.until(timeout: .seconds(10), interval: .milliseconds(20)) {
+                let rows = try await app.postgres.query(
+                    """
+                    SELECT count(*)::int AS n FROM pg_stat_activity
+                    WHERE application_name = 'pushgate-ingress-fill' AND query = 'SELECT pg_sleep(6)'
+                        AND state = 'active'
+                    """)
+                return try rows.first?.decode("n", as: Int32.self) == 1
+            }
+            #expect(held)
+            let started = ContinuousClock.now
+            _ = try await app.subscribe(topic: fixture.topic)  // 201, then 204
+            let took = ContinuousClock.now - started
+            #expect(took < .seconds(3), "answered after \(took)")
+            _ = try await holding.value
+        }
+    }
 }

@@ -115,10 +115,18 @@ struct DeviceRoutes: Sendable {
     /// first after activating, one after the device deleted it) is answered from
     /// Redis: no Postgres read on its path, nor a lookup counted against its sender's
     /// address (`RATE_LIMIT_UNKNOWN_PUSH`, which a busy sender pushing to stale URLs
-    /// may have used up). A failed fill only leaves it to that push.
+    /// may have used up). A failed fill only leaves it to that push, and one that has
+    /// not answered within `cacheAgainWait` goes on without holding the answer: the
+    /// change is committed, and a 503 past `storageWait` would lose a registration's
+    /// secret (the fills' pool may be taken up by a flood of pushes to unknown URLs).
     private func cacheAgain(_ id: String) async {
-        _ = try? await cache.fill(kind: "subscription", id: id, subscriptionID: id)
+        _ = try? await withTimeLimit(Self.cacheAgainWait) { [cache] in
+            try await cache.fill(kind: "subscription", id: id, subscriptionID: id)
+        }
     }
+
+    /// How long a device request waits for `cacheAgain`.
+    static let cacheAgainWait: Duration = .milliseconds(500)
 
     /// The cache invalidation after a committed change (`CacheInvalidation.afterCommit`):
     /// a client told 5xx may never come back, and the cached entry would keep the old
