@@ -21,6 +21,9 @@ final class IngressApplication: Sendable {
     let fillPostgres: PostgresClient
     /// The admin API's connections (`ADMIN_DATABASE_CONNECTIONS`), apart from both.
     let adminPostgres: PostgresClient
+    /// One connection for asking whether Postgres answers while admin work waits
+    /// (`PostgresLiveness`), apart from every pool that work or a flood may take up.
+    let livenessPostgres: PostgresClient
     let keys: RedisKeys
     let metrics: IngressMetrics
     let sweeper: SubscriptionSweeper
@@ -39,7 +42,8 @@ final class IngressApplication: Sendable {
     init(
         configuration: IngressConfiguration, server: HTTPServer, redis: RedisClient, replyRedis: RedisClient,
         hotPath: RedisMultiplexer, postgres: PostgresClient, fillPostgres: PostgresClient,
-        adminPostgres: PostgresClient, keys: RedisKeys, metrics: IngressMetrics, sweeper: SubscriptionSweeper,
+        adminPostgres: PostgresClient, livenessPostgres: PostgresClient, keys: RedisKeys, metrics: IngressMetrics,
+        sweeper: SubscriptionSweeper,
         stashExpiry: StashExpiry,
         invalidation: CacheInvalidation, readiness: ReadinessCheck, stopping: StopFlag,
         adminServer: HTTPServer? = nil, frontLoop: EventLoop? = nil, logger: Logger
@@ -54,6 +58,7 @@ final class IngressApplication: Sendable {
         self.postgres = postgres
         self.fillPostgres = fillPostgres
         self.adminPostgres = adminPostgres
+        self.livenessPostgres = livenessPostgres
         self.keys = keys
         self.metrics = metrics
         self.sweeper = sweeper
@@ -105,6 +110,7 @@ final class IngressApplication: Sendable {
         postgres.close()
         fillPostgres.close()
         adminPostgres.close()
+        livenessPostgres.close()
         frontLoop?.shutdown()
     }
 }
@@ -154,6 +160,10 @@ func buildApplication(
     // millions of subscriptions, requests waiting on a lock), and must not take the
     // connections registrations and /readyz need meanwhile.
     let adminPostgres = postgresPool("pushgate-ingress-admin", connections: configuration.adminDatabaseConnections)
+    // Whether Postgres answers is asked over a connection no other work uses: on the
+    // fills' pool, taken up by a flood of pushes to unknown URLs, a live server looked
+    // silent and long admin work was answered 503.
+    let livenessPostgres = postgresPool("pushgate-ingress-liveness", connections: 1)
     let metrics = IngressMetrics()
     let subscriptions = SubscriptionRepository(postgres: postgres)
     let directory = AppDirectory(postgres: postgres)
@@ -242,8 +252,7 @@ func buildApplication(
     do {
         adminServer = try AdminAPI.makeServer(
             configuration: configuration, postgres: adminPostgres,
-            // Asked on another pool: the admin API's long statements may take up its own.
-            liveness: PostgresLiveness(postgres: fillPostgres),
+            liveness: PostgresLiveness(postgres: livenessPostgres),
             probe: APNsCredentialProbe(configuration: configuration.common, logger: logger.child("admin")),
             invalidator: RedisCacheInvalidator(invalidation: invalidation),
             quota: RedisQuotaCounter(redis: redis, keys: keys), logger: logger)
@@ -254,7 +263,8 @@ func buildApplication(
     }
     return IngressApplication(
         configuration: configuration, server: server, redis: redis, replyRedis: replyRedis, hotPath: hotPath,
-        postgres: postgres, fillPostgres: fillPostgres, adminPostgres: adminPostgres, keys: keys, metrics: metrics,
+        postgres: postgres, fillPostgres: fillPostgres, adminPostgres: adminPostgres,
+        livenessPostgres: livenessPostgres, keys: keys, metrics: metrics,
         sweeper: sweeper,
         stashExpiry: stashExpiry, invalidation: invalidation, readiness: readiness, stopping: stopping,
         adminServer: adminServer,

@@ -135,6 +135,21 @@ import Testing
         }
     }
 
+    /// Whether Postgres answers, asked while long admin work waits, is asked over a
+    /// connection of its own: with the cache fills' pool taken (a flood of pushes to
+    /// unknown URLs) a live Postgres must not look silent and the work answer 503.
+    @Test func longAdminWorkIsWaitedForWhileTheFillConnectionsAreTaken() async throws {
+        try await Running.with(environment: ["DATABASE_FILL_CONNECTIONS": "1"]) { running in
+            let (account, _, _) = try await running.pushingApp(plan: "pro")
+            let filling = Task { try await running.application.fillPostgres.query("SELECT pg_sleep(12)") }
+            let holding = await AdminHarness.lockAccount(account, forSeconds: 8)
+            let renamed = try await running.admin("PATCH", "/accounts/\(account)", ["name": "Renamed"])
+            #expect(renamed.status == 200, "\(renamed.text)")
+            try await holding.value
+            _ = try await filling.value
+        }
+    }
+
     @Test func theAdminListenerIsOffWithoutADMIN_LISTEN() async throws {
         let configuration = try IngressConfiguration(
             environment: Environment([
