@@ -647,11 +647,17 @@ import Testing
                 let response = try await app.push(id)
                 #expect(response.status == 502)
                 #expect(response.text == errorBody(1007, "Delivery failed"))
+                // Only the owner can mend a credential: no time to retry after.
+                #expect(response.headers["retry-after"] == nil)
             }
             let (id, _) = try await app.subscribe(topic: healthy.topic, sandbox: true)
             _ = try await app.redis.send(
-                "SET", app.keys.circuit(credential: healthy.credentialID!, environment: "sandbox"), "1", "EX", 30)
-            #expect(try await app.push(id).status == 502)
+                "SET", app.keys.circuit(credential: healthy.credentialID!, environment: "sandbox"), "1", "PX", 29_000)
+            // The circuit's answer says when its flag ends at the latest (rounded up).
+            let circuit = try await app.push(id)
+            #expect(circuit.status == 502)
+            #expect(circuit.text == errorBody(1007, "Delivery failed"))
+            #expect(circuit.headers["retry-after"] == "29")
             _ = try await app.redis.send(
                 "DEL", app.keys.circuit(credential: healthy.credentialID!, environment: "sandbox"))
             #expect(try await app.push(id).status == 201)

@@ -72,7 +72,7 @@ struct AppAPISender: Sendable {
                 // without an answer by the deadline it stays failed.
                 outcome = ("failed", "storage_error")
                 mayBeQueued = true
-            } catch where !waiting.isEmpty {
+            } catch  where !waiting.isEmpty {
                 // Earlier messages are (or may be) queued: a 5xx now would hide them (and
                 // a retry would send them twice), so this one alone reports the failure.
                 outcome = ("failed", "storage_error")
@@ -118,7 +118,7 @@ struct AppAPISender: Sendable {
             case .inactive, .stashed, .discarded: return ("inactive", "")
             case .quotaExceeded: return ("quota_exceeded", "")
             case .disabled: throw AppAPIError.pushDisabled
-            case .undeliverable(let reason):
+            case .undeliverable(let reason, _):
                 metrics.refusedUndeliverable(reason)
                 return ("failed", reason)
             case .cacheMiss(let kind, let id, let stale):

@@ -50,7 +50,7 @@ public struct PushAPIError: Error, Sendable, Equatable, CustomStringConvertible 
     public let status: Int
     /// What exactly is invalid (1001 only), appended as `: detail`. Never echoes input.
     public let detail: String?
-    /// Seconds for `Retry-After` (429: 1006 and 1009).
+    /// Seconds for `Retry-After` (429: 1006 and 1009; 502 while the circuit is up).
     public let retryAfter: Int?
 
     public init(_ code: Code, status: Int? = nil, detail: String? = nil, retryAfter: Int? = nil) {
@@ -68,6 +68,11 @@ public struct PushAPIError: Error, Sendable, Equatable, CustomStringConvertible 
     public static let storageUnavailable = PushAPIError(.storageError, status: 503)
     public static let storageFailed = PushAPIError(.storageError, status: 500)
     public static let deliveryFailed = PushAPIError(.deliveryFailed)
+    /// The workers' circuit flag for the app's APNs environment is up for `retryAfter`
+    /// more seconds at most (0: no expiry known, so none is said).
+    public static func circuitOpen(retryAfter: Int) -> PushAPIError {
+        PushAPIError(.deliveryFailed, retryAfter: retryAfter > 0 ? retryAfter : nil)
+    }
     public static let unknownApp = PushAPIError(.unknownApp)
     /// The quota frees up at the next month, or sooner after an upgrade or a failed
     /// send's release: `Retry-After` says the sooner of the month's end and

@@ -266,9 +266,12 @@ final class WebPushRoutes: Sendable {
             // From the acceptance time whose month was refused (at a month's end, the next is a second away).
             let acceptedAt = Date(timeIntervalSince1970: TimeInterval(request.acceptedAt) / 1000)
             throw .quotaExceeded(secondsToNextMonth: quotaMonths.secondsToNextMonth(from: acceptedAt))
-        case .undeliverable(let reason):
+        case .undeliverable(let reason, let circuitMilliseconds):
             metrics.refusedUndeliverable(reason)
-            throw .deliveryFailed
+            // The circuit comes down by itself (or on a worker's success): say when at the
+            // latest. A credential needs its owner, so there is no time to give.
+            guard let circuitMilliseconds else { throw .deliveryFailed }
+            throw .circuitOpen(retryAfter: Int((circuitMilliseconds + 999) / 1000))
         case .inactive: throw .notFound  // `app` mode only; Web Push never runs it
         }
     }

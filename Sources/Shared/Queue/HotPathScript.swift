@@ -39,8 +39,9 @@ public enum HotPathScript {
         /// subscription exists.
         case checked
         /// No usable credential, or the workers' circuit flag is up: `reason` is
-        /// `credential_missing`, `credential_rejected` or `provider_error` (the flag).
-        case undeliverable(reason: String)
+        /// `credential_missing`, `credential_rejected` or `provider_error` (the flag,
+        /// with the milliseconds it has left unless renewed; 0 if it has no expiry).
+        case undeliverable(reason: String, circuitMilliseconds: Int64?)
         /// `app` mode: the subscription is not activated.
         case inactive
         /// A cache entry is missing, or `stale`: past its freshness, and this push
@@ -243,7 +244,9 @@ public enum HotPathScript {
         case 4: return .rateLimited(retryAfterMilliseconds: items.count > 1 ? items[1].int ?? 1000 : 1000)
         case 5: return .quotaExceeded
         case 6: return .checked
-        case 7: return .undeliverable(reason: text(1) ?? "provider_error")
+        case 7:
+            let left = items.count > 2 ? items[2].int : nil
+            return .undeliverable(reason: text(1) ?? "provider_error", circuitMilliseconds: left)
         case 8: return .stashed
         case 11: return .discarded
         case 9: return .inactive
@@ -467,11 +470,14 @@ public enum HotPathScript {
           }
         end
 
+        -- The circuit flag's remaining lifetime in ms (the 502's `Retry-After`), or
+        -- false when it is down. PTTL costs what EXISTS did.
         local function circuitOpen(app, sandbox)
           local open = app.circuit[sandbox]
           if open == nil then
             local environment = sandbox == '1' and 'sandbox' or 'production'
-            open = redis.call('EXISTS', prefix .. 'circuit:' .. app.credential .. ':' .. environment) == 1
+            local left = redis.call('PTTL', prefix .. 'circuit:' .. app.credential .. ':' .. environment)
+            open = left ~= -2 and math.max(left, 0)
             app.circuit[sandbox] = open
           end
           return open
@@ -591,14 +597,21 @@ public enum HotPathScript {
             redis.call('ZADD', prefix .. 'stash-due', 'LT', tostring(now + keep), id)
             return 8
           end
-          local refusal = false
-          if mode ~= 'check' then refusal = app.refusal or (circuitOpen(app, ctx.sandbox) and 'provider_error') end
+          local refusal, circuitLeft = false, false
+          if mode ~= 'check' then
+            refusal = app.refusal
+            if not refusal then
+              circuitLeft = circuitOpen(app, ctx.sandbox)
+              refusal = circuitLeft and 'provider_error'
+            end
+          end
           local account = app.account
           if account.limit > 0 then
             if not account.used then account.used = tonumber(redis.call('GET', account.quotaKey) or '0') end
             if account.used + account.reserved >= account.limit then return 5 end
           end
           if mode == 'check' then return 6 end
+          if circuitLeft then return {7, refusal, circuitLeft} end
           if refusal then return {7, refusal} end
           local n = #entryFields
           entryFields[n + 1], entryFields[n + 2], entryFields[n + 3] = 's', sub[2], 'm'
