@@ -19,6 +19,8 @@ enum Help {
           account update ACCOUNT [--name NAME] [--plan PLAN]    (a plan change takes effect at once)
           account delete ACCOUNT
           usage ACCOUNT                                        (pushes this UTC month: used / limit)
+          counts ACCOUNT [--from DAY] [--to DAY] [--app APP]   (daily sent / failed / gone per app; DAY is
+                                                                YYYY-MM-DD, UTC; default this month so far)
 
         Push credentials (APNs .p8 keys; probed against APNs before saving, never shown again)
           credential add --account ACCOUNT --key-id KEYID --team-id TEAMID --p8 FILE   (FILE - reads stdin)

@@ -9,7 +9,7 @@ struct Pushctl {
     static let defaultPageSize = 100
     /// The first words `run` knows: anything else is a usage error before any
     /// configuration is looked at.
-    static let commands: Set<String> = ["account", "usage", "credential", "app", "user", "activity"]
+    static let commands: Set<String> = ["account", "usage", "counts", "credential", "app", "user", "activity"]
 
     let output: Output
     let client: AdminClient
@@ -87,6 +87,7 @@ struct Pushctl {
         switch group {
         case "account": try await account(rest)
         case "usage": try await usage(try Arguments(rest, options: [], flags: []).single("ACCOUNT"))
+        case "counts": try await counts(try Arguments(rest, options: ["from", "to", "app"], flags: []))
         case "credential": try await credential(rest)
         case "app": try await app(rest)
         case "user": try await user(rest)
@@ -161,6 +162,14 @@ struct Pushctl {
         print(
             "\(Output.text(object["accountId"])) \(Output.text(object["month"])) (\(Output.text(object["plan"]))): "
                 + "\(Output.text(object["used"])) / \(limit)")
+    }
+
+    private func counts(_ arguments: Arguments) async throws(PushctlError) {
+        let account = try arguments.single("ACCOUNT")
+        let query = ["from", "to", "app"].compactMap { name in arguments.value(name).map { (name, $0) } }
+        output.show(
+            try await client.call("GET", "/accounts/\(Self.path(account))/daily-counts", query: query), list: "days",
+            columns: ["day", "appId", "sent", "failed", "gone"])
     }
 
     static func plan(_ text: String) throws(PushctlError) -> String {

@@ -63,6 +63,60 @@ import Testing
         }
     }
 
+    @Test func dailyCountsListARangeByDayAndAppAndRefuseWhatIsNotADay() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.account(plan: "plus")
+            let (first, second) = (try await admin.app(account: account), try await admin.app(account: account))
+            let other = try await admin.account(plan: "plus")
+            try await admin.postgres.execute(
+                """
+                INSERT INTO daily_counts (account_id, app_id, day, sent, failed, gone) VALUES
+                  (\(account), \(second), '2026-02-28', 5, 1, 0),
+                  (\(account), \(first), '2026-02-28', 3, 0, 2),
+                  (\(account), \(first), '2026-02-01', 1, 0, 0),
+                  (\(account), \(first), '2026-03-01', 9, 9, 9),
+                  (\(account), \(first), '2026-01-31', 9, 9, 9),
+                  (\(other), \(first), '2026-02-10', 9, 9, 9),
+                  (\(account), \(first), (now() AT TIME ZONE 'UTC')::date, 4, 0, 0)
+                """)
+            let february = try await admin.call(
+                "GET", "/accounts/\(account)/daily-counts?from=2026-02-01&to=2026-02-28")
+            #expect(february.status == 200)
+            #expect(february.json["accountId"] as? String == account)
+            #expect(february.json["from"] as? String == "2026-02-01")
+            #expect(february.json["to"] as? String == "2026-02-28")
+            let days = try #require(february.json["days"] as? [[String: Any]])
+            #expect(days.map { $0["day"] as? String } == ["2026-02-01", "2026-02-28", "2026-02-28"])
+            #expect(days.map { $0["appId"] as? String } == [first, first, second].map { Optional($0) })
+            #expect(
+                days.map { [$0["sent"], $0["failed"], $0["gone"]] as? [Int] } == [[1, 0, 0], [3, 0, 2], [5, 1, 0]])
+
+            let oneApp = try await admin.call(
+                "GET", "/accounts/\(account)/daily-counts?from=2026-02-01&to=2026-02-28&app=\(second)")
+            #expect((oneApp.json["days"] as? [[String: Any]])?.map { $0["sent"] as? Int } == [5])
+
+            // By default: this UTC month so far.
+            let current = try await admin.call("GET", "/accounts/\(account)/daily-counts")
+            #expect(current.status == 200)
+            #expect((current.json["days"] as? [[String: Any]])?.map { $0["sent"] as? Int } == [4])
+            #expect((current.json["from"] as? String)?.hasSuffix("-01") == true)
+
+            for query in [
+                "from=2026-02-30", "to=2026-13-01", "from=2026-2-01", "from=26-02-01", "from=%2B2026-02-0",
+                "from=2026-03-02&to=2026-03-01", "from=2024-01-01&to=2025-01-01",
+            ] {
+                let refused = try await admin.call("GET", "/accounts/\(account)/daily-counts?\(query)")
+                #expect(refused.status == 400, "\(query)")
+                #expect(refused.errorCode == "invalid_request", "\(query)")
+            }
+            // A leap year's 366 days are one request.
+            let year = try await admin.call("GET", "/accounts/\(account)/daily-counts?from=2024-01-01&to=2024-12-31")
+            #expect(year.status == 200)
+            let missing = try await admin.call("GET", "/accounts/no-such-\(account)/daily-counts")
+            #expect(missing.status == 404)
+        }
+    }
+
     @Test func aPlanChangeInvalidatesTheAccountCacheAtOnce() async throws {
         let invalidator = RecordingInvalidator()
         try await AdminHarness.with(invalidator: invalidator) { admin in

@@ -27,7 +27,8 @@ import Testing
         let help = try await Self.pushctl(["--help"], port: nil, token: nil)
         #expect(help.status == 0)
         for command in [
-            "account create", "usage ACCOUNT", "credential add", "app push", "app key create", "user ban", "activity",
+            "account create", "usage ACCOUNT", "counts ACCOUNT", "credential add", "app push", "app key create",
+            "user ban", "activity",
         ] {
             #expect(help.output.contains(command), "help mentions \(command)")
         }
@@ -182,6 +183,18 @@ import Testing
             let readable = try await Self.pushctl(["usage", account], port: port)
             #expect(readable.output.hasPrefix("\(account) "))
             #expect(readable.output.hasSuffix("(plus): 0 / 50000\n"))
+            try await admin.postgres.execute(
+                "INSERT INTO daily_counts (account_id, app_id, day, sent, failed, gone) VALUES (\(account), \(app), '2026-03-04', 7, 2, 1)"
+            )
+            let counts = try await Self.pushctl(
+                ["counts", account, "--from", "2026-03-01", "--to", "2026-03-31", "--app", app], port: port)
+            #expect(counts.status == 0)
+            #expect(counts.output == "2026-03-04  \(app)  7  2  1\n")
+            let noCounts = try await Self.pushctl(["counts", account, "--from", "2026-04-01"], port: port)
+            #expect(noCounts.output == "(no days)\n")
+            let badDay = try await Self.pushctl(["counts", account, "--from", "2026-02-30"], port: port)
+            #expect(badDay.status == 1)
+            #expect(badDay.error.contains("query parameter from must be a day as YYYY-MM-DD"))
 
             let key = try await Self.pushctl(["app", "key", "create", app, "--name", "backend"], port: port)
             #expect(key.status == 0)

@@ -30,6 +30,7 @@ struct AccountsController: Sendable {
             AdminRoute("PATCH", "/accounts/:id", update),
             AdminRoute("DELETE", "/accounts/:id", delete),
             AdminRoute("GET", "/accounts/:id/usage", usage),
+            AdminRoute("GET", "/accounts/:id/daily-counts", dailyCounts),
         ]
     }
 
@@ -161,6 +162,47 @@ struct AccountsController: Sendable {
             AccountUsage(
                 accountId: id, plan: account.plan, month: String(format: "%04d-%02d", parts.year!, parts.month!),
                 used: used, sent: sent, limit: limit, remaining: limit.map { max($0 - used, 0) }))
+    }
+
+    /// The most days one request reads: a year, leap day included.
+    static let dailyCountsMaximumDays = 366
+
+    func dailyCounts(_ request: AdminRequest) async throws -> HTTPResponse {
+        let id = request.parameter("id")
+        let now = dependencies.now()
+        let from = try Self.day(request.query("from"), "from") ?? Self.monthStart(of: now)
+        let to = try Self.day(request.query("to"), "to") ?? Self.utcCalendar.startOfDay(for: now)
+        guard from <= to else { throw AdminError.invalid("query parameter from must not be after to") }
+        let span = Self.utcCalendar.dateComponents([.day], from: from, to: to).day! + 1
+        guard span <= Self.dailyCountsMaximumDays else {
+            throw AdminError.invalid("at most \(Self.dailyCountsMaximumDays) days can be read at once")
+        }
+        let appID = request.query("app")
+        let (fromText, toText) = (Self.dayText(from), Self.dayText(to))
+        let days = try await dependencies.postgres.withConnection { connection in
+            _ = try await accounts.require(id, on: connection)
+            return try await accounts.dailyCounts(
+                accountID: id, from: fromText, to: toText, appID: appID, on: connection)
+        }
+        return AdminResponse.ok(DailyCountList(accountId: id, from: fromText, to: toText, days: days))
+    }
+
+    /// A `yyyy-MM-dd` query parameter as its UTC midnight (nil when absent); a day
+    /// that is not one (`2026-02-30`) is refused, not rolled over.
+    private static func day(_ text: String?, _ name: String) throws(AdminError) -> Date? {
+        guard let text else { return nil }
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard text.utf8.count == 10, parts.count == 3, parts.allSatisfy({ $0.allSatisfy(\.isASCII) }),
+            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]), year >= 1,
+            let date = utcCalendar.date(from: DateComponents(year: year, month: month, day: day)),
+            dayText(date) == text
+        else { throw .invalid("query parameter \(name) must be a day as YYYY-MM-DD") }
+        return date
+    }
+
+    private static func dayText(_ date: Date) -> String {
+        let parts = utcCalendar.dateComponents([.year, .month, .day], from: date)
+        return String(format: "%04d-%02d-%02d", parts.year!, parts.month!, parts.day!)
     }
 
     /// What the activity log keeps of an account.

@@ -70,6 +70,24 @@ struct AccountsRepository: Sendable {
         return try rows[0].decode("used", as: Int.self)
     }
 
+    /// The daily counts of `from`…`to` (inclusive, `yyyy-MM-dd`), of one app if `appID` is given.
+    func dailyCounts(
+        accountID: String, from: String, to: String, appID: String?, on connection: PostgresConnection
+    ) async throws -> [DailyCount] {
+        let rows = try await connection.query(
+            """
+            SELECT day::text AS day, app_id, sent, failed, gone FROM daily_counts
+            WHERE account_id = \(accountID) AND day BETWEEN \(from)::date AND \(to)::date
+              AND (\(appID)::text IS NULL OR app_id = \(appID))
+            ORDER BY day, app_id
+            """)
+        return try rows.map { row in
+            DailyCount(
+                day: try row.decode("day"), appId: try row.decode("app_id"), sent: try row.decode("sent"),
+                failed: try row.decode("failed"), gone: try row.decode("gone"))
+        }
+    }
+
     private static var dayFormatter: DateFormatter {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
