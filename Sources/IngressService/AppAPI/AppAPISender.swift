@@ -72,7 +72,7 @@ struct AppAPISender: Sendable {
                 // without an answer by the deadline it stays failed.
                 outcome = ("failed", "storage_error")
                 mayBeQueued = true
-            } catch  where !waiting.isEmpty {
+            } catch where !waiting.isEmpty {
                 // Earlier messages are (or may be) queued: a 5xx now would hide them (and
                 // a retry would send them twice), so this one alone reports the failure.
                 outcome = ("failed", "storage_error")

@@ -192,8 +192,8 @@ struct AccountsController: Sendable {
     private static func day(_ text: String?, _ name: String) throws(AdminError) -> Date? {
         guard let text else { return nil }
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard text.utf8.count == 10, parts.count == 3, parts.allSatisfy({ $0.allSatisfy(\.isASCII) }),
-            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]), year >= 1,
+        guard text.utf8.count == 10, parts.count == 3, let year = Int(parts[0]), let month = Int(parts[1]),
+            let day = Int(parts[2]), year >= 1,
             let date = utcCalendar.date(from: DateComponents(year: year, month: month, day: day)),
             dayText(date) == text
         else { throw .invalid("query parameter \(name) must be a day as YYYY-MM-DD") }
