@@ -229,10 +229,31 @@ import Testing
             let fixture = try await Fixture.create(app.postgres)
             let (id, _) = try await app.subscribe(topic: fixture.topic)
             let response = try await app.push(
-                id, headers: [("TTL", "60"), ("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("Urgency", "low")])
+                id,
+                headers: [
+                    ("TTL", "60"), ("TTL", "60"), ("Content-Encoding", "aes128gcm"), ("content-encoding", "AES128GCM"),
+                    ("Urgency", "low"), ("Urgency", "LOW"),
+                ])
             #expect(response.status == 201)
             #expect(response.headers["ttl"] == "60")
             #expect(try await app.queueEntries().first?.priority == 5)
+        }
+    }
+
+    /// RFC 8030 allows a push without payload (pywebpush sends one for empty data);
+    /// the service relays ciphertext only, and says so rather than blame the encoding.
+    @Test func aPushWithoutBodyIsRefusedAsEmpty() async throws {
+        try await IngressTestApp.with { app in
+            let fixture = try await Fixture.create(app.postgres)
+            let (id, _) = try await app.subscribe(topic: fixture.topic)
+            let empty = try await app.push(id, body: [], headers: [("TTL", "60")])
+            #expect(empty.status == 400)
+            #expect(
+                empty.text
+                    == errorBody(1001, "Invalid parameters: the body is empty: a push must carry an aes128gcm message"))
+            let encoded = try await app.push(id, body: [], headers: [("TTL", "60"), ("Content-Encoding", "aes128gcm")])
+            #expect(encoded.text == errorBody(1001, "Invalid parameters: body is not an aes128gcm message (too short)"))
+            #expect(try await app.queueLength() == 0)
         }
     }
 

@@ -55,6 +55,9 @@ struct WebPushHeaders: Sendable, Equatable {
             bodyFormat = json ? .aes128gcmOrText : .aes128gcm
         } else if json {
             bodyFormat = .aes128gcmOrText
+        } else if fields.hasNoBody {
+            // RFC 8030 allows a push without payload; the service only relays ciphertext.
+            throw .invalid("the body is empty: a push must carry an aes128gcm message")
         } else {
             throw .invalid("Content-Encoding must be aes128gcm")
         }
@@ -76,7 +79,12 @@ struct WebPushHeaders: Sendable, Equatable {
     /// values, which one the sender meant is unknowable, so that is a 400, not a
     /// guess. (`Content-Type`: the first, as `HTTPHeaders` reads it.)
     private struct Fields {
-        var ttl, urgency, topic, contentEncoding, contentType: String?
+        var ttl, urgency, topic, contentEncoding, contentType, contentLength, transferEncoding: String?
+
+        /// `Content-Length: 0`, or neither it nor `Transfer-Encoding` (RFC 9112 §6.3).
+        var hasNoBody: Bool {
+            transferEncoding == nil && (contentLength.map { $0.trimmingWhitespace == "0" } ?? true)
+        }
 
         init(_ headers: HTTPHeaders) throws(PushAPIError) {
             for (name, value) in headers {
@@ -85,21 +93,29 @@ struct WebPushHeaders: Sendable, Equatable {
                 case 3 where name.caseInsensitiveEquals("TTL"): try Self.keep(value, in: &ttl, name: "TTL")
                 case 5 where name.caseInsensitiveEquals("Topic"): try Self.keep(value, in: &topic, name: "Topic")
                 case 7 where name.caseInsensitiveEquals("Urgency"):
-                    try Self.keep(value, in: &urgency, name: "Urgency")
+                    try Self.keep(value, in: &urgency, name: "Urgency", ignoringCase: true)
                 case 12 where contentType == nil && name.caseInsensitiveEquals("Content-Type"): contentType = value
+                case 14 where name.caseInsensitiveEquals("Content-Length"): contentLength = value
                 case 16 where name.caseInsensitiveEquals("Content-Encoding"):
-                    try Self.keep(value, in: &contentEncoding, name: "Content-Encoding")
+                    try Self.keep(value, in: &contentEncoding, name: "Content-Encoding", ignoringCase: true)
+                case 17 where name.caseInsensitiveEquals("Transfer-Encoding"): transferEncoding = value
                 default: break
                 }
             }
         }
 
-        private static func keep(_ value: String, in slot: inout String?, name: String) throws(PushAPIError) {
+        /// `ignoringCase`: for fields whose values are read without regard to case
+        /// (`low` and `LOW` are one Urgency).
+        private static func keep(
+            _ value: String, in slot: inout String?, name: String, ignoringCase: Bool = false
+        ) throws(PushAPIError) {
             guard let kept = slot else {
                 slot = value
                 return
             }
-            guard kept == value else { throw .invalid("\(name) must be given once") }
+            let same =
+                ignoringCase ? kept.trimmingWhitespace.caseInsensitiveEquals(value.trimmingWhitespace) : kept == value
+            guard same else { throw .invalid("\(name) must be given once") }
         }
     }
 
