@@ -66,7 +66,9 @@ import Testing
     @Test func dailyCountsListARangeByDayAndAppAndRefuseWhatIsNotADay() async throws {
         try await AdminHarness.with { admin in
             let account = try await admin.account(plan: "plus")
-            let (first, second) = (try await admin.app(account: account), try await admin.app(account: account))
+            // Named in the order the answer lists them (by id, byte-wise).
+            let apps = [try await admin.app(account: account), try await admin.app(account: account)].sorted()
+            let (first, second) = (apps[0], apps[1])
             let other = try await admin.account(plan: "plus")
             try await admin.postgres.execute(
                 """

@@ -79,7 +79,7 @@ struct AccountsRepository: Sendable {
             SELECT day::text AS day, app_id, sent, failed, gone FROM daily_counts
             WHERE account_id = \(accountID) AND day BETWEEN \(from)::date AND \(to)::date
               AND (\(appID)::text IS NULL OR app_id = \(appID))
-            ORDER BY day, app_id
+            ORDER BY day, app_id COLLATE "C"
             """)
         return try rows.map { row in
             DailyCount(
