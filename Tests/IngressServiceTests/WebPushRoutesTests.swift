@@ -109,8 +109,11 @@ import Testing
             // A JMAP StateChange in clear (a subscription made without keys), with or
             // without Content-Encoding.
             let clear = Array(#"{"@type":"StateChange","changed":{}}"#.utf8)
-            for headers in [headers, [("TTL", "60"), ("Content-Type", "application/json")]] {
-                let unencrypted = try await app.push(id, body: clear, headers: headers)
+            let clearText = Array(Base64URL.encode(clear).utf8)  // the same, base64url-encoded
+            for (body, headers) in [
+                (clear, headers), (clear, [("TTL", "60"), ("Content-Type", "application/json")]), (clearText, headers),
+            ] {
+                let unencrypted = try await app.push(id, body: body, headers: headers)
                 #expect(
                     unencrypted.text
                         == errorBody(
@@ -118,6 +121,19 @@ import Testing
                             "Invalid parameters: body is not encrypted: the push subscription needs the device's keys (RFC 8291)"
                         ))
             }
+            // The text form without a JSON type is read as the message itself: the
+            // answer says what is wrong rather than blame its keyid.
+            for body in [Base64URL.encode(message), Data(message).base64EncodedString()] {
+                let untyped = try await app.push(
+                    id, body: Array(body.utf8), headers: [("TTL", "60"), ("Content-Encoding", "aes128gcm")])
+                #expect(
+                    untyped.text
+                        == errorBody(
+                            1001,
+                            "Invalid parameters: body is base64 text: send it as Content-Type: application/json, or send the bytes"
+                        ))
+            }
+            #expect(try await app.queueLength() == 3)
         }
     }
 

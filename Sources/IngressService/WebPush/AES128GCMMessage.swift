@@ -20,6 +20,10 @@ enum AES128GCMMessage {
         let recordSize = UInt32(body[16]) << 24 | UInt32(body[17]) << 16 | UInt32(body[18]) << 8 | UInt32(body[19])
         guard recordSize >= 18 else { throw .invalid("aes128gcm record size must be at least 18") }
         guard body[20] == 65, body[21] == 0x04 else {
+            // The older text form under another Content-Type: name the real mistake.
+            if body.allSatisfy(isBase64Text) {
+                throw .invalid("body is base64 text: send it as Content-Type: application/json, or send the bytes")
+            }
             throw .invalid("aes128gcm keyid must be an uncompressed P-256 point")
         }
         guard P256Curve.shared.contains(uncompressedPoint: body[21..<headerLength]) else {
@@ -65,6 +69,22 @@ enum AES128GCMMessage {
         guard let bytes = Base64URL.decode(String(decoding: normalized, as: UTF8.self)) else {
             throw .invalid("body is not base64url")
         }
+        // The same clear StateChange, only base64url-encoded.
+        if bytes.first == UInt8(ascii: "{") {
+            throw .invalid("body is not encrypted: the push subscription needs the device's keys (RFC 8291)")
+        }
         return bytes
+    }
+
+    /// A character of base64 or base64url text, padding and line ends included.
+    private static func isBase64Text(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="), 0x0a, 0x0d:
+            true
+        default: false
+        }
     }
 }
