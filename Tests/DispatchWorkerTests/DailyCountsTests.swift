@@ -225,7 +225,7 @@ private struct TransferSetup {
     /// Adds to today's counts of the fixture's app in `hash` (by default the counts
     /// hash, as acknowledgements do).
     func add(sent: Int, failed: Int, gone: Int, to hash: String? = nil) async throws {
-        let day = DailyCounts.day(of: Date())
+        let day = UTCDay.text(of: Date())
         for (kind, amount) in [(DailyCounts.Kind.sent, sent), (.failed, failed), (.gone, gone)] where amount > 0 {
             let field = CounterField.make(account: fixture.accountID, app: fixture.appID, day: day, kind: kind)
             _ = try await redis.send("HINCRBY", hash ?? keys.pendingCounts, field, amount)

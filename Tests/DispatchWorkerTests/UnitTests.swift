@@ -236,7 +236,7 @@ import Testing
     }
 
     @Test func dailyCountDaysAreUTC() {
-        #expect(DailyCounts.day(of: Date(timeIntervalSince1970: 1_700_000_000)) == "2023-11-14")
+        #expect(UTCDay.text(of: Date(timeIntervalSince1970: 1_700_000_000)) == "2023-11-14")
         #expect(DailyCounts.timestamp(Date(timeIntervalSince1970: 1_700_000_000.0421)) == "1700000000.042")
     }
 }

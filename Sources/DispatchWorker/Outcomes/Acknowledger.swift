@@ -151,7 +151,7 @@ final class Acknowledger: Sendable {
     /// when its answer is lost. Written straight into RESP: no byte array per argument.
     private func send(plain: [Acknowledgement], others: [Acknowledgement]) async throws {
         let context = (plain.first ?? others[0]).entry.context
-        var counters = BatchCounters(day: DailyCounts.day(of: Date()))
+        var counters = BatchCounters(day: UTCDay.text(of: Date()))
         for entry in plain { counters.addPlain(entry.items) }
         // Retried messages are written as their own fields (format 2), made here.
         let retryFields: [[[UInt8]]] = others.flatMap { entry in

@@ -202,16 +202,6 @@ final class DailyCounts: Sendable {
         }
     }
 
-    /// `yyyy-mm-dd` in UTC.
-    static func day(of date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        let month = Int(parts.tm_mon) + 1
-        let day = Int(parts.tm_mday)
-        return "\(Int(parts.tm_year) + 1900)-\(month < 10 ? "0" : "")\(month)-\(day < 10 ? "0" : "")\(day)"
-    }
-
     /// Seconds since 1970 with milliseconds, for `to_timestamp`.
     static func timestamp(_ date: Date) -> String {
         let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))

@@ -220,7 +220,7 @@ final class OutcomeRecorder: Sendable {
         var arguments: [any RedisValueConvertible] = [
             context.group, entry.id, reason, replyLifetimeSeconds, deadLetterLifetimeSeconds, messages.count,
         ]
-        let day = DailyCounts.day(of: Date())
+        let day = UTCDay.text(of: Date())
         for message in messages {
             arguments.append(message.quotaKey)
             arguments.append(message.replyKey ?? "")

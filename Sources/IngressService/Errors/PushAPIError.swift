@@ -68,10 +68,10 @@ public struct PushAPIError: Error, Sendable, Equatable, CustomStringConvertible 
     public static let storageUnavailable = PushAPIError(.storageError, status: 503)
     public static let storageFailed = PushAPIError(.storageError, status: 500)
     public static let deliveryFailed = PushAPIError(.deliveryFailed)
-    /// The workers' circuit flag for the app's APNs environment is up for `retryAfter`
-    /// more seconds at most (0: no expiry known, so none is said).
-    public static func circuitOpen(retryAfter: Int) -> PushAPIError {
-        PushAPIError(.deliveryFailed, retryAfter: retryAfter > 0 ? retryAfter : nil)
+    /// The workers' circuit flag for the app's APNs environment is up for `milliseconds`
+    /// more at most, said in whole seconds rounded up (0: no expiry known, so none is said).
+    public static func circuitOpen(forMilliseconds milliseconds: Int64) -> PushAPIError {
+        PushAPIError(.deliveryFailed, retryAfter: milliseconds > 0 ? Int((milliseconds + 999) / 1000) : nil)
     }
     public static let unknownApp = PushAPIError(.unknownApp)
     /// The quota frees up at the next month, or sooner after an upgrade or a failed

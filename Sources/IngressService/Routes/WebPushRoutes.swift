@@ -124,7 +124,7 @@ final class WebPushRoutes: Sendable {
 
     /// The checks that need no I/O (headers, body, id), then the script's command.
     private func prepare(_ request: HTTPRequest, id: String) throws -> Preparation {
-        let headers = try WebPushHeaders(request.headers, maximumTTL: maximumTTL)
+        let headers = try WebPushHeaders(request.headers, maximumTTL: maximumTTL, bodyIsEmpty: request.body.isEmpty)
         var message = request.body
         switch headers.bodyFormat {
         case .aes128gcm: break
@@ -271,7 +271,7 @@ final class WebPushRoutes: Sendable {
             // The circuit comes down by itself (or on a worker's success): say when at the
             // latest. A credential needs its owner, so there is no time to give.
             guard let circuitMilliseconds else { throw .deliveryFailed }
-            throw .circuitOpen(retryAfter: Int((circuitMilliseconds + 999) / 1000))
+            throw .circuitOpen(forMilliseconds: circuitMilliseconds)
         case .inactive: throw .notFound  // `app` mode only; Web Push never runs it
         }
     }

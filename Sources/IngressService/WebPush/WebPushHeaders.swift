@@ -23,7 +23,8 @@ struct WebPushHeaders: Sendable, Equatable {
     let topic: String?
     let bodyFormat: BodyFormat
 
-    init(_ headers: HTTPHeaders, maximumTTL: Int) throws(PushAPIError) {
+    /// `bodyIsEmpty` only names the mistake of a push without `Content-Encoding`.
+    init(_ headers: HTTPHeaders, maximumTTL: Int, bodyIsEmpty: Bool = false) throws(PushAPIError) {
         let fields = try Fields(headers)
         guard let ttlText = fields.ttl?.trimmingWhitespace else {
             throw .invalid("TTL header is required")
@@ -55,7 +56,7 @@ struct WebPushHeaders: Sendable, Equatable {
             bodyFormat = json ? .aes128gcmOrText : .aes128gcm
         } else if json {
             bodyFormat = .aes128gcmOrText
-        } else if fields.hasNoBody {
+        } else if bodyIsEmpty {
             // RFC 8030 allows a push without payload; the service only relays ciphertext.
             throw .invalid("the body is empty: a push must carry an aes128gcm message")
         } else {
@@ -79,12 +80,7 @@ struct WebPushHeaders: Sendable, Equatable {
     /// values, which one the sender meant is unknowable, so that is a 400, not a
     /// guess. (`Content-Type`: the first, as `HTTPHeaders` reads it.)
     private struct Fields {
-        var ttl, urgency, topic, contentEncoding, contentType, contentLength, transferEncoding: String?
-
-        /// `Content-Length: 0`, or neither it nor `Transfer-Encoding` (RFC 9112 §6.3).
-        var hasNoBody: Bool {
-            transferEncoding == nil && (contentLength.map { $0.trimmingWhitespace == "0" } ?? true)
-        }
+        var ttl, urgency, topic, contentEncoding, contentType: String?
 
         init(_ headers: HTTPHeaders) throws(PushAPIError) {
             for (name, value) in headers {
@@ -95,10 +91,8 @@ struct WebPushHeaders: Sendable, Equatable {
                 case 7 where name.caseInsensitiveEquals("Urgency"):
                     try Self.keep(value, in: &urgency, name: "Urgency", ignoringCase: true)
                 case 12 where contentType == nil && name.caseInsensitiveEquals("Content-Type"): contentType = value
-                case 14 where name.caseInsensitiveEquals("Content-Length"): contentLength = value
                 case 16 where name.caseInsensitiveEquals("Content-Encoding"):
                     try Self.keep(value, in: &contentEncoding, name: "Content-Encoding", ignoringCase: true)
-                case 17 where name.caseInsensitiveEquals("Transfer-Encoding"): transferEncoding = value
                 default: break
                 }
             }

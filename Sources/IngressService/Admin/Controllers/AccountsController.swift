@@ -171,38 +171,28 @@ struct AccountsController: Sendable {
         let id = request.parameter("id")
         let now = dependencies.now()
         let from = try Self.day(request.query("from"), "from") ?? Self.monthStart(of: now)
-        let to = try Self.day(request.query("to"), "to") ?? Self.utcCalendar.startOfDay(for: now)
-        guard from <= to else { throw AdminError.invalid("query parameter from must not be after to") }
-        let span = Self.utcCalendar.dateComponents([.day], from: from, to: to).day! + 1
-        guard span <= Self.dailyCountsMaximumDays else {
+        let to = try Self.day(request.query("to"), "to") ?? now
+        let days = Int((to.timeIntervalSince(from) / 86_400).rounded(.down)) + 1
+        guard days >= 1 else { throw AdminError.invalid("query parameter from must not be after to") }
+        guard days <= Self.dailyCountsMaximumDays else {
             throw AdminError.invalid("at most \(Self.dailyCountsMaximumDays) days can be read at once")
         }
-        let appID = request.query("app")
-        let (fromText, toText) = (Self.dayText(from), Self.dayText(to))
-        let days = try await dependencies.postgres.withConnection { connection in
+        let (fromText, toText) = (UTCDay.text(of: from), UTCDay.text(of: to))
+        let counts = try await dependencies.postgres.withConnection { connection in
             _ = try await accounts.require(id, on: connection)
             return try await accounts.dailyCounts(
-                accountID: id, from: fromText, to: toText, appID: appID, on: connection)
+                accountID: id, from: fromText, to: toText, appID: request.query("app"), on: connection)
         }
-        return AdminResponse.ok(DailyCountList(accountId: id, from: fromText, to: toText, days: days))
+        return AdminResponse.ok(DailyCountList(accountId: id, from: fromText, to: toText, days: counts))
     }
 
-    /// A `yyyy-MM-dd` query parameter as its UTC midnight (nil when absent); a day
-    /// that is not one (`2026-02-30`) is refused, not rolled over.
+    /// A `yyyy-MM-dd` query parameter as its UTC midnight (nil when absent).
     private static func day(_ text: String?, _ name: String) throws(AdminError) -> Date? {
         guard let text else { return nil }
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard text.utf8.count == 10, parts.count == 3, let year = Int(parts[0]), let month = Int(parts[1]),
-            let day = Int(parts[2]), year >= 1,
-            let date = utcCalendar.date(from: DateComponents(year: year, month: month, day: day)),
-            dayText(date) == text
-        else { throw .invalid("query parameter \(name) must be a day as YYYY-MM-DD") }
-        return date
-    }
-
-    private static func dayText(_ date: Date) -> String {
-        let parts = utcCalendar.dateComponents([.year, .month, .day], from: date)
-        return String(format: "%04d-%02d-%02d", parts.year!, parts.month!, parts.day!)
+        guard let day = UTCDay.start(of: text) else {
+            throw .invalid("query parameter \(name) must be a day as YYYY-MM-DD")
+        }
+        return day
     }
 
     /// What the activity log keeps of an account.

@@ -61,7 +61,7 @@ struct AccountsRepository: Sendable {
 
     /// Notifications handed to APNs since `monthStart` (UTC), from the daily counts.
     func sentSince(_ monthStart: Date, accountID: String, on connection: PostgresConnection) async throws -> Int {
-        let day = Self.dayFormatter.string(from: monthStart)
+        let day = UTCDay.text(of: monthStart)
         let rows = try await connection.query(
             """
             SELECT coalesce(sum(sent), 0)::bigint AS used FROM daily_counts
@@ -86,14 +86,6 @@ struct AccountsRepository: Sendable {
                 day: try row.decode("day"), appId: try row.decode("app_id"), sent: try row.decode("sent"),
                 failed: try row.decode("failed"), gone: try row.decode("gone"))
         }
-    }
-
-    private static var dayFormatter: DateFormatter {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd"
-        return formatter
     }
 
     static func account(_ row: PostgresRow) throws -> Account {
