@@ -69,8 +69,9 @@ enum AES128GCMMessage {
         guard let bytes = Base64URL.decode(String(decoding: normalized, as: UTF8.self)) else {
             throw .invalid("body is not base64url")
         }
-        // The same clear StateChange, only base64url-encoded.
-        if bytes.first == UInt8(ascii: "{") {
+        // The same clear StateChange, only base64url-encoded. A message's salt is
+        // random and may well start with "{" too: its keyid's 0x04 tells them apart.
+        if bytes.first == UInt8(ascii: "{"), !isBinary(bytes) {
             throw .invalid("body is not encrypted: the push subscription needs the device's keys (RFC 8291)")
         }
         return bytes
