@@ -158,6 +158,25 @@ import Testing
         #expect(postpone(age: 0, atLeast: 300, random: 0.999) == .retry(afterMilliseconds: 299))
         #expect(postpone(age: 0, atLeast: 90_000) == .retry(afterMilliseconds: 500), "the cap")
     }
+
+    /// A push may be sent for its whole TTL from the millisecond it was accepted,
+    /// not only to the end of `expiration`'s whole second (probe 129 lost `TTL: 1`
+    /// pushes accepted in a second's last milliseconds).
+    @Test func theDeadlineIsTheAcceptancePlusTheTTLToTheMillisecond() {
+        var message = NotificationBuilderTests.message()
+        message.acceptedAt = 1_700_000_000_995
+        message.expiration = 1_700_000_000 + 1  // TTL 1, as the ingress writes it
+        #expect(OutcomeRecorder.deadline(of: message) == 1_700_000_001_995)
+        message.expiration = 1_700_000_000 + 2_419_200
+        #expect(OutcomeRecorder.deadline(of: message) == 1_700_000_000_995 + 2_419_200_000)
+        message.expiration = 0  // TTL 0: now or never, within a grace
+        #expect(OutcomeRecorder.deadline(of: message) == 1_700_000_000_995 + OutcomeRecorder.nowOrNeverMilliseconds)
+        #expect(NotificationBuilderTests.notification(for: message).expiration == .immediately)
+        message.expiration = 1_700_000_000 + 1
+        #expect(
+            NotificationBuilderTests.notification(for: message).expiration
+                == .at(Date(timeIntervalSince1970: 1_700_000_001)), "APNs never keeps it past the TTL")
+    }
 }
 
 @Suite struct DeliveryOutcomeTests {

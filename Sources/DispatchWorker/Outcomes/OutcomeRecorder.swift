@@ -70,7 +70,7 @@ final class OutcomeRecorder: Sendable {
 
     /// The last moment (UNIX ms) a message may still be sent.
     static func deadline(of message: QueueMessage) -> Int64 {
-        message.expiration > 0 ? message.expiration * 1000 : message.acceptedAt + nowOrNeverMilliseconds
+        message.ttlEnd ?? message.acceptedAt &+ nowOrNeverMilliseconds
     }
 
     /// Records `outcome` without waiting when it is `sent` and no circuit is raised

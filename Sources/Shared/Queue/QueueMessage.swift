@@ -151,7 +151,8 @@ public struct QueueMessage: Sendable, Equatable {
         set { spans.ciphertext = store(newValue) }
     }
     public var priority: Int
-    /// UNIX seconds; 0 means "now or never".
+    /// UNIX seconds: the acceptance's whole second plus the push's TTL (so
+    /// `expiration - acceptedAt / 1000` is the TTL); 0 means "now or never".
     public var expiration: Int64
     public var collapseID: String? {
         get { optionalText(spans.collapseID) }
@@ -159,6 +160,13 @@ public struct QueueMessage: Sendable, Equatable {
     }
     /// UNIX milliseconds.
     public var acceptedAt: Int64
+    /// When the push's TTL runs out (UNIX ms): `acceptedAt` plus the TTL, up to a
+    /// second after `expiration`, whose whole second would leave a `TTL: 1` push
+    /// accepted late in a second only milliseconds. nil for "now or never".
+    /// (Wrapping arithmetic: an entry's numbers are never trusted to trap on.)
+    public var ttlEnd: Int64? {
+        expiration == 0 ? nil : acceptedAt &+ (expiration &- acceptedAt / 1000) &* 1000
+    }
     public var quotaKey: String {
         get { text(spans.quotaKey) }
         set { spans.quotaKey = store(newValue.utf8) }
