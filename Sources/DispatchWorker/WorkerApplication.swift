@@ -78,7 +78,8 @@ final class WorkerApplication: Sendable {
         for consumer in consumers { await consumer.start() }
     }
 
-    /// SIGTERM: stop reading and claiming, let in-flight messages finish and be
+    /// SIGTERM: stop reading and claiming, take down the circuit flags this worker
+    /// holds (`CircuitBreaker.stop`), let in-flight messages finish and be
     /// acknowledged until `deadline`, then close the APNs connections (GOAWAY); sends
     /// that did not finish go back through the delayed-retry set for any worker, and
     /// what cannot be written (Redis gone) stays unacknowledged, for another worker
@@ -89,6 +90,7 @@ final class WorkerApplication: Sendable {
         let end = ContinuousClock.now + deadline
         limiter.close()
         for consumer in consumers { await consumer.stop() }
+        await circuit.stop()
         var drained = await limiter.drain(until: end)
         // Sends still waiting fail with `shutdown` and go back through the retry set.
         await apns.shutdown(deadline: drained ? .seconds(1) : .zero)

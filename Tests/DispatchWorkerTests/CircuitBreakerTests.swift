@@ -78,4 +78,27 @@ import Testing
         #expect(try await Poll.until(timeout: .seconds(5)) { try await redis.send("EXISTS", other).int == 0 })
         _ = try await redis.send("DEL", flag)
     }
+
+    /// A stopping worker takes down the flag it holds and raises none again: the
+    /// timeouts of its last sends would otherwise hold the ingress at 502 for the
+    /// flag's lifetime while its peers deliver (probe 131). A flag it does not hold stays.
+    @Test func aStoppingWorkerTakesDownItsFlagAndRaisesNoMore() async throws {
+        let (redis, breaker, keys, logs) = try Self.breaker()
+        defer { redis.close() }
+        let flag = keys.circuit(credential: "cred", environment: "production")
+        let peers = keys.circuit(credential: "cred", environment: "sandbox")
+        _ = try await redis.send("SET", peers, "1", "EX", 30)
+        breaker.failure(credential: "cred", environment: "production", keys: keys)
+        #expect(try await Poll.until(timeout: .seconds(5)) { try await redis.send("EXISTS", flag).int == 1 })
+        await breaker.stop()
+        #expect(try await redis.send("EXISTS", flag).int == 0)
+        #expect(!breaker.isRaised(credential: "cred", environment: "production", keys: keys))
+        #expect(logs.all.contains { $0.contains("circuit flags this worker held are taken down") })
+        for _ in 0..<5 { breaker.failure(credential: "cred", environment: "production", keys: keys) }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await redis.send("EXISTS", flag).int == 0)
+        #expect(!breaker.isRaised(credential: "cred", environment: "production", keys: keys))
+        #expect(try await redis.send("EXISTS", peers).int == 1)
+        _ = try await redis.send("DEL", peers)
+    }
 }

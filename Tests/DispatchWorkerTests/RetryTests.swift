@@ -506,6 +506,24 @@ import Testing
         }
     }
 
+    /// A worker stopped (SIGTERM) while it holds the flag takes it down on its way out
+    /// and does not raise it again from its last sends' failures: a peer that still
+    /// fails would raise it again, but no flag of the stopped one outlives it.
+    @Test func aStoppingWorkerTakesDownTheFlagItHolds() async throws {
+        try await DeliveryStack.with { stack in
+            let circuit = stack.keys.circuit(credential: stack.credentialID, environment: "production")
+            let (id, _, _) = try await stack.subscribe()
+            for _ in 0..<3 { #expect(try await stack.push(id).status == 201) }
+            try await stack.controlRequest("POST", "/faults", #"{"status":503,"count":1000000}"#)
+            let worker = try await stack.startWorker(["WORKER_CIRCUIT_THRESHOLD": "3", "WORKER_MAX_ATTEMPTS": "50"])
+            try await eventually("the circuit flag") { try await stack.redis.send("EXISTS", circuit).int == 1 }
+            #expect(try await stack.push(id).status == 502)
+            await worker.shutdown(deadline: .seconds(1))
+            #expect(try await stack.redis.send("EXISTS", circuit).int == 0)
+            #expect(try await stack.push(id).status == 201, "queued for the next worker, not refused")
+        }
+    }
+
     /// A worker restarted while its predecessor's flag is up: its first delivery for
     /// that credential clears the flag, instead of the ingress answering 502 for the
     /// rest of the flag's lifetime while APNs takes notifications again.

@@ -11,7 +11,10 @@ import Synchronization
 /// credential/environment also deletes the flag whoever raised it: one left by a
 /// worker that stopped or crashed would otherwise keep the ingress answering 502 until
 /// it expires while APNs takes notifications again; a peer that still fails raises it
-/// again at its next renewal (within a third of the lifetime).
+/// again at its next renewal (within a third of the lifetime). A stopping worker
+/// (`stop`) takes down the flags it holds and raises none: it sends nothing new, so
+/// the timeouts of its last sends say nothing of APNs now, and no success of its own
+/// would come to clear a flag they raised.
 final class CircuitBreaker: Sendable {
     private struct Circuit {
         var failures = 0
@@ -36,6 +39,8 @@ final class CircuitBreaker: Sendable {
     /// so a renewal sent just before the clearing success cannot land after its `DEL`
     /// and leave the flag up with nothing left to clear it.
     private let lastWrite = Mutex<Task<Bool, Never>?>(nil)
+    /// Set by `stop`: failures no longer raise or renew a flag.
+    private let stopped = Atomic<Bool>(false)
 
     init(
         redis: RedisClient, threshold: Int, lifetimeSeconds: Int, logger: Logger,
@@ -61,7 +66,7 @@ final class CircuitBreaker: Sendable {
             circuit.failures += 1
             tracking.store(true, ordering: .relaxed)
             defer { circuits[name] = circuit }
-            guard circuit.failures >= threshold else { return (false, false) }
+            guard circuit.failures >= threshold, !stopped.load(ordering: .relaxed) else { return (false, false) }
             // Renew at a third of the lifetime.
             if let last = circuit.lastWrite, now - last < .seconds(lifetimeSeconds) / 3 { return (false, false) }
             let first = !circuit.raised
@@ -76,7 +81,8 @@ final class CircuitBreaker: Sendable {
                 "APNs keeps failing; circuit flag raised",
                 metadata: ["credential": credential, "apns.environment": environment])
         }
-        write(RedisCommand("SET", name, "1", "EX", lifetimeSeconds))
+        // Skipped when `stop` came in between: its `DEL` may be queued before this.
+        write(RedisCommand("SET", name, "1", "EX", lifetimeSeconds)) { [self] in stopped.load(ordering: .relaxed) }
     }
 
     /// Whether any credential/environment has failures counted; when not, a
@@ -145,6 +151,22 @@ final class CircuitBreaker: Sendable {
             last = task
             return task
         }
+    }
+
+    /// The worker stops taking work: the flags this process holds up are deleted
+    /// (a peer that still fails raises them again at its next renewal), and none is
+    /// raised or renewed from now on. Waits for Redis's answers.
+    func stop() async {
+        stopped.store(true, ordering: .relaxed)
+        let held = circuits.withLock { circuits -> [String] in
+            let names = circuits.filter(\.value.raised).map(\.key)
+            for name in names { circuits[name]?.raised = false }
+            return names
+        }
+        guard !held.isEmpty else { return }
+        for name in held { _ = await write(RedisCommand("DEL", name)).value }
+        logger.notice(
+            "stopping; the circuit flags this worker held are taken down", metadata: ["flags": "\(held.count)"])
     }
 
     /// Whether this process currently holds the flag up (tests, metrics).
