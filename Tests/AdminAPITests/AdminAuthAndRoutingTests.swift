@@ -118,6 +118,53 @@ import Testing
         }
     }
 
+    /// An empty path segment is not skipped: collapsed, `DELETE /accounts//X` (an id
+    /// left out, or a `%2F` one) would delete the account X (probe 133). One trailing
+    /// slash still reaches the route.
+    @Test func anEmptyPathSegmentIs404NotAnotherResource() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.account()
+            for path in ["/accounts//\(account)", "/accounts/%2F\(account)", "//accounts/\(account)", "/accounts//"] {
+                let answer = try await admin.call("DELETE", path)
+                #expect(answer.status == 404, "\(path)")
+                #expect(answer.errorCode == "route_not_found", "\(path)")
+            }
+            #expect(try await admin.call("GET", "/accounts/\(account)//usage").status == 404)
+            #expect(try await admin.call("GET", "/accounts/\(account)/").status == 200)
+            #expect(try await admin.call("GET", "/accounts/").status == 200)
+        }
+    }
+
+    /// A value the checks let through but Postgres cannot store (a NUL in an id) is
+    /// the request's fault: 400, not 500 `internal`. Query parameters given twice with
+    /// different values, or empty where they name something, are refused as well, and
+    /// so is an `X-Actor` with control characters or bytes that were not UTF-8.
+    @Test func unstorableValuesRepeatedOrEmptyParametersAndUnprintableActorsAre400() async throws {
+        try await AdminHarness.with { admin in
+            let account = try await admin.account()
+            let app = try await admin.app(account: account)
+            let nul = try await admin.call("PATCH", "/apps/\(app)/push", raw: #"{"credentialId":"x\u0000"}"#)
+            #expect(nul.status == 400, "\(nul.text)")
+            #expect(nul.errorMessage == "a value holds a character that cannot be stored")
+            let twice = try await admin.call("GET", "/accounts/\(account)/daily-counts?from=2026-12-01&from=2026-11-01")
+            #expect(twice.status == 400)
+            #expect(twice.errorMessage == "query parameter from is given twice with different values")
+            #expect(
+                try await admin.call("GET", "/accounts/\(account)/daily-counts?from=2026-12-01&from=2026-12-01").status
+                    == 200)
+            let empty = try await admin.call("GET", "/accounts/\(account)/daily-counts?app=")
+            #expect(empty.status == 400)
+            #expect(empty.errorMessage == "query parameter app must not be empty")
+            #expect(try await admin.call("GET", "/accounts?limit=1&limit=2").status == 400)
+            for actor in ["\u{FFFD}x", "a\u{0085}b"] {
+                let answer = try await admin.call("GET", "/accounts", headers: [("X-Actor", actor)])
+                #expect(answer.status == 400)
+                #expect(answer.errorMessage == "X-Actor must be 1 to 100 printable characters")
+            }
+            #expect(try await admin.call("GET", "/accounts", headers: [("X-Actor", "Zoë Ω")]).status == 200)
+        }
+    }
+
     @Test func malformedBodiesAre400NamingTheField() async throws {
         try await AdminHarness.with { admin in
             let notJSON = try await admin.call("POST", "/accounts", raw: "{not json")

@@ -101,12 +101,11 @@ public struct AdminAPI: HTTPHandler {
             return AdminResponse.error(.invalid("X-Actor must be 1 to 100 printable characters"))
         }
         guard request.path == Self.prefix || request.path.hasPrefix(Self.prefix + "/") else {
-            return AdminResponse.error(
-                AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)"))
+            return AdminResponse.error(.routeNotFound(request))
         }
-        // The HTTP server (libmicrohttpd) has percent-decoded the path already.
-        let segments = request.path.dropFirst(Self.prefix.count).split(separator: "/", omittingEmptySubsequences: true)
-            .map(String.init)
+        guard let segments = Self.segments(of: request.path) else {
+            return AdminResponse.error(.routeNotFound(request))
+        }
         var allowed: [String] = []  // methods of the routes whose path matches
         for route in routes {
             guard let parameters = route.match(segments) else { continue }
@@ -125,6 +124,9 @@ public struct AdminAPI: HTTPHandler {
                 return try await liveness.value(of: Task { try await handler(adminRequest) })
             } catch let error as AdminError {
                 return AdminResponse.error(error)
+            } catch let error as PostgresError where error.code == .invalidParameter {
+                // A value no field check caught (a NUL in an id): the request's fault.
+                return AdminResponse.error(.invalid("a value holds a character that cannot be stored"))
             } catch {
                 logger.error(
                     "admin request failed",
@@ -143,8 +145,18 @@ public struct AdminAPI: HTTPHandler {
             response.headers.add("Allow", allowed.joined(separator: ", "))  // RFC 9110 §15.5.6
             return response
         }
-        return AdminResponse.error(
-            AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)"))
+        return AdminResponse.error(.routeNotFound(request))
+    }
+
+    /// The path's segments after the prefix; one trailing slash is allowed. nil when
+    /// one is empty (`/users//ban`, or an id that was `%2F`, which libmicrohttpd has
+    /// decoded already): collapsed, it would name another resource (`/users/ban`).
+    static func segments(of path: String) -> [String]? {
+        var segments = path.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        if segments.first?.isEmpty == true { segments.removeFirst() }
+        if segments.last?.isEmpty == true { segments.removeLast() }
+        guard !segments.contains(where: \.isEmpty) else { return nil }
+        return segments.map(String.init)
     }
 
     /// Constant-time comparison of the token's SHA-256 (so neither length nor content leaks).
@@ -158,7 +170,10 @@ public struct AdminAPI: HTTPHandler {
     static func actor(_ headers: HTTPHeaders) -> String? {
         guard let value = headers["X-Actor"]?.trimmingCharacters(in: .whitespaces) else { return "admin" }
         guard (1...100).contains(value.count),
-            !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+            // Controls (C0, DEL, C1), and U+FFFD: bytes that were not UTF-8.
+            !value.unicodeScalars.contains(where: {
+                $0.value < 0x20 || (0x7F...0x9F).contains($0.value) || $0 == "\u{FFFD}"
+            })
         else { return nil }
         return value
     }

@@ -1,3 +1,5 @@
+import Shared
+
 /// An error the admin API answers with: an HTTP status, a stable snake_case code
 /// and an English message, sent as `{"error":{"code":"…","message":"…"}}`.
 /// Messages never contain key material or SQL.
@@ -15,6 +17,9 @@ struct AdminError: Error, Sendable, Equatable, CustomStringConvertible {
     var description: String { "\(status) \(code): \(message)" }
 
     static func invalid(_ message: String) -> AdminError { AdminError(400, "invalid_request", message) }
+    static func routeNotFound(_ request: HTTPRequest) -> AdminError {
+        AdminError(404, "route_not_found", "no admin route \(request.method) \(request.path)")
+    }
 
     static func notFound(_ what: String, _ id: String) -> AdminError {
         AdminError(404, "not_found", "\(what) \(id) not found")

@@ -12,11 +12,28 @@ struct AdminRequest: Sendable {
 
     func parameter(_ name: String) -> String { parameters[name] ?? "" }
 
-    func query(_ name: String) -> String? { http.head.query.first { $0.name == name }?.value }
+    /// A query parameter's value, nil when absent. Given twice with different values
+    /// it is refused: which one counts would be a guess.
+    func query(_ name: String) throws(AdminError) -> String? {
+        let values = http.head.query.lazy.filter { $0.name == name }.map(\.value)
+        guard let first = values.first else { return nil }
+        guard values.allSatisfy({ $0 == first }) else {
+            throw .invalid("query parameter \(name) is given twice with different values")
+        }
+        return first
+    }
+
+    /// A query parameter that names something (an id, a day, a cursor): nil when
+    /// absent, refused when empty (`?app=` would otherwise match nothing).
+    func nonEmptyQuery(_ name: String) throws(AdminError) -> String? {
+        guard let value = try query(name) else { return nil }
+        guard !value.isEmpty else { throw .invalid("query parameter \(name) must not be empty") }
+        return value
+    }
 
     /// A boolean query flag: `true`/`1`/`yes` (absent is false).
     func flag(_ name: String) throws(AdminError) -> Bool {
-        guard let value = query(name) else { return false }
+        guard let value = try query(name) else { return false }
         switch value.lowercased() {
         case "true", "1", "yes", "": return true
         case "false", "0", "no": return false
@@ -26,7 +43,7 @@ struct AdminRequest: Sendable {
 
     /// A bounded integer query parameter.
     func integer(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws(AdminError) -> Int {
-        guard let text = query(name) else { return fallback }
+        guard let text = try query(name) else { return fallback }
         guard let value = Int(text), range.contains(value) else {
             throw .invalid("query parameter \(name) must be an integer in \(range.lowerBound)…\(range.upperBound)")
         }

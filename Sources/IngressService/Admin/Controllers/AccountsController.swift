@@ -53,8 +53,9 @@ struct AccountsController: Sendable {
 
     func list(_ request: AdminRequest) async throws -> HTTPResponse {
         let limit = try request.integer("limit", default: 100, range: 1...1000)
+        let after = try request.nonEmptyQuery("after")
         let found = try await dependencies.postgres.withConnection {
-            try await accounts.list(limit: limit, after: request.query("after"), on: $0)
+            try await accounts.list(limit: limit, after: after, on: $0)
         }
         return AdminResponse.ok(AccountList(accounts: found))
     }
@@ -170,8 +171,9 @@ struct AccountsController: Sendable {
     func dailyCounts(_ request: AdminRequest) async throws -> HTTPResponse {
         let id = request.parameter("id")
         let now = dependencies.now()
-        let from = try Self.day(request.query("from"), "from") ?? Self.monthStart(of: now)
-        let to = try Self.day(request.query("to"), "to") ?? now
+        let from = try Self.day(request.nonEmptyQuery("from"), "from") ?? Self.monthStart(of: now)
+        let to = try Self.day(request.nonEmptyQuery("to"), "to") ?? now
+        let app = try request.nonEmptyQuery("app")
         let days = Int((to.timeIntervalSince(from) / 86_400).rounded(.down)) + 1
         guard days >= 1 else { throw AdminError.invalid("query parameter from must not be after to") }
         guard days <= Self.dailyCountsMaximumDays else {
@@ -181,7 +183,7 @@ struct AccountsController: Sendable {
         let counts = try await dependencies.postgres.withConnection { connection in
             _ = try await accounts.require(id, on: connection)
             return try await accounts.dailyCounts(
-                accountID: id, from: fromText, to: toText, appID: request.query("app"), on: connection)
+                accountID: id, from: fromText, to: toText, appID: app, on: connection)
         }
         return AdminResponse.ok(DailyCountList(accountId: id, from: fromText, to: toText, days: counts))
     }
