@@ -128,9 +128,10 @@ import Testing
     @Test func refusedAndUnresolvableHostsFailWithTheirCodes() async throws {
         let loop = EventLoop(name: "tls-test")
         defer { loop.shutdown() }
-        let unused = try await unusedPort(loop: loop)
+        let refusing = try refusingPort()
+        defer { Foundation.close(refusing.socket) }
         for (host, port, code) in [
-            ("127.0.0.1", unused, TLSError.Code.connect), ("no-such-host.invalid", 443, .resolve),
+            ("127.0.0.1", refusing.port, TLSError.Code.connect), ("no-such-host.invalid", 443, .resolve),
         ] {
             let events = ClientEvents()
             _ = try await connect(loop: loop, host: host, port: port, caFile: nil, events: events)
@@ -154,34 +155,36 @@ import Testing
         return withUnsafeBytes(of: &address) { Array($0) }
     }
 
-    /// A port nobody listens on.
-    func unusedPort(loop: EventLoop) async throws -> Int {
-        try await loop.submit {
-            let listener = try TCPListener(address: ListenAddress(host: "127.0.0.1", port: 0), loop: loop) {
-                Foundation.close($0)
-            }
-            defer { listener.close() }
-            return listener.port
-        }
-    }
-
-    /// A listener whose accept queue is full and never served: the kernel drops
-    /// further SYNs, so a connect to it neither succeeds nor fails (like a
-    /// blackholed route). Returns its port and the sockets to close afterwards.
-    func silentListener() throws -> (port: Int, sockets: [Int32]) {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    /// A TCP socket bound to a free loopback port, and the port.
+    func boundLoopbackSocket() throws -> (socket: Int32, port: Int) {
+        let bound = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         try withUnsafeMutablePointer(to: &address) { pointer in
             try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                try #require(bind(listener, $0, length) == 0)
-                try #require(getsockname(listener, $0, &length) == 0)
+                try #require(bind(bound, $0, length) == 0)
+                try #require(getsockname(bound, $0, &length) == 0)
             }
         }
+        return (bound, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    /// A port that refuses connections until its socket is closed: bound and never
+    /// listening, so the kernel answers RST. Held, not merely found free: a free port
+    /// could be handed to a listener of a test running alongside (it was, once).
+    func refusingPort() throws -> (port: Int, socket: Int32) {
+        let (socket, port) = try boundLoopbackSocket()
+        return (port, socket)
+    }
+
+    /// A listener whose accept queue is full and never served: the kernel drops
+    /// further SYNs, so a connect to it neither succeeds nor fails (like a
+    /// blackholed route). Returns its port and the sockets to close afterwards.
+    func silentListener() throws -> (port: Int, sockets: [Int32]) {
+        let (listener, port) = try boundLoopbackSocket()
         try #require(listen(listener, 0) == 0)
-        let port = Int(UInt16(bigEndian: address.sin_port))
         // Fill the queue: connections that complete but are never accepted.
         var sockets = [listener]
         for _ in 0..<2 {
@@ -253,7 +256,9 @@ import Testing
     }
 
     @Test func anAddressThatRefusesGivesWayToTheNext() async throws {
-        _ = try await connectPast(timeout: .seconds(5)) { try await unusedPort(loop: $0) }
+        let refusing = try refusingPort()
+        defer { Foundation.close(refusing.socket) }
+        _ = try await connectPast(timeout: .seconds(5)) { _ in refusing.port }
     }
 
     @Test func anAddressThatDoesNotAnswerGivesWayToTheNextWithinTheTimeout() async throws {
@@ -273,7 +278,9 @@ import Testing
         let certificates = try await TestCertificates.make()
         let silent = try silentListener()
         defer { for socket in silent.sockets { Foundation.close(socket) } }
-        let refusing = try await unusedPort(loop: loop)
+        let refused = try refusingPort()
+        defer { Foundation.close(refused.socket) }
+        let refusing = refused.port
         // Refused, then silent: the silent one has the rest of the timeout.
         let events = ClientEvents()
         _ = try await connect(
