@@ -31,10 +31,9 @@ struct AppAPISender: Sendable {
         // script refuses a switch-off that lands while the batch is queued.
         guard appPushes else { throw AppAPIError.pushDisabled }
         let gone = try await tombstoned(ids.filter { targets[$0] == nil }, app: app)
-        let replyKey = keys.reply(Base64URL.encode(SecureRandom.bytes(16)))
         let month = RedisKeys.quotaMonth()
         var outcomes: [SendOutcome] = []
-        var waiting: [String: Int] = [:]  // message id → index in outcomes
+        var queued: [(index: Int, message: SendBatch.Message, ciphertext: [UInt8])] = []
         for message in batch.messages {
             let id = message.subscriptionID
             guard let target = targets[id], target.appID == app else {
@@ -53,17 +52,47 @@ struct AppAPISender: Sendable {
                 outcomes.append(SendOutcome(id, "skipped"))
                 continue
             }
+            queued.append((outcomes.count, message, ciphertext))
+            outcomes.append(SendOutcome(id, "queued"))
+        }
+        let answers = try await queueAndCollect(queued, into: &outcomes, month: month, until: start + deadline)
+        // Quota is reserved as a message is queued and given back when it fails: the
+        // batch's own failures (dead tokens, say) may have made room for those refused
+        // for quota. As many of them as were given back are tried once more, in order.
+        let givenBack = answers.values.filter { $0.status != "sent" }.count
+        let refused = queued.filter { outcomes[$0.index].status == "quota_exceeded" }
+        if givenBack > 0, !refused.isEmpty, ContinuousClock.now < start + deadline {
+            _ = try await queueAndCollect(
+                Array(refused.prefix(givenBack)), into: &outcomes, month: month, until: start + deadline,
+                othersQueued: true)
+        }
+        for outcome in outcomes { metrics.appAPIMessages.increment(by: 1, outcome.status, outcome.reason) }
+        return .json(200, "{\"results\":[" + outcomes.map(\.json).joined(separator: ",") + "]}")
+    }
+
+    /// Queues `messages` one by one (their outcomes in `outcomes` at their indices:
+    /// what the ingress decided, or `queued`), then waits on one reply list for the
+    /// workers' outcomes until `deadline`; returns those answered. `othersQueued`:
+    /// messages of the batch were queued before these.
+    private func queueAndCollect(
+        _ messages: [(index: Int, message: SendBatch.Message, ciphertext: [UInt8])], into outcomes: inout [SendOutcome],
+        month: String, until deadline: ContinuousClock.Instant, othersQueued: Bool = false
+    ) async throws -> [String: ReplyCollector.Reply] {
+        let replyKey = keys.reply(Base64URL.encode(SecureRandom.bytes(16)))
+        var waiting: [String: Int] = [:]  // message id → index in outcomes
+        for (index, message, ciphertext) in messages {
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let messageID = Base64URL.encode(SecureRandom.bytes(16))
             let request = HotPathScript.Request.appAPI(
-                subscriptionID: id, quotaMonth: month, messageID: messageID, ciphertext: ciphertext,
-                priority: message.priority, expiration: now / 1000 + Int64(maximumTTLSeconds), acceptedAt: now,
-                replyKey: replyKey)
+                subscriptionID: message.subscriptionID, quotaMonth: month, messageID: messageID,
+                ciphertext: ciphertext, priority: message.priority,
+                expiration: now / 1000 + Int64(maximumTTLSeconds), acceptedAt: now, replyKey: replyKey)
+            let anyQueued = othersQueued || !waiting.isEmpty
             let outcome: (status: String, reason: String)
             var mayBeQueued = false
             do {
                 outcome = try await enqueue(request)
-            } catch let refusal as AppAPIError where refusal == .pushDisabled && !waiting.isEmpty {
+            } catch let refusal as AppAPIError where refusal == .pushDisabled && anyQueued {
                 // Turned off while this request was being queued: those before it went.
                 outcome = ("failed", "push_disabled")
             } catch let error as RedisError where error.mayHaveRun {
@@ -72,27 +101,25 @@ struct AppAPISender: Sendable {
                 // without an answer by the deadline it stays failed.
                 outcome = ("failed", "storage_error")
                 mayBeQueued = true
-            } catch where !waiting.isEmpty {
+            } catch where anyQueued {
                 // Earlier messages are (or may be) queued: a 5xx now would hide them (and
                 // a retry would send them twice), so this one alone reports the failure.
                 outcome = ("failed", "storage_error")
             }
-            if outcome.status == "queued" || mayBeQueued { waiting[messageID] = outcomes.count }
-            outcomes.append(SendOutcome(id, outcome.status, reason: outcome.reason))
+            if outcome.status == "queued" || mayBeQueued { waiting[messageID] = index }
+            outcomes[index].status = outcome.status
+            outcomes[index].reason = outcome.reason
         }
-        if !waiting.isEmpty {
-            // If the reply list cannot be read, the queued messages stay `queued`:
-            // accepted, outcome unknown — never an error that hides them.
-            let answered = await replies.collect(
-                from: replyKey, expecting: Set(waiting.keys), deadline: start + deadline)
-            for (messageID, reply) in answered {
-                guard let index = waiting[messageID] else { continue }
-                outcomes[index].status = reply.status
-                outcomes[index].reason = reply.reason
-            }
+        guard !waiting.isEmpty else { return [:] }
+        // If the reply list cannot be read, the queued messages stay `queued`:
+        // accepted, outcome unknown — never an error that hides them.
+        let answered = await replies.collect(from: replyKey, expecting: Set(waiting.keys), deadline: deadline)
+        for (messageID, reply) in answered {
+            guard let index = waiting[messageID] else { continue }
+            outcomes[index].status = reply.status
+            outcomes[index].reason = reply.reason
         }
-        for outcome in outcomes { metrics.appAPIMessages.increment(by: 1, outcome.status, outcome.reason) }
-        return .json(200, "{\"results\":[" + outcomes.map(\.json).joined(separator: ",") + "]}")
+        return answered
     }
 
     /// Of `ids` (subscriptions not in Postgres), those the workers deleted because
