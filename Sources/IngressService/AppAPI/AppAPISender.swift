@@ -33,7 +33,7 @@ struct AppAPISender: Sendable {
         let gone = try await tombstoned(ids.filter { targets[$0] == nil }, app: app)
         let month = RedisKeys.quotaMonth()
         var outcomes: [SendOutcome] = []
-        var queued: [(index: Int, message: SendBatch.Message, ciphertext: [UInt8])] = []
+        var queued: [Queueable] = []
         for message in batch.messages {
             let id = message.subscriptionID
             guard let target = targets[id], target.appID == app else {
@@ -52,7 +52,7 @@ struct AppAPISender: Sendable {
                 outcomes.append(SendOutcome(id, "skipped"))
                 continue
             }
-            queued.append((outcomes.count, message, ciphertext))
+            queued.append(Queueable(index: outcomes.count, message: message, ciphertext: ciphertext))
             outcomes.append(SendOutcome(id, "queued"))
         }
         let answers = try await queueAndCollect(queued, into: &outcomes, month: month, until: start + deadline)
@@ -70,17 +70,25 @@ struct AppAPISender: Sendable {
         return .json(200, "{\"results\":[" + outcomes.map(\.json).joined(separator: ",") + "]}")
     }
 
+    /// A message that passed the ingress's checks, with its place in the answer.
+    private struct Queueable {
+        let index: Int
+        let message: SendBatch.Message
+        let ciphertext: [UInt8]
+    }
+
     /// Queues `messages` one by one (their outcomes in `outcomes` at their indices:
     /// what the ingress decided, or `queued`), then waits on one reply list for the
     /// workers' outcomes until `deadline`; returns those answered. `othersQueued`:
     /// messages of the batch were queued before these.
     private func queueAndCollect(
-        _ messages: [(index: Int, message: SendBatch.Message, ciphertext: [UInt8])], into outcomes: inout [SendOutcome],
+        _ messages: [Queueable], into outcomes: inout [SendOutcome],
         month: String, until deadline: ContinuousClock.Instant, othersQueued: Bool = false
     ) async throws -> [String: ReplyCollector.Reply] {
         let replyKey = keys.reply(Base64URL.encode(SecureRandom.bytes(16)))
         var waiting: [String: Int] = [:]  // message id → index in outcomes
-        for (index, message, ciphertext) in messages {
+        for queueable in messages {
+            let (index, message, ciphertext) = (queueable.index, queueable.message, queueable.ciphertext)
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let messageID = Base64URL.encode(SecureRandom.bytes(16))
             let request = HotPathScript.Request.appAPI(
