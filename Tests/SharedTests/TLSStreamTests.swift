@@ -155,8 +155,10 @@ import Testing
         return withUnsafeBytes(of: &address) { Array($0) }
     }
 
-    /// A TCP socket bound to a free loopback port, and the port.
-    func boundLoopbackSocket() throws -> (socket: Int32, port: Int) {
+    /// A port that refuses connections until its socket is closed: bound and never
+    /// listening, so the kernel answers RST. Held, not merely found free: a free port
+    /// could be handed to a listener of a test running alongside (it was, once).
+    func refusingPort() throws -> (port: Int, socket: Int32) {
         let bound = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -168,22 +170,14 @@ import Testing
                 try #require(getsockname(bound, $0, &length) == 0)
             }
         }
-        return (bound, Int(UInt16(bigEndian: address.sin_port)))
-    }
-
-    /// A port that refuses connections until its socket is closed: bound and never
-    /// listening, so the kernel answers RST. Held, not merely found free: a free port
-    /// could be handed to a listener of a test running alongside (it was, once).
-    func refusingPort() throws -> (port: Int, socket: Int32) {
-        let (socket, port) = try boundLoopbackSocket()
-        return (port, socket)
+        return (Int(UInt16(bigEndian: address.sin_port)), bound)
     }
 
     /// A listener whose accept queue is full and never served: the kernel drops
     /// further SYNs, so a connect to it neither succeeds nor fails (like a
     /// blackholed route). Returns its port and the sockets to close afterwards.
     func silentListener() throws -> (port: Int, sockets: [Int32]) {
-        let (listener, port) = try boundLoopbackSocket()
+        let (port, listener) = try refusingPort()
         try #require(listen(listener, 0) == 0)
         // Fill the queue: connections that complete but are never accepted.
         var sockets = [listener]

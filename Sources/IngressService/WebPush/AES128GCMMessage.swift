@@ -79,13 +79,10 @@ enum AES128GCMMessage {
 
     /// A character of base64 or base64url text, padding and line ends included.
     private static func isBase64Text(_ byte: UInt8) -> Bool {
+        if WebPushHeaders.isBase64URLCharacter(byte) { return true }
         switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
-            true
-        case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="), 0x0a, 0x0d:
-            true
-        default: false
+        case UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="), 0x0a, 0x0d: return true
+        default: return false
         }
     }
 }
