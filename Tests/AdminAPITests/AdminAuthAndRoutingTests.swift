@@ -29,6 +29,7 @@ import Testing
         await server.shutdown(deadline: .seconds(1))
         #expect(response.status == 503)
         #expect(response.text.contains(#""code":"storage_unavailable""#))
+        #expect(response.headers["retry-after"] == "2")
     }
 
     /// A Postgres that does not answer at all (frozen, a network dropping everything)
@@ -59,6 +60,7 @@ import Testing
         await server.shutdown(deadline: .seconds(1))
         #expect(response.status == 503)
         #expect(response.text.contains(#""code":"storage_unavailable""#))
+        #expect(response.headers["retry-after"] == "2")
         #expect(took < .seconds(12), "answered after \(took)")
     }
 

@@ -47,7 +47,8 @@ import Testing
     }
 
     /// A request cut off (shutdown, body memory full) answers 503 in its API's own
-    /// format: the spec's for pushes and device calls, `{"error": "…"}` for the App API.
+    /// format: the spec's for pushes and device calls, `{"error": "…"}` for the App API,
+    /// with `Retry-After`: another try soon, here or at another replica, may succeed.
     @Test func unavailableAnswersInEachAPIsFormat() async throws {
         try await IngressTestApp.with { app in
             func head(_ path: String) -> HTTPRequestHead {
@@ -57,8 +58,10 @@ import Testing
             let push = handler.unavailable(head("/api/push/p/AAAAAAAAAAAAAAAAAAAAAA"))
             #expect(push.status == 503)
             #expect(String(decoding: push.body, as: UTF8.self) == errorBody(1005, "Storage error"))
+            #expect(push.headers["Retry-After"] == "2")
             let appAPI = handler.unavailable(head("/api/v1/app/push/send"))
             #expect(appAPI.status == 503)
+            #expect(appAPI.headers["Retry-After"] == "2")
             #expect(String(decoding: appAPI.body, as: UTF8.self) == #"{"error": "temporarily unavailable; try again"}"#)
         }
     }
@@ -72,6 +75,7 @@ import Testing
             let response = try await app.register(topic: "com.example.none")
             #expect(response.status == 503)
             #expect(response.text == errorBody(1005, "Storage error"))
+            #expect(response.headers["retry-after"] == "2")
         }
     }
 

@@ -22,6 +22,8 @@ enum AdminResponse {
     static func error(_ error: AdminError) -> HTTPResponse {
         let body =
             "{\"error\":{\"code\":\(JSONString.quote(error.code)),\"message\":\(JSONString.quote(error.message))}}"
-        return .json(error.status, body)
+        var headers = HTTPHeaders()
+        if error.status == 503 { headers.add("Retry-After", String(PushAPIError.unavailableRetrySeconds)) }
+        return .json(error.status, body, headers: headers)
     }
 }

@@ -4,7 +4,7 @@ import Shared
 struct AppAPIError: Error, Sendable, Equatable {
     let status: Int
     let message: String
-    /// Seconds for `Retry-After` (429).
+    /// Seconds for `Retry-After` (429, 503).
     var retryAfter: Int? = nil
 
     static let missingKey = AppAPIError(status: 401, message: "missing App API key (Authorization: Bearer <key>)")
@@ -15,11 +15,13 @@ struct AppAPIError: Error, Sendable, Equatable {
     static let userNotAuthorized = AppAPIError(status: 403, message: "the user has not authorized this app")
     /// The app's push is off, or its owner's plan has none: every send is refused alike.
     static let pushDisabled = AppAPIError(status: 403, message: "push is disabled for this app")
-    static let storage = AppAPIError(status: 503, message: "storage error")
+    static let storage = AppAPIError(
+        status: 503, message: "storage error", retryAfter: PushAPIError.unavailableRetrySeconds)
     /// The body passes its limit (about 1.1 MB for a send, 64 KiB otherwise).
     static let tooLarge = AppAPIError(status: 413, message: "request body too large")
     /// The ingress is stopping, or its memory for request bodies is full: try again.
-    static let unavailable = AppAPIError(status: 503, message: "temporarily unavailable; try again")
+    static let unavailable = AppAPIError(
+        status: 503, message: "temporarily unavailable; try again", retryAfter: PushAPIError.unavailableRetrySeconds)
     static func invalid(_ detail: String) -> AppAPIError {
         AppAPIError(status: 400, message: "invalid request: " + detail)
     }

@@ -50,7 +50,7 @@ public struct PushAPIError: Error, Sendable, Equatable, CustomStringConvertible 
     public let status: Int
     /// What exactly is invalid (1001 only), appended as `: detail`. Never echoes input.
     public let detail: String?
-    /// Seconds for `Retry-After` (429: 1006 and 1009; 502 while the circuit is up).
+    /// Seconds for `Retry-After` (429: 1006 and 1009; 502 while the circuit is up; 503).
     public let retryAfter: Int?
 
     public init(_ code: Code, status: Int? = nil, detail: String? = nil, retryAfter: Int? = nil) {
@@ -65,7 +65,11 @@ public struct PushAPIError: Error, Sendable, Equatable, CustomStringConvertible 
     public static let notFound = PushAPIError(.subscriptionNotFound)
     public static let gone = PushAPIError(.subscriptionNotFound, status: 410)
     public static let tooLarge = PushAPIError(.messageTooLarge)
-    public static let storageUnavailable = PushAPIError(.storageError, status: 503)
+    /// Redis or Postgres out of reach, or this replica stopping: another try soon (or at
+    /// another replica) may succeed, which `Retry-After` says (RFC 9110 §10.2.3).
+    public static let storageUnavailable = PushAPIError(.storageError, status: 503, retryAfter: unavailableRetrySeconds)
+    /// The `Retry-After` of every 503: a Redis restart or a failover takes seconds.
+    public static let unavailableRetrySeconds = 2
     public static let storageFailed = PushAPIError(.storageError, status: 500)
     public static let deliveryFailed = PushAPIError(.deliveryFailed)
     /// The workers' circuit flag for the app's APNs environment is up for `milliseconds`
