@@ -244,7 +244,8 @@ func buildApplication(
         redis: redis, keys: keys, subscriptions: subscriptions, invalidation: invalidation,
         maximumAgeSeconds: configuration.subscriptionMaximumAgeSeconds,
         interval: .seconds(configuration.sweepIntervalSeconds),
-        invalidationRetryWindow: .seconds(configuration.cacheLifetimeSeconds), logger: logger.child("sweep"))
+        invalidationRetryWindow: .seconds(configuration.cacheLifetimeSeconds), swept: metrics.sweptSubscriptions,
+        logger: logger.child("sweep"))
     let stashExpiry = StashExpiry(
         redis: redis, keys: keys, lifetimeMilliseconds: stashLifetime, interval: .seconds(1),
         logger: logger.child("stash"))

@@ -22,6 +22,8 @@ struct IngressMetrics: Sendable {
     let undeliverable: Counter
     /// App API messages by the status (and reason) their send answered.
     let appAPIMessages: Counter
+    /// Subscriptions the stale-subscription sweep deleted on this replica.
+    let sweptSubscriptions: Counter.Series
 
     init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
@@ -57,6 +59,10 @@ struct IngressMetrics: Sendable {
             "pushgate_ingress_app_api_messages_total",
             help: "App API messages by the status and reason their 200 answered (batches refused whole are not).",
             labels: ["status", "reason"])
+        sweptSubscriptions = registry.counter(
+            "pushgate_ingress_swept_subscriptions_total",
+            help: "Subscriptions not refreshed for SUBSCRIPTION_MAX_AGE_SECONDS that this replica's sweep deleted."
+        ).initialize()
     }
 
     func pushAccepted() { accepted.increment() }

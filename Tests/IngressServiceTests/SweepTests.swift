@@ -60,6 +60,80 @@ import Testing
         }
     }
 
+    /// A sweep longer than an interval (a backlog, a slow Postgres) keeps its lease: it
+    /// is renewed after every batch, so another replica does not start a second sweep
+    /// over the same rows meanwhile. A batch here waits 0.7 s of the 1 s interval for
+    /// row locks; without the renewal the lease would have ~0.3 s left at the end.
+    @Test func aSweepRenewsItsLeaseAfterEveryBatch() async throws {
+        try await IngressTestApp.with(["SUBSCRIPTION_MAX_AGE_SECONDS": "3600", "SWEEP_INTERVAL_SECONDS": "1"]) { app in
+            let stale = try await Self.staleSubscriptions(2, app)
+            let sweeper = Self.oneRowPerBatch(app)
+            let sweep = try await Self.whileLocked(stale, for: .milliseconds(700), app) {
+                try await sweeper.sweepOnce()
+            }
+            #expect(sweep == 2)
+            let left = try await app.redis.send("PTTL", app.keys.lock("sweep")).int ?? -1
+            #expect(left > 600, "the lease has \(left) ms left")
+            #expect(try await app.app.sweeper.sweepOnce() == nil)
+            let metrics = try await app.request("GET", "/metrics")
+            #expect(metrics.text.contains("pushgate_ingress_swept_subscriptions_total 2\n"))
+        }
+    }
+
+    /// A replica that finds its lease gone after a batch (it outlasted the interval,
+    /// and another replica may be sweeping now) stops, leaving the rest to the holder.
+    @Test func aSweepThatLostItsLeaseStopsAfterTheBatch() async throws {
+        try await IngressTestApp.with(["SUBSCRIPTION_MAX_AGE_SECONDS": "3600", "SWEEP_INTERVAL_SECONDS": "1"]) { app in
+            let stale = try await Self.staleSubscriptions(3, app)
+            let sweeper = Self.oneRowPerBatch(app)
+            let sweep = Task { try await sweeper.sweepOnce() }
+            let deleted = try await Self.whileLocked(stale, for: .milliseconds(600), app) {
+                try await Task.sleep(for: .milliseconds(300))  // the sweep waits for a lock meanwhile
+                _ = try await app.redis.send("SET", app.keys.lock("sweep"), "another-replica", "PX", 60_000)
+                return try await sweep.value
+            }
+            #expect(deleted == 1)
+            let left = try await app.postgres.query("SELECT 1 FROM subscriptions WHERE id = ANY(\(stale))")
+            #expect(left.count == 2)
+            #expect(try await app.redis.send("GET", app.keys.lock("sweep")) == .bulk(Array("another-replica".utf8)))
+        }
+    }
+
+    /// The replica's sweeper, deleting one row per batch (and renewing its lease after each).
+    private static func oneRowPerBatch(_ app: IngressTestApp) -> SubscriptionSweeper {
+        var sweeper = app.app.sweeper
+        sweeper.batchSize = 1
+        return sweeper
+    }
+
+    /// `count` subscriptions not refreshed for two hours: stale under a maximum age of one.
+    private static func staleSubscriptions(_ count: Int, _ app: IngressTestApp) async throws -> [String] {
+        let fixture = try await Fixture.create(app.postgres)
+        var ids: [String] = []
+        for _ in 0..<count { ids.append(try await app.subscribe(topic: fixture.topic).0) }
+        try await app.postgres.execute(
+            "UPDATE subscriptions SET last_seen_at = now() - interval '2 hours' WHERE id = ANY(\(ids))")
+        return ids
+    }
+
+    /// Runs `body` while a transaction holds `ids`' row locks, released after `duration`.
+    private static func whileLocked<T: Sendable>(
+        _ ids: [String], for duration: Duration, _ app: IngressTestApp, _ body: @Sendable () async throws -> T
+    ) async throws -> T {
+        let (locked, signal) = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await app.postgres.withTransaction { connection in
+                _ = try await connection.query("SELECT 1 FROM subscriptions WHERE id = ANY(\(ids)) FOR UPDATE")
+                signal.yield()
+                try await Task.sleep(for: duration)
+            }
+        }
+        for await _ in locked { break }
+        let result = try await body()
+        try await holder.value
+        return result
+    }
+
     /// A PUT refreshing a stale subscription while the sweep's DELETE waits for the
     /// row's lock keeps the row: the DELETE checks the age again on the row it locks.
     @Test func aSubscriptionRefreshedWhileTheSweepWaitsForItIsKept() async throws {
@@ -105,7 +179,7 @@ import Testing
             let sweeper = SubscriptionSweeper(
                 redis: live.redis, keys: live.keys, subscriptions: live.subscriptions,
                 invalidation: CacheInvalidation(redis: cutRedis, keys: live.keys), maximumAgeSeconds: 3600,
-                interval: live.interval, invalidationRetryWindow: .seconds(60), logger: live.logger)
+                interval: live.interval, invalidationRetryWindow: .seconds(60), swept: live.swept, logger: live.logger)
             await #expect(throws: (any Error).self) { try await sweeper.sweepOnce() }
             #expect(try await app.postgres.query("SELECT 1 FROM subscriptions WHERE id = \(stale)").isEmpty)
             #expect(try await app.push(stale).status == 201)  // the entry outlived its row

@@ -2,10 +2,12 @@ import Shared
 
 /// Hard-deletes subscriptions not refreshed for `SUBSCRIPTION_MAX_AGE_SECONDS`
 /// (60 days by default), every `SWEEP_INTERVAL_SECONDS`, on one replica at a time:
-/// a replica sweeps only while it holds the Redis lease `lock:sweep`. It also deletes
-/// the revocations the workers no longer read (`Revocations`).
+/// a replica sweeps only while it holds the Redis lease `lock:sweep`, which it renews
+/// after every batch (a backlog can take longer than an interval to delete). It also
+/// deletes the revocations the workers no longer read (`Revocations`).
 struct SubscriptionSweeper: Sendable {
-    static let batchSize = 1000
+    /// Rows deleted per statement (and per lease renewal).
+    var batchSize = 1000
 
     let redis: RedisClient
     let keys: RedisKeys
@@ -17,6 +19,9 @@ struct SubscriptionSweeper: Sendable {
     /// failed: the entries' freshness (`CACHE_TTL_SECONDS`), after which a push reads
     /// the row again and finds it gone.
     var invalidationRetryWindow: Duration = .seconds(300)
+    /// Subscriptions deleted, counted per batch: a sweep cut short by a stop or a
+    /// failure is counted as far as it got.
+    let swept: Counter.Series
     let logger: Logger
 
     /// Sweeps once if no other replica is sweeping; the number of subscriptions
@@ -37,7 +42,7 @@ struct SubscriptionSweeper: Sendable {
         do {
             while true {
                 let ids = try await subscriptions.deleteStale(
-                    maximumAgeSeconds: maximumAgeSeconds, limit: Self.batchSize)
+                    maximumAgeSeconds: maximumAgeSeconds, limit: batchSize)
                 deleted += ids.count
                 // The rows are gone and no later sweep finds their ids again: if Redis
                 // fails now, their cache entries (which take pushes), stashes and windows
@@ -45,7 +50,18 @@ struct SubscriptionSweeper: Sendable {
                 try await CacheInvalidation.afterCommit(
                     "swept subscriptions", retryingFor: invalidationRetryWindow, logger: logger
                 ) { [invalidation] in try await invalidation.subscriptionsDeleted(ids) }
-                if ids.count < Self.batchSize { break }
+                swept.increment(by: Double(ids.count))
+                if ids.count < batchSize { break }
+                // Before each further batch the lease is set to one interval from now, so
+                // replicas still skip about an interval after the sweep ends; a replica
+                // that lost it stops, as another one may be sweeping now.
+                let renewed = try await redis.run(Self.renew, keys: [keys.lock("sweep")], arguments: [token, lease])
+                guard renewed == .integer(1) else {
+                    logger.warning(
+                        "sweep lease lost (a batch took longer than SWEEP_INTERVAL_SECONDS); stopping this sweep",
+                        metadata: ["deleted": String(deleted)])
+                    return deleted
+                }
             }
         } catch {
             _ = try? await redis.run(Self.release, keys: [keys.lock("sweep")], arguments: [token])
@@ -75,6 +91,13 @@ struct SubscriptionSweeper: Sendable {
             try? await Task.sleep(for: interval)
         }
     }
+
+    /// Extends the lease to ARGV[2] ms from now only if it is still ours (ARGV[1]): 1 if so.
+    static let renew = RedisScript(
+        source: """
+            if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+            return 0
+            """)
 
     /// Deletes the lease only if it is still ours.
     static let release = RedisScript(
