@@ -109,7 +109,7 @@ final class WorkerApplication: Sendable {
         // Settled entries are written at once when Redis answers; a second of retries
         // bridges a blip, and past it what is left stays pending for another worker.
         await acknowledger.stop(retryingUntil: .now + .seconds(1))
-        await counts.stop()
+        await counts.stop(waitingAtMost: .seconds(1))
         gaugeTask.withLock { $0?.cancel() }
         await server.shutdown(deadline: .seconds(1))
         redis.close()

@@ -46,7 +46,7 @@ import Testing
         counts.recordSent(message(ids[1]))
         counts.recordSent(message(ids[2]))
         try await eventually("the batch of three subscriptions written") { try await pushed() == 3 }
-        await counts.stop()
+        await counts.stop(waitingAtMost: .seconds(10))
     }
 
     /// A subscription's last push is kept to the minute: a later push within a minute
@@ -88,10 +88,10 @@ import Testing
         #expect(try await push(after: 10) == start.timeIntervalSince1970 + 61)
     }
 
-    /// While Postgres cannot be reached, a failed batch keeps last-push times for the
-    /// next try only up to the limit, so an outage does not grow the worker's memory
-    /// with each device pushed.
-    @Test func aFailedBatchKeepsAtMostTheLimitOfLastPushTimes() async throws {
+    /// While Postgres cannot be reached (or a write hangs), last-push times wait for
+    /// the next try only up to the limit, so an outage does not grow the worker's
+    /// memory with each device pushed; a device already waiting still has its time moved on.
+    @Test func atMostTheLimitOfLastPushTimesWait() async throws {
         // Port 1: nothing listens there, so every write is refused.
         let unreachable = PostgresClient(url: "postgresql://pushgate@127.0.0.1:1/pushgate", maximumConnections: 1)
         let counts = DailyCounts(
@@ -104,12 +104,34 @@ import Testing
                 priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0, quotaKey: "q")
         }
         for index in 0..<12 { counts.recordSent(message("device-\(index)")) }
-        #expect(counts.pendingLastPushCount == 12)
+        #expect(counts.pendingLastPushCount == 5)
+        counts.recordSent(message("device-0"))
+        #expect(counts.pendingLastPushCount == 5)
         #expect(await counts.flush() == false)
         #expect(counts.pendingLastPushCount == 5)
         #expect(await counts.flush() == false)
         #expect(counts.pendingLastPushCount == 5)
         unreachable.close()
+    }
+
+    /// A worker stopping while Postgres does not answer (frozen, a lock) waits for its
+    /// last write only as long as it is told: the counts wait in Redis for the next one.
+    @Test func stoppingWaitsForAnUnansweredWriteOnlyAsLongAsItIsTold() async throws {
+        let setup = try await TransferSetup()
+        defer { setup.close() }
+        try await setup.add(sent: 2, failed: 0, gone: 0)
+        setup.relay.freeze()
+        defer { setup.relay.thaw() }
+        let counts = DailyCounts(
+            postgres: setup.throughRelay, transfers: [setup.transfer(owner: "frozen", through: setup.throughRelay)],
+            interval: .milliseconds(100), logger: Logger(component: "worker", minimumLevel: .error))
+        counts.start()
+        try await Task.sleep(for: .milliseconds(300))  // the first transfer waits on Postgres
+        let started = ContinuousClock.now
+        await counts.stop(waitingAtMost: .milliseconds(500))
+        let took = ContinuousClock.now - started
+        #expect(took < .seconds(2), "stopped after \(took)")
+        #expect(try await setup.written() == [0, 0, 0])
     }
 
     /// A transfer whose worker died after taking the counts is taken over once its
@@ -177,7 +199,7 @@ import Testing
         stopping.start()
         #expect(await stopping.flush() == false)
         try await setup.add(sent: 2, failed: 0, gone: 0)
-        await stopping.stop()
+        await stopping.stop(waitingAtMost: .seconds(10))
         #expect(try await setup.redis.send("HLEN", setup.keys.movingCounts).int ?? 0 > 3, "taken, waiting")
         #expect(try await setup.redis.send("HLEN", setup.keys.pendingCounts).int == 1, "acknowledged after")
         #expect(try await setup.written() == [0, 0, 0])
@@ -191,7 +213,7 @@ import Testing
         try await Task.sleep(for: .milliseconds(300))  // a few more transfers
         #expect(try await setup.written() == [5, 1, 1], "written once")
         #expect(try await setup.redis.send("EXISTS", setup.keys.movingCounts, setup.keys.pendingCounts).int == 0)
-        await next.stop()
+        await next.stop(waitingAtMost: .seconds(10))
     }
 }
 

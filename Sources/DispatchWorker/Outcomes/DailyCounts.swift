@@ -14,11 +14,11 @@ import Synchronization
 ///   one device within the second is one update, not one per message. A time is kept
 ///   to the minute: a row is rewritten only when its time is a minute or more older,
 ///   since at many devices a new row version per sent push was most of Postgres's
-///   work (and the App API's `lastPushAt` needs no finer). They are best effort: a
-///   failed batch keeps at most `maximumKeptLastPush` of them for the next try (an
-///   outage of Postgres must not grow the worker's memory with every device pushed),
-///   and those unwritten when the worker stops are dropped; each device's next push
-///   sets its own again.
+///   work (and the App API's `lastPushAt` needs no finer). They are best effort: at
+///   most `maximumKeptLastPush` wait at once, while a write fails or hangs (an outage
+///   or a lock in Postgres must not grow the worker's memory with every device
+///   pushed), and those unwritten when the worker stops are dropped; each device's
+///   next push sets its own again.
 final class DailyCounts: Sendable {
     /// A counter's kind; its raw value names it in Redis (`CounterField`).
     enum Kind: String, Sendable {
@@ -108,14 +108,26 @@ final class DailyCounts: Sendable {
     func recordPushes(_ batch: [Acknowledgement.Item], at date: Date = Date()) {
         guard batch.contains(where: { $0.tally == .sent }) else { return }
         state.withLock { state in
-            for item in batch where item.tally == .sent { state.lastPush[item.delivery.subscriptionKey] = date }
+            for item in batch where item.tally == .sent {
+                let key = item.delivery.subscriptionKey
+                // Full only while writes fail or hang: the loop writes at `batchSize`.
+                guard state.lastPush.count < maximumKeptLastPush || state.lastPush[key] != nil else { continue }
+                state.lastPush[key] = date
+            }
         }
     }
 
-    /// Moves and writes what is left, and ends the loop.
-    func stop() async {
+    /// Moves and writes what is left, and ends the loop; waits for that at most
+    /// `limit`, as a Postgres that does not answer (frozen, a lock) would hold a write
+    /// for as long as it lasts. The counts not moved wait in Redis for another worker.
+    func stop(waitingAtMost limit: Duration) async {
         state.withLock { $0.stopping = true }
-        await loop.withLock { $0 }?.value
+        guard let loop = loop.withLock({ $0 }) else { return }
+        do {
+            try await loop.value(waitingAtMost: limit)
+        } catch {
+            logger.notice("stopping while a write to Postgres is unanswered; the daily counts wait in Redis")
+        }
     }
 
     /// Moves the counts and writes the last-push times waiting now; false when either
