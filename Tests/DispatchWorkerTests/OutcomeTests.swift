@@ -100,6 +100,50 @@ import Testing
         }
     }
 
+    /// Redis does not roll back with Postgres: a tombstone written before a deletion
+    /// that failed is withdrawn, so the device's push URL (its row still there) is not
+    /// answered 410 for the tombstone's 30 days; the retry writes it again if due.
+    @Test func aTombstoneWhoseDeletionFailedIsWithdrawn() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            let message = try await stack.message(subscription: id, token: token)
+            let invalidation = CacheInvalidation(redis: stack.redis, keys: stack.keys)
+            try await stack.withWritesRefused("DELETE", on: "subscriptions", id: id) { _ in
+                await #expect(throws: (any Error).self) {
+                    try await SubscriptionRemover(postgres: stack.postgres).remove(
+                        message, unregisteredAt: nil, invalidation: invalidation)
+                }
+            }
+            #expect(try await stack.subscriptionExists(id))
+            #expect(try await stack.redis.send("EXISTS", stack.keys.tombstone(id)).int == 0)
+            #expect(try await stack.push(id).status == 201)
+        }
+    }
+
+    /// A retry that finds the device changed since Apple's verdict (a PUT with a new
+    /// token) keeps the row and withdraws a tombstone an earlier try left (its
+    /// withdrawal failed with Redis); another app's tombstone under the id is not its own.
+    @Test func aRetryFindingTheDeviceChangedWithdrawsAnEarlierTombstone() async throws {
+        try await DeliveryStack.with { stack in
+            let (id, _, token) = try await stack.subscribe()
+            let message = try await stack.message(subscription: id, token: token)
+            let tombstone = stack.keys.tombstone(id)
+            _ = try await stack.redis.send("SET", tombstone, message.appID, "EX", 3600)
+            try await stack.postgres.execute(
+                "UPDATE subscriptions SET device_token = \(Fixture.token()) WHERE id = \(id)")
+            let remover = SubscriptionRemover(postgres: stack.postgres)
+            let invalidation = CacheInvalidation(redis: stack.redis, keys: stack.keys)
+            #expect(try await remover.remove(message, unregisteredAt: nil, invalidation: invalidation) == .kept)
+            #expect(try await stack.redis.send("EXISTS", tombstone).int == 0)
+            #expect(try await stack.push(id).status == 201)
+
+            _ = try await stack.redis.send("SET", tombstone, "another-app", "EX", 3600)
+            #expect(try await remover.remove(message, unregisteredAt: nil, invalidation: invalidation) == .kept)
+            #expect(try await stack.redis.send("GET", tombstone) == .bulk(Array("another-app".utf8)))
+            _ = try await stack.redis.send("DEL", tombstone)
+        }
+    }
+
     /// A credential already flagged (by another worker, or by an earlier try whose
     /// cache invalidation failed): its apps' cached entries are still dropped, so the
     /// ingress answers 502 at once instead of taking pushes until they age.

@@ -15,6 +15,9 @@ import Shared
 /// already gone was removed by someone else (the device's DELETE, the sweep, an
 /// admin change), whose push URL must answer 404, not the tombstone's 410. (Deleting
 /// first and tombstoning after could not tell a retry whose tombstone failed from those.)
+/// Redis does not roll back with Postgres: a tombstone whose deletion failed is
+/// withdrawn at once, and again by a retry that finds the row kept, so a live device's
+/// push URL does not answer 410 for the tombstone's lifetime.
 struct SubscriptionRemover: Sendable {
     enum Result: Sendable, Equatable {
         /// Deleted now (with its tombstone), or already deleted by someone else.
@@ -37,9 +40,20 @@ struct SubscriptionRemover: Sendable {
                 FROM subscriptions WHERE id = \(message.subscriptionID) FOR UPDATE
                 """)
             guard let row = rows.first else { return .removed }
-            guard try row.decode("verdict_holds", as: Bool.self) else { return .kept }
-            try await invalidation.subscriptionGone(message.subscriptionID, app: message.appID)
-            try await connection.execute("DELETE FROM subscriptions WHERE id = \(message.subscriptionID)")
+            let (id, app) = (message.subscriptionID, message.appID)
+            guard try row.decode("verdict_holds", as: Bool.self) else {
+                try await invalidation.tombstoneWithdrawn(id, app: app)  // an earlier try's, if its deletion failed
+                return .kept
+            }
+            do {
+                try await invalidation.subscriptionGone(id, app: app)
+                try await connection.execute("DELETE FROM subscriptions WHERE id = \(id)")
+            } catch {
+                // Rolled back: the row stays, so its push URL must not answer 410. If
+                // Redis cannot be told now, the retry's verdict check tells it.
+                try? await invalidation.tombstoneWithdrawn(id, app: app)
+                throw error
+            }
             return .removed
         }
     }

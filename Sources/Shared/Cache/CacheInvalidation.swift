@@ -9,6 +9,7 @@
 /// | a subscription was activated | `subscriptionActivated(_:)` (drops the stash too) |
 /// | subscriptions deleted (by id, by identifier or app removal, by the sweep) | `subscriptionsDeleted(_:)` |
 /// | a device token died (APNs 410 / BadDeviceToken) | `subscriptionGone(_:app:)` (adds the 410 tombstone) |
+/// | that deletion rolled back, or the device changed after Apple's verdict | `tombstoneWithdrawn(_:app:)` |
 /// | an app's push switch or chosen credential changed, the app was deleted | `appChanged(_:)` |
 /// | a credential was rejected, restored or deleted | `appChanged(_:)` for each app using it |
 /// | an account's plan changed | `accountChanged(_:)` |
@@ -77,6 +78,20 @@ public struct CacheInvalidation: Sendable {
             RedisCommand("ZREM", keys.stashesDue, id),
         ]).map { try $0.throwingError() }
     }
+
+    /// Deletes the tombstone of `id` if `app`'s: written before its row's deletion,
+    /// which then rolled back, it would answer 410 for a live device for its lifetime
+    /// (the cache fills refuse to write over a tombstone). The row is the truth.
+    public func tombstoneWithdrawn(_ id: String, app: String) async throws {
+        _ = try await redis.run(Self.withdrawTombstone, keys: [keys.tombstone(id)], arguments: [app])
+    }
+
+    /// Deletes KEYS[1] only if it holds ARGV[1]: another app's tombstone is not ours.
+    static let withdrawTombstone = RedisScript(
+        source: """
+            if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+            return 0
+            """)
 
     public func appChanged(_ id: String) async throws {
         try await invalidate([keys.app(id)])
