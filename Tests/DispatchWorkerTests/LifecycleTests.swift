@@ -206,6 +206,38 @@ import Testing
         }
     }
 
+    /// A consumer long idle with nothing pending is removed from the group, but only
+    /// if that still holds where it is removed: a worker restarted under the name may
+    /// have read entries since the consumers were listed, and `DELCONSUMER` would drop
+    /// them from the pending list (never acknowledged, never claimed).
+    @Test func anIdleConsumerIsRemovedOnlyIfStillIdleWithNothingPending() async throws {
+        let redis = try RedisClient(url: TestEnvironment.redisURL)
+        defer { redis.close() }
+        let stream = "pushgate-test:queue:{idle\(UInt64.random(in: 0...UInt64.max))}"
+        let group = RedisKeys.consumerGroup
+        defer { Task { _ = try? await redis.send("DEL", stream) } }
+        _ = try await redis.send("XGROUP", "CREATE", stream, group, "0", "MKSTREAM")
+        for name in ["gone", "restarted"] { _ = try await redis.send("XGROUP", "CREATECONSUMER", stream, group, name) }
+        func remove(_ name: String, idleOver milliseconds: Int) async throws -> Int64? {
+            try await redis.run(
+                QueueConsumer.removeIdleConsumer, keys: [stream], arguments: [group, name, milliseconds]
+            ).int
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        // "restarted" reads an entry after the list was read: it stays, and so does its entry.
+        _ = try await redis.send("XADD", stream, "*", "m", "1")
+        _ = try await redis.send("XREADGROUP", "GROUP", group, "restarted", "COUNT", "1", "STREAMS", stream, ">")
+        #expect(try await remove("restarted", idleOver: 50) == 0)
+        #expect(try await remove("restarted", idleOver: 0) == 0, "something pending")
+        let pending = try await redis.send("XPENDING", stream, group)
+        #expect(pending.array?.first?.int == 1)
+        #expect(try await remove("gone", idleOver: 60_000) == 0, "not idle long enough")
+        #expect(try await remove("gone", idleOver: 50) == 1)
+        #expect(try await remove("nobody", idleOver: 0) == 0)
+        let left = try await redis.send("XINFO", "CONSUMERS", stream, group).array ?? []
+        #expect(left.count == 1)
+    }
+
     /// A read or claim whose answer was lost (a timeout while Redis stalled) may still
     /// have run in Redis, handing entries to the worker's name that nothing in it holds:
     /// they are taken back within seconds (`QueueConsumer.orphanAge`), not after the

@@ -338,7 +338,9 @@ final class QueueConsumer: Sendable {
     static let consumerIdleLimitMilliseconds: Int64 = 24 * 3_600_000
 
     /// Removes consumers of workers long gone: nothing pending (their entries were
-    /// claimed) and idle for a day.
+    /// claimed) and idle for a day. Each is checked again where it is removed
+    /// (`removeIdleConsumer`): `DELCONSUMER` drops a consumer's pending entries, and a
+    /// worker restarted under the name may have read some since the list was read.
     private func removeIdleConsumers() async {
         guard let reply = try? await redis.send("XINFO", "CONSUMERS", context.stream, context.group) else { return }
         for consumer in reply.array ?? [] {
@@ -352,9 +354,29 @@ final class QueueConsumer: Sendable {
             guard let name = info["name"]?.string, name != self.consumer, info["pending"]?.int == 0,
                 let idle = info["idle"]?.int, idle > Self.consumerIdleLimitMilliseconds
             else { continue }
-            _ = try? await redis.send("XGROUP", "DELCONSUMER", context.stream, context.group, name)
+            _ = try? await redis.run(
+                Self.removeIdleConsumer, keys: [context.stream],
+                arguments: [context.group, name, Self.consumerIdleLimitMilliseconds])
         }
     }
+
+    /// Deletes consumer ARGV[2] of group ARGV[1] only if it has nothing pending and has
+    /// been idle over ARGV[3] ms, read in the same run: 1 if deleted, else 0.
+    static let removeIdleConsumer = RedisScript(
+        source: """
+            for _, consumer in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+                local info = {}
+                for i = 1, #consumer, 2 do info[consumer[i]] = consumer[i + 1] end
+                if info['name'] == ARGV[2] then
+                    if info['pending'] == 0 and info['idle'] > tonumber(ARGV[3]) then
+                        redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+                        return 1
+                    end
+                    return 0
+                end
+            end
+            return 0
+            """)
 
     private func retryLoop() async {
         let failures = ThrottledLog(logger: logger, interval: .seconds(10))
