@@ -61,6 +61,25 @@ private final class RecordingVisitor: RedisReplyVisitor, Sendable {
         #expect(try await client.send("PING") == .status("PONG"))
     }
 
+    /// A read given its own timeout (a blocking read's) that gets an error reply puts
+    /// the connection's command timeout back, as a successful one does: the pooled
+    /// connection's next command must not wait longer than configured on a hung Redis.
+    @Test func anErrorReplyToAReadWithItsOwnTimeoutRestoresTheCommandTimeout() async throws {
+        let client = try RedisTesting.client(maximumConnections: 1, commandTimeout: .milliseconds(300))
+        defer { client.close() }
+        await #expect(throws: RedisError.self) {
+            try await client.send(
+                RedisCommand("XREADGROUP", "GROUP", "nogroup", "c", "STREAMS", "pushgate-test:missing", ">"),
+                timeout: .seconds(10), visitor: RecordingVisitor())
+        }
+        // Blocks 2 s, over the 300 ms command timeout: refused as unanswered in time.
+        let started = ContinuousClock.now
+        await #expect(throws: RedisError.self) {
+            try await client.send("BLPOP", RedisTesting.uniquePrefix("timeout") + "none", 2)
+        }
+        #expect(ContinuousClock.now - started < .seconds(1))
+    }
+
     @Test func encodedCommandsArePipelinedAsWritten() async throws {
         let client = try RedisTesting.client()
         defer { client.close() }

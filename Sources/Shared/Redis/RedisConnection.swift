@@ -171,7 +171,13 @@ public final class RedisConnection: PoolableConnection, @unchecked Sendable {
         precondition(command.script == nil, "scripts go through send(_:) (NOSCRIPT handling)")
         try await onQueue { connection throws(RedisError) in
             if let timeout { try connection.setTimeout(timeout) }
-            try connection.roundTrip(command.argv, name: command.name, visitor: visitor)
+            do throws(RedisError) {
+                try connection.roundTrip(command.argv, name: command.name, visitor: visitor)
+            } catch {
+                // An error reply leaves the connection in the pool: not with this timeout.
+                if timeout != nil { try? connection.setTimeout(connection.options.commandTimeout) }
+                throw error
+            }
             if timeout != nil { try connection.setTimeout(connection.options.commandTimeout) }
         }
     }
