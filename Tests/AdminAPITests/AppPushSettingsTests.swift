@@ -35,6 +35,11 @@ import Testing
             #expect((downgraded["warning"] as? [String: Any])?["code"] as? String == "plan_without_push")
             let listed = try await admin.call("GET", "/accounts/\(account)/apps").json["apps"] as? [[String: Any]]
             #expect((listed?.first?["warning"] as? [String: Any])?["code"] as? String == "plan_without_push")
+            // Restating `enabled: true` (a console sending its whole form) turns nothing
+            // on: not refused, so the rest of such a form can be saved.
+            let restated = try await admin.call("PATCH", "/apps/\(app)/push", ["enabled": true])
+            #expect(restated.status == 200, "\(restated.text)")
+            #expect(restated.json["pushEnabled"] as? Bool == true)
         }
     }
 

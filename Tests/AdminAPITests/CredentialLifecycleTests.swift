@@ -82,6 +82,18 @@ import Testing
         }
     }
 
+    /// A key Apple limits to one environment (the probe asks production) is refused
+    /// saying so, not with the hint for a wrong Key ID, Team ID or .p8.
+    @Test func aKeyLimitedToOneEnvironmentIsRefusedSayingSo() {
+        let limited = CredentialsController.rejected(reason: "BadEnvironmentKeyInToken")
+        #expect(limited.status == 422 && limited.code == "credential_rejected")
+        #expect(
+            limited.message
+                == "APNs rejected the credential (BadEnvironmentKeyInToken); the key is limited to one APNs environment; create one for Sandbox & Production"
+        )
+        #expect(CredentialsController.rejected(reason: "InvalidProviderToken").message.hasSuffix("Team ID and .p8"))
+    }
+
     /// The workers store Apple's answer as the reason ("APNs answered …"); the warning
     /// shown on the card and the apps reads once, without "APNs rejected … (APNs answered …)".
     @Test func theRejectedWarningQuotesTheWorkersReasonOnce() {

@@ -206,6 +206,31 @@ import Testing
         }
     }
 
+    /// A bundle id's verification that finds the credential itself refused (its key
+    /// revoked since) marks it rejected, as `verify` would: the warning shows on the
+    /// credential and its apps at once, not only after a worker's send fails.
+    @Test func aBundleIDSaveThatFindsTheCredentialRevokedFlagsIt() async throws {
+        try await withAdminAndSimulator { admin, _ in
+            let account = try await admin.account()
+            let saved = try await add(admin, account: account, keyID: teamA.keyID, teamID: teamA.teamID, key: teamA.key)
+            let credential = try #require(saved.json["id"] as? String)
+            let app = try await admin.app(account: account)
+            #expect(try await admin.call("PATCH", "/apps/\(app)/push", ["credentialId": credential]).status == 200)
+            // A key id the simulator does not know: as a key revoked since it was saved.
+            try await admin.postgres.execute(
+                "UPDATE push_credentials SET key_id = 'KEYZZZZZZ9' WHERE id = \(credential)")
+            let refused = try await admin.call("PATCH", "/apps/\(app)/push", ["bundleIds": [teamA.bundleIDs[0]]])
+            #expect(refused.status == 422)
+            #expect(refused.errorCode == "credential_rejected")
+            let card = try await admin.call("GET", "/credentials/\(credential)").json
+            #expect(card["status"] as? String == "rejected")
+            #expect((card["warning"] as? [String: Any])?["code"] as? String == "credential_rejected")
+            let shown = try await admin.call("GET", "/apps/\(app)").json
+            #expect((shown["warning"] as? [String: Any])?["code"] as? String == "credential_rejected")
+            #expect(shown["bundleIds"] as? [String] == [])
+        }
+    }
+
     /// Bundle ids are one id whatever their case: listing one in another case respells
     /// it (verified, as it is the APNs topic from now on) and keeps its subscriptions,
     /// where a removal would delete them.

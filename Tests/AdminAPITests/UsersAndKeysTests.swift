@@ -27,6 +27,9 @@ import Testing
                 "PATCH", "/apps/\(app)/users/\(user)", ["disabledReason": "abuse, twice"])
             #expect(reworded.json["disabled"] as? Bool == true)
             #expect(reworded.json["disabledReason"] as? String == "abuse, twice")
+            // `disabled: true` alone (absent is unchanged) keeps the reason.
+            let restated = try await admin.call("PATCH", "/apps/\(app)/users/\(user)", ["disabled": true])
+            #expect(restated.json["disabledReason"] as? String == "abuse, twice")
             let contradictory = try await admin.call(
                 "PATCH", "/apps/\(app)/users/\(user)", ["disabled": false, "disabledReason": "x"])
             #expect(contradictory.status == 400)

@@ -150,7 +150,7 @@ struct AppsController: Sendable {
             try await decidePush(id, body, requestedBundleIDs, locking: false, on: connection)
         }
         if !planned.toVerify.isEmpty, let credential = planned.credential {
-            try await verify(planned.toVerify, with: credential)
+            try await verify(planned.toVerify, with: credential, actor: request.actor)
         }
         let (before, after, deleted, renamed) = try await dependencies.postgres.withTransaction { connection in
             let change = try await decidePush(id, body, requestedBundleIDs, locking: true, on: connection)
@@ -219,7 +219,9 @@ struct AppsController: Sendable {
         let credentialID = body.credentialId ?? before.credentialId
         let bundleIDs = requestedBundleIDs ?? before.bundleIds
 
-        if body.enabled == true && !account.plan.allowsPush {
+        // Turning push on needs a plan with push; restating it (a console sending its
+        // whole form) after a downgrade does not, so ids and credential stay editable.
+        if body.enabled == true && !before.pushEnabled && !account.plan.allowsPush {
             throw AdminError.unprocessable(
                 "plan_without_push",
                 "account \(account.id) is on the \(account.plan.rawValue) plan, which has no push; upgrade it first"
@@ -264,7 +266,9 @@ struct AppsController: Sendable {
     }
 
     /// Probes APNs once per bundle id with the credential's key, over one connection.
-    private func verify(_ bundleIDs: [String], with credential: Credential) async throws {
+    /// A credential APNs rejects is marked so, as `POST /credentials/{id}/verify` would
+    /// (its warning shows, its apps' pushes fail at once), before the save is refused.
+    private func verify(_ bundleIDs: [String], with credential: Credential, actor: String) async throws {
         let stored: StoredPushCredential
         do {
             stored = try await dependencies.credentialReader.credential(id: credential.id)
@@ -283,6 +287,8 @@ struct AppsController: Sendable {
                     "bundle id \(bundleID) does not belong to team \(stored.teamID) of credential \(credential.id) "
                         + "(APNs: \(reason))")
             case .credentialRejected(let reason):
+                try await CredentialsController(dependencies: dependencies).settle(
+                    credential.id, rejection: reason, actor: actor)
                 throw AdminError.unprocessable(
                     "credential_rejected", "APNs rejected credential \(credential.id) (\(reason)); replace it first")
             }

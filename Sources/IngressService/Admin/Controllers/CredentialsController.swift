@@ -58,8 +58,7 @@ struct CredentialsController: Sendable {
 
         switch try await probe(teamID: teamID, keyID: keyID, privateKey: privateKey, topic: Self.probeTopic) {
         case .credentialRejected(let reason):
-            throw AdminError.unprocessable(
-                "credential_rejected", "APNs rejected the credential (\(reason)); check the Key ID, Team ID and .p8")
+            throw Self.rejected(reason: reason)
         case .accepted, .topicRefused:
             break
         }
@@ -119,18 +118,28 @@ struct CredentialsController: Sendable {
         {
         case .credentialRejected(let reason):
             try await settle(id, rejection: reason, actor: request.actor)
-            throw AdminError.unprocessable(
-                "credential_rejected", "APNs rejected the credential (\(reason)); check the Key ID, Team ID and .p8")
+            throw Self.rejected(reason: reason)
         case .accepted, .topicRefused:
             return AdminResponse.ok(try await settle(id, rejection: nil, actor: request.actor))
         }
+    }
+
+    /// 422 `credential_rejected` with Apple's reason and what to check for it.
+    static func rejected(reason: String) -> AdminError {
+        // A key created for one APNs environment only: the service needs both (a
+        // subscription's `sandbox` picks the environment per device).
+        let hint =
+            reason == "BadEnvironmentKeyInToken"
+            ? "the key is limited to one APNs environment; create one for Sandbox & Production"
+            : "check the Key ID, Team ID and .p8"
+        return AdminError.unprocessable("credential_rejected", "APNs rejected the credential (\(reason)); \(hint)")
     }
 
     /// Gives the credential the status a verification found: active, or rejected with
     /// APNs's `rejection` in the workers' form ("APNs answered …"). A change is
     /// recorded and drops its apps' cached settings; returns the credential as it is now.
     @discardableResult
-    private func settle(_ id: String, rejection: String?, actor: String) async throws -> Credential {
+    func settle(_ id: String, rejection: String?, actor: String) async throws -> Credential {
         let status = rejection == nil ? "active" : "rejected"
         let (credential, changedApps) = try await dependencies.postgres.withTransaction { connection in
             guard let apps = try await credentials.lockAndListApps(id, on: connection) else {

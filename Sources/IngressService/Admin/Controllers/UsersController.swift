@@ -136,10 +136,12 @@ struct UsersController: Sendable {
             if reason != nil, body.disabled == false || (body.disabled == nil && !before.disabled) {
                 throw AdminError.invalid("disabledReason is for a disabled user: send it with disabled: true")
             }
-            if let disabled = body.disabled ?? (reason != nil ? true : nil),
-                disabled != before.disabled || (disabled && reason != before.disabledReason)
-            {
-                try await users.setDisabled(disabled, reason: reason, userID: userID, appID: appID, on: connection)
+            if let disabled = body.disabled ?? (reason != nil ? true : nil) {
+                // Absent is unchanged: `disabled: true` alone keeps a disabled user's reason.
+                let kept = disabled ? reason ?? (before.disabled ? before.disabledReason : nil) : nil
+                if disabled != before.disabled || kept != before.disabledReason {
+                    try await users.setDisabled(disabled, reason: kept, userID: userID, appID: appID, on: connection)
+                }
             }
             let after = try await users.state(userID: userID, appID: appID, on: connection)
             if after != before {
