@@ -99,8 +99,11 @@ import Testing
             let stored = try await admin.postgres.query("SELECT key_hash FROM app_api_keys WHERE id = \(id)")
             #expect(try stored[0].decode("key_hash", as: [UInt8].self) == SHA256.hash(key))
             let listed = try await admin.call("GET", "/apps/\(app)/keys")
+            #expect(listed.status == 200)
+            let keys = try #require(listed.json["keys"] as? [[String: Any]])
+            #expect(keys.count == 1 && keys[0]["id"] as? Int == id)
             #expect(!listed.text.contains(key))
-            #expect((listed.json["keys"] as? [[String: Any]])?.first?["key"] == nil)
+            #expect(keys[0]["key"] == nil)
 
             let revoked = try await admin.call("DELETE", "/apps/\(app)/keys/\(id)")
             #expect(revoked.status == 200)

@@ -103,10 +103,13 @@ import Testing
                 topic: "t", deviceToken: "ab", sandbox: false, alertTitle: "t", alertBody: "b", ciphertext: [1],
                 priority: 10, expiration: 0, collapseID: nil, acceptedAt: 0, quotaKey: "q")
         }
-        for index in 0..<12 { counts.recordSent(message("device-\(index)")) }
+        let first = Date(timeIntervalSince1970: 1_790_000_000)
+        for index in 0..<12 { counts.recordSent(message("device-\(index)"), at: first) }
         #expect(counts.pendingLastPushCount == 5)
-        counts.recordSent(message("device-0"))
+        #expect(counts.pendingLastPush(of: message("device-11")) == nil)
+        counts.recordSent(message("device-0"), at: first.addingTimeInterval(60))
         #expect(counts.pendingLastPushCount == 5)
+        #expect(counts.pendingLastPush(of: message("device-0")) == first.addingTimeInterval(60))
         #expect(await counts.flush() == false)
         #expect(counts.pendingLastPushCount == 5)
         #expect(await counts.flush() == false)
@@ -131,7 +134,17 @@ import Testing
         await counts.stop(waitingAtMost: .milliseconds(500))
         let took = ContinuousClock.now - started
         #expect(took < .seconds(2), "stopped after \(took)")
-        #expect(try await setup.written() == [0, 0, 0])
+        // Kept in Redis (taken for the transfer, or not yet), and written once Postgres answers.
+        let waiting = try await setup.redis.send("EXISTS", setup.keys.movingCounts, setup.keys.pendingCounts).int
+        #expect(waiting ?? 0 >= 1)
+        setup.relay.thaw()
+        let next = DailyCounts(
+            postgres: setup.postgres, transfers: [setup.transfer(owner: "next", lease: .milliseconds(100))],
+            interval: .milliseconds(100), logger: Logger(component: "worker", minimumLevel: .error))
+        next.start()
+        try await eventually("the counts written") { try await setup.written() == [2, 0, 0] }
+        await next.stop(waitingAtMost: .seconds(10))
+        #expect(try await setup.written() == [2, 0, 0])
     }
 
     /// A transfer whose worker died after taking the counts is taken over once its

@@ -27,6 +27,10 @@ import Testing
             #expect(try await Parties.send(Parties.jmap("StateChange"), to: app.endpoint, keys: app.keys).status == 410)
             #expect(stack.recordings(token: app.token).isEmpty)
             try await eventually("the daily count") { try await stack.dailyCounts().gone == 1 }
+            let stats = try await stack.controlRequest("GET", "/stats")
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any])
+            #expect((json["rejected"] as? [String: Int])?["Unregistered"] == 1, "APNs asked once: \(stats.text)")
+            #expect(try await stack.dailyCounts().gone == 1)
         }
     }
 }

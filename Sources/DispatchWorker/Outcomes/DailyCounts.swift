@@ -143,6 +143,11 @@ final class DailyCounts: Sendable {
         state.withLock { $0.lastPush.count }
     }
 
+    /// The last-push time of `message`'s subscription waiting to be written (tests).
+    func pendingLastPush(of message: QueueMessage) -> Date? {
+        state.withLock { $0.lastPush[SubscriptionKey(message)] }
+    }
+
     /// Checks every 50 ms whether an interval passed (then moves the counts and writes
     /// the last-push times) or the last-push times reached `batchSize` (then writes
     /// them, unless the last write failed: the next try waits for the interval).
