@@ -38,7 +38,10 @@ def code_variables():
 
 def kubernetes():
     documents = []
-    for path in sorted((root / "deploy/kubernetes").glob("*.yaml")):
+    # The example Secret is not named *.yaml, so `kubectl apply -f deploy/kubernetes/`
+    # cannot overwrite the real one with it; it is checked with the rest.
+    paths = [*(root / "deploy/kubernetes").glob("*.yaml"), *(root / "deploy/kubernetes").glob("*.yaml.example")]
+    for path in sorted(paths):
         try:
             for document in yaml.safe_load_all(path.read_text()):
                 if document is None:

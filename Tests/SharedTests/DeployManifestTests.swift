@@ -31,7 +31,7 @@ import Testing
         let configMap = copy.appendingPathComponent("deploy/kubernetes/configmap.yaml")
         try (String(contentsOf: configMap, encoding: .utf8) + "  INGRESS_COLOUR: \"blue\"\n")
             .write(to: configMap, atomically: true, encoding: .utf8)
-        let secret = copy.appendingPathComponent("deploy/kubernetes/secret.example.yaml")
+        let secret = copy.appendingPathComponent("deploy/kubernetes/secret.yaml.example")
         try String(contentsOf: secret, encoding: .utf8).replacingOccurrences(of: "  REDIS_URL:", with: "  # REDIS_URL:")
             .write(to: secret, atomically: true, encoding: .utf8)
 
