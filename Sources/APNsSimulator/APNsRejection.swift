@@ -44,6 +44,7 @@ struct APNsRejection: Error, Sendable, Equatable, CustomStringConvertible {
     static let badPayload = APNsRejection(400, "BadPayload")
     // 403
     static let expiredProviderToken = APNsRejection(403, "ExpiredProviderToken")
+    static let unrelatedKeyIdInToken = APNsRejection(403, "UnrelatedKeyIdInToken")
     static let invalidProviderToken = APNsRejection(403, "InvalidProviderToken")
     static let missingProviderToken = APNsRejection(403, "MissingProviderToken")
     // 404, 405

@@ -54,6 +54,9 @@ struct ProviderTokenCache: Sendable {
         case .success(let value): verified = value
         }
         if case .failure(let rejection) = checkAge(verified, rules: rules, now: now) { return .failure(rejection) }
+        // Apple: a connection keeps the key (and team) of its first token; another
+        // key's token needs a connection of its own.
+        if let current, verified.keyID != current.keyID { return .failure(.unrelatedKeyIdInToken) }
         // Too many updates: a token made within the period after the connection's
         // current one (Apple: tokens may be recreated at most every 20 minutes), on a
         // connection that took its current one within the period. A token made a full
@@ -95,8 +98,12 @@ struct ProviderTokenCache: Sendable {
                 keyGeneration: rules.keyGeneration))
     }
 
+    /// Apple: `iat` "must be no more than one hour from the current time", either way.
+    /// One far in the future (an `iat` in milliseconds, a clock running fast) is refused.
     private func checkAge(_ verified: Verified, rules: SimulatorRules, now: Int64) -> Result<Verified, APNsRejection> {
-        now - verified.issuedAt > rules.tokenLifetimeSeconds ? .failure(.expiredProviderToken) : .success(verified)
+        if now - verified.issuedAt > rules.tokenLifetimeSeconds { return .failure(.expiredProviderToken) }
+        if verified.issuedAt - now > rules.tokenLifetimeSeconds { return .failure(.invalidProviderToken) }
+        return .success(verified)
     }
 
     /// The token of `bearer <token>` (scheme case-insensitive), or nil.

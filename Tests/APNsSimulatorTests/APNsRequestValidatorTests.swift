@@ -110,6 +110,40 @@ import Testing
         #expect(rejection(["authorization": "bearer \(fresh)"]) == nil)
     }
 
+    /// Apple: `iat` no more than an hour from now, either way: one in milliseconds (a
+    /// classic JWT bug) or from a clock running fast is refused.
+    @Test func aTokenIssuedMoreThanAnHourAheadIsInvalidProviderToken() {
+        let ahead = Fixtures.token(issuedAt: Date().addingTimeInterval(3601))
+        #expect(rejection(["authorization": "bearer \(ahead)"]) == APNsRejection(403, "InvalidProviderToken"))
+        let milliseconds = Fixtures.token(issuedAt: Date(timeIntervalSince1970: Date().timeIntervalSince1970 * 1000))
+        #expect(rejection(["authorization": "bearer \(milliseconds)"]) == APNsRejection(403, "InvalidProviderToken"))
+        let skewed = Fixtures.token(issuedAt: Date().addingTimeInterval(60))
+        #expect(rejection(["authorization": "bearer \(skewed)"]) == nil)
+    }
+
+    /// Apple keeps a connection to the key of its first token: another key's (here
+    /// another team's) is 403 UnrelatedKeyIdInToken, and the connection keeps its own.
+    @Test func anotherKeysTokenOnAConnectionIsUnrelatedKeyIdInToken() {
+        var tokens = ProviderTokenCache()
+        let rules = Fixtures.rules()
+        let other = Fixtures.token(keyID: Fixtures.otherKeyID, teamID: Fixtures.otherTeamID, key: Fixtures.otherKey)
+        func send(_ token: String, topic: String) -> APNsRejection? {
+            APNsRequestValidator.validate(
+                headers: Fixtures.headers(token: token, ["apns-topic": topic]), body: Fixtures.payload, rules: rules,
+                tokens: &tokens, now: now
+            ).rejection
+        }
+        #expect(send(Fixtures.defaultToken, topic: Fixtures.bundleID) == nil)
+        #expect(send(other, topic: Fixtures.otherBundleID) == APNsRejection(403, "UnrelatedKeyIdInToken"))
+        #expect(send(Fixtures.defaultToken, topic: Fixtures.bundleID) == nil)
+        // On a connection of its own it is fine.
+        var fresh = ProviderTokenCache()
+        let own = APNsRequestValidator.validate(
+            headers: Fixtures.headers(token: other, ["apns-topic": Fixtures.otherBundleID]), body: Fixtures.payload,
+            rules: rules, tokens: &fresh, now: now)
+        #expect(own.rejection == nil)
+    }
+
     @Test func topicMustBePresentWellFormedAndTheTeams() {
         #expect(rejection(["apns-topic": nil]) == APNsRejection(400, "MissingTopic"))
         #expect(rejection(["apns-topic": ""]) == APNsRejection(400, "BadTopic"))
