@@ -169,7 +169,10 @@ func buildApplication(
     let directory = AppDirectory(postgres: postgres)
     let invalidation = CacheInvalidation(
         redis: redis, keys: keys, tombstoneLifetimeSeconds: configuration.common.tombstoneLifetimeSeconds)
-    let failureLog = ThrottledLog(logger: logger)
+    // One throttle per API: a storm of failed pushes must not hide failing device or
+    // App API requests (and each `suppressed` count stays that API's own).
+    let (pushFailures, deviceFailures, appAPIFailures) =
+        (ThrottledLog(logger: logger), ThrottledLog(logger: logger), ThrottledLog(logger: logger))
     let stashLifetime = Int64(configuration.stashLifetimeSeconds) * 1000
     var base = configuration.publicBaseURL.absoluteString
     while base.hasSuffix("/") { base.removeLast() }
@@ -199,7 +202,7 @@ func buildApplication(
             replies: ReplyCollector(redis: replyRedis, stopping: stopping),
             maximumTTLSeconds: configuration.maximumPushTTLSeconds,
             deadline: .milliseconds(configuration.appAPISendDeadlineMilliseconds), metrics: metrics),
-        failureLog: failureLog)
+        failureLog: appAPIFailures)
     let device = DeviceRoutes(
         subscriptions: subscriptions, directory: directory,
         limiter: limiter,
@@ -211,7 +214,7 @@ func buildApplication(
         cache: cache, unknownPushes: FailedLookupLimit(limiter: limiter, scope: .unknownPush, clientIP: clientIP),
         metrics: metrics, pushRateLimit: configuration.pushRateLimit, stashLimit: configuration.stashLimit,
         stashLifetimeMilliseconds: stashLifetime, maximumTTL: configuration.maximumPushTTLSeconds,
-        messageBase: base + "/api/push/m/", failureLog: failureLog)
+        messageBase: base + "/api/push/m/", failureLog: pushFailures)
     let readiness = ReadinessCheck(
         redis: redis, postgres: postgres, logger: logger.child("readiness"),
         postgresUsers: "registrations, device updates, App API sends and the admin API")
@@ -219,7 +222,7 @@ func buildApplication(
         device: device, webPush: webPush, health: HealthRoutes(readiness: readiness, metrics: metrics),
         appAPI: appAPI,
         clientIP: clientIP, metrics: metrics,
-        failureLog: failureLog)
+        failureLog: deviceFailures)
     let server = HTTPServer(
         configuration: .init(
             address: configuration.listen, threads: configuration.threads,

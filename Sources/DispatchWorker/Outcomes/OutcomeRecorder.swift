@@ -156,9 +156,11 @@ final class OutcomeRecorder: Sendable {
                 operatorLog.warning(
                     detail == "credential_unopenable"
                         ? "a notification failed: its push credential does not open"
-                        : reason == .credentialMissing
-                            ? "a notification failed: its app has no push credential"
-                            : "APNs refused a notification for a configuration reason",
+                        : detail == "ProviderToken"
+                            ? "a notification failed: its push credential's key cannot sign a provider token"
+                            : reason == .credentialMissing
+                                ? "a notification failed: its app has no push credential"
+                                : "APNs refused a notification for a configuration reason",
                     key: "\(detail):\(message.appID):\(message.topic)",
                     metadata: [
                         "apns.reason": detail, "app": message.appID, "topic": message.topic,

@@ -19,8 +19,8 @@ struct SubscriptionSweeper: Sendable {
     /// failed: the entries' freshness (`CACHE_TTL_SECONDS`), after which a push reads
     /// the row again and finds it gone.
     var invalidationRetryWindow: Duration = .seconds(300)
-    /// Subscriptions deleted, counted per batch: a sweep cut short by a stop or a
-    /// failure is counted as far as it got.
+    /// Subscriptions deleted, counted per batch as it commits: a sweep cut short by a
+    /// stop or a failure is counted as far as it got.
     let swept: Counter.Series
     let logger: Logger
 
@@ -44,13 +44,13 @@ struct SubscriptionSweeper: Sendable {
                 let ids = try await subscriptions.deleteStale(
                     maximumAgeSeconds: maximumAgeSeconds, limit: batchSize)
                 deleted += ids.count
+                swept.increment(by: Double(ids.count))  // committed, whatever Redis does next
                 // The rows are gone and no later sweep finds their ids again: if Redis
                 // fails now, their cache entries (which take pushes), stashes and windows
                 // are dropped in the background once it answers.
                 try await CacheInvalidation.afterCommit(
                     "swept subscriptions", retryingFor: invalidationRetryWindow, logger: logger
                 ) { [invalidation] in try await invalidation.subscriptionsDeleted(ids) }
-                swept.increment(by: Double(ids.count))
                 if ids.count < batchSize { break }
                 // Before each further batch the lease is set to one interval from now, so
                 // replicas still skip about an interval after the sweep ends; a replica
