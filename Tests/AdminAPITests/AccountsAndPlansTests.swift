@@ -127,6 +127,10 @@ import Testing
             #expect(invalidator.events.isEmpty)
             _ = try await admin.call("PATCH", "/accounts/\(account)", ["plan": "pro"])
             #expect(invalidator.events == ["account \(account)"])
+            // Repeated (its answer lost, say, after the commit and before the
+            // invalidation): nothing changes or is recorded, but the cache is dropped again.
+            _ = try await admin.call("PATCH", "/accounts/\(account)", ["plan": "pro"])
+            #expect(invalidator.events == ["account \(account)", "account \(account)"])
         }
     }
 

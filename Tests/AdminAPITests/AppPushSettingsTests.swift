@@ -190,6 +190,10 @@ import Testing
             let on = try await admin.call("PATCH", "/apps/\(app)/push", ["enabled": true])
             #expect(on.json["pushEnabled"] as? Bool == true)
             #expect(invalidator.events == Array(repeating: "app \(app) \(bundle)", count: 3))
+            // A repeat that changes nothing drops the app's entries again (the first
+            // try's invalidation may have been lost with its answer).
+            #expect(try await admin.call("PATCH", "/apps/\(app)/push", ["enabled": true]).status == 200)
+            #expect(invalidator.events == Array(repeating: "app \(app) \(bundle)", count: 4))
         }
     }
 

@@ -83,7 +83,9 @@ struct AccountsController: Sendable {
                 subject: "account:\(id)", before: Snapshot(before), after: Snapshot(after))
             return (before, after)
         }
-        if before.plan != after.plan {
+        // Also when the plan named is the one saved: a repeat of a change whose answer
+        // was lost (its commit done, its invalidation not) must not leave caches stale.
+        if before.plan != after.plan || body.plan != nil {
             await dependencies.invalidate("account") { try await dependencies.invalidator.accountChanged(id) }
         }
         return AdminResponse.ok(after)

@@ -178,13 +178,13 @@ struct AppsController: Sendable {
             }
             return (before, after, deleted, renamed)
         }
-        if PushSnapshot(before) != PushSnapshot(after) {
-            let topics = Array(Set(before.bundleIds).union(after.bundleIds)).sorted()
-            await dependencies.invalidate("app") {
-                try await dependencies.invalidator.appChanged(id, topics: topics)
-                if !deleted.isEmpty { try await dependencies.invalidator.subscriptionsDeleted(deleted) }
-                if !renamed.isEmpty { try await dependencies.invalidator.subscriptionsChanged(renamed) }
-            }
+        // Also when nothing changed: a repeat of a change whose answer was lost (its
+        // commit done, its invalidation not) must not leave the app's entries stale.
+        let topics = Array(Set(before.bundleIds).union(after.bundleIds)).sorted()
+        await dependencies.invalidate("app") {
+            try await dependencies.invalidator.appChanged(id, topics: topics)
+            if !deleted.isEmpty { try await dependencies.invalidator.subscriptionsDeleted(deleted) }
+            if !renamed.isEmpty { try await dependencies.invalidator.subscriptionsChanged(renamed) }
         }
         if !deleted.isEmpty {
             dependencies.logger.info(

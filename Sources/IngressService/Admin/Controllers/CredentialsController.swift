@@ -137,16 +137,19 @@ struct CredentialsController: Sendable {
 
     /// Gives the credential the status a verification found: active, or rejected with
     /// APNs's `rejection` in the workers' form ("APNs answered …"). A change is
-    /// recorded and drops its apps' cached settings; returns the credential as it is now.
+    /// recorded; its apps' cached settings are dropped either way. Returns the
+    /// credential as it is now.
     @discardableResult
     func settle(_ id: String, rejection: String?, actor: String) async throws -> Credential {
         let status = rejection == nil ? "active" : "rejected"
-        let (credential, changedApps) = try await dependencies.postgres.withTransaction { connection in
+        let (credential, usingApps) = try await dependencies.postgres.withTransaction { connection in
             guard let apps = try await credentials.lockAndListApps(id, on: connection) else {
                 throw AdminError.notFound("credential", id)
             }
             let before = try await credentials.require(id, on: connection)
-            guard before.status != status else { return (before, [String]()) }
+            // Unchanged (already settled so): nothing recorded, but its apps' entries are
+            // dropped again, in case the change's own invalidation was lost with its answer.
+            guard before.status != status else { return (before, apps) }
             if let rejection {
                 try await credentials.markRejected(id, reason: "APNs answered \(rejection)", on: connection)
             } else {
@@ -157,9 +160,9 @@ struct CredentialsController: Sendable {
                 subject: "credential:\(id)", before: ["status": before.status], after: ["status": status])
             return (try await credentials.require(id, on: connection), apps)
         }
-        if !changedApps.isEmpty {
+        if !usingApps.isEmpty {
             await dependencies.invalidate("credential") {
-                for app in changedApps { try await dependencies.invalidator.appChanged(app, topics: []) }
+                for app in usingApps { try await dependencies.invalidator.appChanged(app, topics: []) }
             }
         }
         return credential
