@@ -1,18 +1,19 @@
 import Shared
 
-/// The header fields APNs reads from a request (`:method`, `:path`,
+/// The header fields APNs reads from a request (`:method`, `:path`, `:authority`,
 /// `authorization`, `apns-*`), found in one pass over the request's header list.
 /// Their bytes are copied into one buffer a connection reuses, for the
 /// validator's byte checks; the strings are kept too, so the topic, device token
 /// and a valid `apns-id` are passed on as received without another copy.
 struct APNsRequestHeaders {
     enum Name: Int, CaseIterable {
-        case method, path, authorization, topic, pushType, priority, expiration, collapseID, apnsID
+        case method, path, authority, authorization, topic, pushType, priority, expiration, collapseID, apnsID
 
         var text: StaticString {
             switch self {
             case .method: ":method"
             case .path: ":path"
+            case .authority: ":authority"
             case .authorization: "authorization"
             case .topic: "apns-topic"
             case .pushType: "apns-push-type"

@@ -26,7 +26,8 @@ import Shared
 /// 7. the device token: even-length hex, 16…200 characters → else 400 BadDeviceToken;
 /// 8. the payload: over 4096 bytes (5120 for voip) → 413 PayloadTooLarge; empty
 ///    → 400 PayloadEmpty; not a JSON object with an `aps` object → 400 BadPayload;
-/// 9. the device token bound to another topic → 400 DeviceTokenNotForTopic;
+/// 9. the device token bound to another host (`:authority`: the other environment)
+///    → 400 BadDeviceToken; bound to another topic → 400 DeviceTokenNotForTopic;
 ///    uninstalled → 410 Unregistered with its timestamp.
 enum APNsRequestValidator {
     struct Accepted: Sendable, Equatable {
@@ -157,8 +158,11 @@ enum APNsRequestValidator {
         guard JSONPayloadInspector.inspect(body) == .valid else { return refuse(.badPayload) }
         // 9. The device's own state.
         let deviceTokenText = Substring(pathText.utf8.dropFirst(10))
-        if !rules.deviceTopics.isEmpty || !rules.uninstalled.isEmpty {
+        if !rules.deviceTopics.isEmpty || !rules.uninstalled.isEmpty || !rules.deviceHosts.isEmpty {
             let key = deviceTokenText.lowercased()
+            if let host = rules.deviceHosts[key], host != headers[.authority].map(Self.host(ofAuthority:)) {
+                return refuse(.badDeviceToken)
+            }
             if let bound = rules.deviceTopics[key], bound != topicText { return refuse(.deviceTokenNotForTopic) }
             if let timestamp = rules.uninstalled[key] { return refuse(.unregistered(timestamp: timestamp)) }
         }
@@ -167,6 +171,13 @@ enum APNsRequestValidator {
             outcome: .success(
                 Accepted(deviceToken: deviceTokenText, topic: topicText, teamID: token.teamID, keyID: token.keyID)),
             authenticated: true)
+    }
+
+    /// `host[:port]` → `host`, lower-cased (`[::1]:443` → `[::1]`).
+    static func host(ofAuthority authority: String) -> String {
+        var host = Substring(authority)
+        if let colon = host.lastIndex(of: ":"), !host[colon...].contains("]") { host = host[..<colon] }
+        return host.lowercased()
     }
 
     /// 8-4-4-4-12 hex digits, either case.

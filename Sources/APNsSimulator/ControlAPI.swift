@@ -18,7 +18,8 @@
 //                                          after any injected latency, as a device would see it)
 //   DELETE /notifications               → 204, recordings cleared
 //   GET    /rules                       → 200 {"keys":{kid:{"teamId","revoked"}},"bundleIds":{id:team},
-//                                          "deviceTopics":{token:topic},"uninstalled":{token:ms}}
+//                                          "deviceTopics":{token:topic},"uninstalled":{token:ms},
+//                                          "deviceHosts":{token:host}}
 //   POST   /faults   {"status":429|500|503,"count":N}
 //                                        → 204; the next N requests (any connection, after faults already
 //                                          queued) answer TooManyRequests / InternalServerError / ServiceUnavailable
@@ -38,7 +39,10 @@
 //                                        → 204; pushes to the token for another topic: 400 DeviceTokenNotForTopic
 //   POST   /devices/{token}/uninstall  {"timestamp":MS?}
 //                                        → 204; pushes to it: 410 Unregistered with that timestamp (default now)
-//   DELETE /devices/{token}             → 204, topic binding and uninstall forgotten
+//   PUT    /devices/{token}/environment  {"host":"…"}
+//                                        → 204; the token is one of that host's environment: pushed through
+//                                          another `:authority` host (the other environment), 400 BadDeviceToken
+//   DELETE /devices/{token}             → 204, topic binding, environment and uninstall forgotten
 //   POST   /reset                       → 204, back to the configuration file: rules, faults, latency,
 //                                          recordings and counters
 //
@@ -140,10 +144,15 @@ struct ControlAPI: HTTPHandler {
             let timestamp = Int64(try integer(body, "timestamp", default: Int(now)))
             state.updateRules { $0.uninstalled[path[1].lowercased()] = timestamp }
             return noContent
+        case ("PUT", 3, "devices") where path[2] == "environment":
+            let host = APNsRequestValidator.host(ofAuthority: try string(try object(request), "host"))
+            state.updateRules { $0.deviceHosts[path[1].lowercased()] = host }
+            return noContent
         case ("DELETE", 2, "devices"):
             state.updateRules { rules in
                 rules.deviceTopics[path[1].lowercased()] = nil
                 rules.uninstalled[path[1].lowercased()] = nil
+                rules.deviceHosts[path[1].lowercased()] = nil
             }
             return noContent
         case ("POST", 1, "reset"):
@@ -196,7 +205,9 @@ struct ControlAPI: HTTPHandler {
         let bundles = object(rules.bundleOwners.map { ($0.key, JSONString.quote($0.value)) })
         let topics = object(rules.deviceTopics.map { ($0.key, JSONString.quote($0.value)) })
         let uninstalled = object(rules.uninstalled.map { ($0.key, String($0.value)) })
-        return "{\"keys\":\(keys),\"bundleIds\":\(bundles),\"deviceTopics\":\(topics),\"uninstalled\":\(uninstalled)}"
+        let hosts = object(rules.deviceHosts.map { ($0.key, JSONString.quote($0.value)) })
+        return "{\"keys\":\(keys),\"bundleIds\":\(bundles),\"deviceTopics\":\(topics),\"uninstalled\":\(uninstalled),"
+            + "\"deviceHosts\":\(hosts)}"
     }
 
     // MARK: JSON in

@@ -20,6 +20,10 @@ struct SimulatorRules: Sendable {
     var deviceTopics: [String: String] = [:]
     /// Lower-case device token → when it became invalid (ms since 1970): 410 Unregistered.
     var uninstalled: [String: Int64] = [:]
+    /// Lower-case device token → the lower-case host (its APNs environment, as the
+    /// request's `:authority` names it) whose token it is: through another, 400
+    /// BadDeviceToken, as Apple answers a token of the other environment.
+    var deviceHosts: [String: String] = [:]
     var tokenUpdatePeriodSeconds: Int64
     var tokenLifetimeSeconds: Int64
     /// Bumped whenever keys change, so connections re-verify the token they cached.

@@ -252,6 +252,18 @@ import Testing
         #expect(rejection(voip, body: payload(5121)) == APNsRejection(413, "PayloadTooLarge"))
     }
 
+    /// A token of one environment pushed through the other's host: 400 BadDeviceToken
+    /// (the port does not matter, nor the case of the host).
+    @Test func aTokenOfAnotherEnvironmentIsBadDeviceToken() {
+        var rules = Fixtures.rules()
+        rules.deviceHosts[Fixtures.deviceToken] = "api.sandbox.push.apple.com"
+        #expect(rejection([":authority": "api.push.apple.com"], rules: rules) == APNsRejection(400, "BadDeviceToken"))
+        #expect(rejection([":authority": "API.sandbox.push.apple.com:443"], rules: rules) == nil)
+        #expect(APNsRequestValidator.host(ofAuthority: "[::1]:2197") == "[::1]")
+        #expect(APNsRequestValidator.host(ofAuthority: "[::1]") == "[::1]")
+        #expect(APNsRequestValidator.host(ofAuthority: "LocalHost") == "localhost")
+    }
+
     @Test func aTokenBoundToAnotherTopicIsDeviceTokenNotForTopic() {
         var rules = Fixtures.rules()
         rules.deviceTopics[Fixtures.deviceToken] = "com.example.elsewhere"

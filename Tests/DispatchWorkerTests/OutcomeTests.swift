@@ -41,6 +41,26 @@ import Testing
         }
     }
 
+    /// Apple's commonest BadDeviceToken: a development build's token registered with
+    /// `sandbox: false`, so sent to production. The subscription is gone (410 to its
+    /// sender); the same token registered with `sandbox: true` is delivered.
+    @Test func aTokenOfTheOtherEnvironmentIsBadDeviceTokenAndGone() async throws {
+        try await DeliveryStack.with { stack in
+            try await stack.startWorker()
+            let (wrong, _, token) = try await stack.subscribe(sandbox: false)
+            let (right, _, _) = try await stack.subscribe(sandbox: true, token: token)
+            // A sandbox token: the stack's sandbox URL is the simulator at 127.0.0.1.
+            try await stack.controlRequest("PUT", "/devices/\(token)/environment", #"{"host":"127.0.0.1"}"#)
+            #expect(try await stack.push(wrong).status == 201)
+            try await eventually("the subscription deleted") { try await !stack.subscriptionExists(wrong) }
+            #expect(try await stack.push(wrong).status == 410)
+            #expect(try await stack.push(right).status == 201)
+            try await eventually("the sandbox one delivered") { stack.recordings(token: token).count == 1 }
+            #expect(try await stack.subscriptionExists(right))
+            try await stack.controlRequest("DELETE", "/devices/\(token)")
+        }
+    }
+
     @Test func aTokenRefreshedAfterApplesVerdictIsKept() async throws {
         try await DeliveryStack.with { stack in
             try await stack.startWorker()
