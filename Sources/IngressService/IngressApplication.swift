@@ -208,7 +208,8 @@ func buildApplication(
         limiter: limiter,
         invalidation: invalidation, cache: cache, redis: redis, keys: keys, publicPushBase: base + Route.pushPathPrefix,
         stashLifetimeMilliseconds: stashLifetime,
-        invalidationRetryWindow: .seconds(configuration.cacheLifetimeSeconds), logger: logger.child("device"))
+        invalidationRetryWindow: .seconds(configuration.cacheLifetimeSeconds), logger: logger.child("device"),
+        invalidationLog: InvalidationRetryLog(logger: logger.child("device")))
     let webPush = WebPushRoutes(
         hotPath: hotPath, keys: keys, scriptEncoder: HotPathScript.Encoder(keys: keys),
         cache: cache, unknownPushes: FailedLookupLimit(limiter: limiter, scope: .unknownPush, clientIP: clientIP),

@@ -20,8 +20,32 @@ import Testing
                     return calls
                 }
                 if call < 3 { throw RedisError(code: .connection, message: "connection cut") }
-            }, within: .seconds(60), logger: logger)
+            }, within: .seconds(60), log: InvalidationRetryLog(logger: logger))
         #expect(calls.withLock { $0 } == 3)
+    }
+
+    /// Many requests' invalidations retried at once (a Redis slowdown under busy device
+    /// traffic) share one throttled line, not one each.
+    @Test func retriesSharingALogShareItsThrottle() async {
+        let (logger, lines) = TestEnvironment.capturingLogger("device")
+        let log = InvalidationRetryLog(logger: logger, interval: .seconds(60))
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<5 {
+                group.addTask {
+                    let calls = Mutex(0)
+                    await CacheInvalidation.retry(
+                        "subscription",
+                        {
+                            let call = calls.withLock { calls in
+                                calls += 1
+                                return calls
+                            }
+                            if call < 2 { throw RedisError(code: .timeout, message: "no answer") }
+                        }, within: .seconds(60), log: log)
+                }
+            }
+        }
+        #expect(lines.all.filter { $0.contains("cache invalidation done on a later try") }.count == 1)
     }
 
     @Test func triesStopWhenTheServiceShutsDown() async {
@@ -33,7 +57,7 @@ import Testing
             {
                 calls.withLock { $0 += 1 }
                 throw ConnectionPoolError(code: .closed, poolName: "redis")
-            }, within: .seconds(60), logger: logger)
+            }, within: .seconds(60), log: InvalidationRetryLog(logger: logger))
         #expect(calls.withLock { $0 } == 1)
         #expect(ContinuousClock.now - start < .seconds(30))
     }
@@ -46,7 +70,7 @@ import Testing
             {
                 calls.withLock { $0 += 1 }
                 throw RedisError(code: .connection, message: "connection refused")
-            }, within: .seconds(2), logger: logger)
+            }, within: .seconds(2), log: InvalidationRetryLog(logger: logger))
         // After 0.25 s, 0.5 s and 1 s (the last left out if the sleeps ran late): the
         // next pause, 2 s, would end past the window.
         #expect((2...3).contains(calls.withLock { $0 }))

@@ -64,7 +64,7 @@ final class CredentialRejecter: Sendable {
         ).map { try $0.decode("id", as: String.self) }
         do {
             try await CacheInvalidation.afterCommit(
-                "rejected credential", retryingFor: invalidationRetryWindow, logger: logger
+                "rejected credential", retryingFor: invalidationRetryWindow, log: InvalidationRetryLog(logger: logger)
             ) {
                 for app in apps { try await invalidation.appChanged(app) }
             }

@@ -50,7 +50,8 @@ public struct AdminAPI: HTTPHandler {
             token: token,
             dependencies: AdminDependencies(
                 postgres: postgres, sealer: sealer, probe: probe, invalidator: invalidator, quota: quota,
-                logger: logger, now: now, invalidationRetryWindow: invalidationRetryWindow),
+                logger: logger, now: now, invalidationLog: InvalidationRetryLog(logger: logger),
+                invalidationRetryWindow: invalidationRetryWindow),
             liveness: liveness)
     }
 

@@ -10,6 +10,8 @@ struct AdminDependencies: Sendable {
     let quota: any QuotaCounter
     let logger: Logger
     let now: @Sendable () -> Date
+    /// Made once with the dependencies, so every request's retried invalidations share it.
+    let invalidationLog: InvalidationRetryLog
 
     var activity: ActivityLog { ActivityLog(postgres: postgres) }
     var credentialReader: PushCredentialReader { PushCredentialReader(postgres: postgres, sealer: sealer) }
@@ -24,7 +26,8 @@ struct AdminDependencies: Sendable {
     /// leave the old values cached for the entries' whole freshness.
     func invalidate(_ what: String, _ body: @escaping @Sendable () async throws -> Void) async {
         do {
-            try await CacheInvalidation.afterCommit(what, retryingFor: invalidationRetryWindow, logger: logger, body)
+            try await CacheInvalidation.afterCommit(
+                what, retryingFor: invalidationRetryWindow, log: invalidationLog, body)
         } catch {
             logger.warning(
                 "cache invalidation failed; it is tried again in the background",

@@ -49,7 +49,8 @@ struct SubscriptionSweeper: Sendable {
                 // fails now, their cache entries (which take pushes), stashes and windows
                 // are dropped in the background once it answers.
                 try await CacheInvalidation.afterCommit(
-                    "swept subscriptions", retryingFor: invalidationRetryWindow, logger: logger
+                    "swept subscriptions", retryingFor: invalidationRetryWindow,
+                    log: InvalidationRetryLog(logger: logger)
                 ) { [invalidation] in try await invalidation.subscriptionsDeleted(ids) }
                 if ids.count < batchSize { break }
                 // Before each further batch the lease is set to one interval from now, so

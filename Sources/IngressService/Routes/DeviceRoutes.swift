@@ -19,6 +19,8 @@ struct DeviceRoutes: Sendable {
     /// activation is tried again in the background (`CACHE_TTL_SECONDS`).
     var invalidationRetryWindow: Duration = .seconds(300)
     var logger = Logger(component: "ingress.device")
+    /// Made once, so the retried invalidations of all device requests share its throttles.
+    var invalidationLog = InvalidationRetryLog(logger: Logger(component: "ingress.device"))
     /// How long a device request waits on Postgres and Redis before answering 503
     /// (`IngressHandler`); the App API's reads wait as long (`AppAPISender.readWait`).
     static let storageWait: Duration = .seconds(5)
@@ -134,7 +136,7 @@ struct DeviceRoutes: Sendable {
     private func invalidateAfterCommit(_ what: String, _ body: @escaping @Sendable () async throws -> Void)
         async throws
     {
-        try await CacheInvalidation.afterCommit(what, retryingFor: invalidationRetryWindow, logger: logger, body)
+        try await CacheInvalidation.afterCommit(what, retryingFor: invalidationRetryWindow, log: invalidationLog, body)
     }
 
     /// `DELETE /v1/subscriptions/{id}` → 204; the row, its cache and its stash are gone.

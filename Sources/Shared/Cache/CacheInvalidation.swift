@@ -105,13 +105,13 @@ public struct CacheInvalidation: Sendable {
     /// again in the background (`retry`, for `window`) and the error is rethrown, for
     /// the caller to answer or log: the change is saved whatever happens here.
     public static func afterCommit(
-        _ what: String, retryingFor window: Duration, logger: Logger,
+        _ what: String, retryingFor window: Duration, log: InvalidationRetryLog,
         _ body: @escaping @Sendable () async throws -> Void
     ) async throws {
         do {
             try await body()
         } catch {
-            Task { await retry(what, body, within: window, logger: logger) }
+            Task { await retry(what, body, within: window, log: log) }
             throw error
         }
     }
@@ -120,7 +120,7 @@ public struct CacheInvalidation: Sendable {
     /// succeeds or `window` has passed. Invalidations are idempotent, so one that runs
     /// after a later change's own does no harm (one more cache miss at most).
     public static func retry(
-        _ what: String, _ body: @Sendable () async throws -> Void, within window: Duration, logger: Logger
+        _ what: String, _ body: @Sendable () async throws -> Void, within window: Duration, log: InvalidationRetryLog
     ) async {
         let deadline = ContinuousClock.now + window
         var pause = Duration.milliseconds(250)
@@ -129,7 +129,7 @@ public struct CacheInvalidation: Sendable {
             try? await Task.sleep(for: pause)
             do {
                 try await body()
-                logger.info("cache invalidation done on a later try", metadata: ["change": what])
+                log.recovered.info("cache invalidation done on a later try", metadata: ["change": what])
                 return
             } catch let error as RedisError where error.code == .closed {
                 return  // shutting down
@@ -140,9 +140,9 @@ public struct CacheInvalidation: Sendable {
             }
             pause = min(pause * 2, .seconds(8))
         }
-        logger.error(
+        log.failed.error(
             "cache invalidation failed; the change takes effect once the cached entries are read again",
-            metadata: ["change": what, "error": "\(lastError)"])
+            metadata: ["change": what, "error": ThrottledLog.describe(lastError)])
     }
 
     /// Moves each entry's generation on, then deletes the entries and `others`, in one
@@ -168,5 +168,18 @@ public struct CacheInvalidation: Sendable {
         commands.append(RedisCommand("DEL", arguments: entries + others))
         if !stashed.isEmpty { commands.append(RedisCommand("ZREM", arguments: [keys.stashesDue] + stashed)) }
         for reply in try await redis.pipeline(commands) { _ = try reply.throwingError() }
+    }
+}
+
+/// Where retried cache invalidations report, each outcome throttled on its own: a
+/// Redis slowdown under busy device traffic (each PUT's invalidation retried) must
+/// not become a log line per request. One per component that invalidates.
+public struct InvalidationRetryLog: Sendable {
+    let recovered: ThrottledLog
+    let failed: ThrottledLog
+
+    public init(logger: Logger, interval: Duration = .seconds(5)) {
+        recovered = ThrottledLog(logger: logger, interval: interval)
+        failed = ThrottledLog(logger: logger, interval: interval)
     }
 }

@@ -21,6 +21,12 @@ public final class ThrottledLog: Sendable {
         logger.warning(message, metadata: metadata.merging(["suppressed": String(suppressed)]) { $1 })
     }
 
+    /// As `warning`, for what recovered by itself (worth knowing, not worth a line each).
+    public func info(_ message: String, metadata: Logger.Metadata = [:]) {
+        guard let suppressed = due() else { return }
+        logger.info(message, metadata: metadata.merging(["suppressed": String(suppressed)]) { $1 })
+    }
+
     /// As `warning`, for a failure an operator must fix (a wrong key, say).
     public func error(_ message: String, metadata: Logger.Metadata = [:]) {
         guard let suppressed = due() else { return }
