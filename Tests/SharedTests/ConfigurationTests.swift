@@ -113,6 +113,16 @@ import Testing
         }
     }
 
+    /// A public base URL with a port no socket can have is refused: every push URL
+    /// handed out would be unusable.
+    @Test func aPublicBaseURLWithAnImpossiblePortIsRefused() {
+        for base in ["https://push.example.com:0", "https://push.example.com:99999"] {
+            var values = Self.valid
+            values["PUBLIC_BASE_URL"] = base
+            #expect(throws: ConfigurationError.self) { try IngressConfiguration(environment: Environment(values)) }
+        }
+    }
+
     /// An invalid DATABASE_URL is refused without its value: it holds the password.
     @Test func anInvalidDatabaseURLIsNotEchoed() {
         var values = Self.valid
@@ -175,6 +185,16 @@ import Testing
         } throws: { error in
             (error as? ConfigurationError)?.description.contains("WORKER_STREAMS pushgate:queue has no {hash tag}")
                 == true
+        }
+        // Named twice, its two readers would take each other's entries in flight for orphans.
+        streams["WORKER_STREAMS"] = "pushgate:queue:{0}, pushgate:queue:{0}"
+        #expect(
+            throws: ConfigurationError(variable: "WORKER_STREAMS", problem: "names a stream more than once")
+        ) { try WorkerConfiguration(environment: Environment(streams)) }
+        for url in ["https://localhost:0", "https://localhost:99999"] {
+            var apns = Self.valid
+            apns["APNS_PRODUCTION_URL"] = url
+            #expect(throws: ConfigurationError.self) { try WorkerConfiguration(environment: Environment(apns)) }
         }
         var values = Self.valid
         values["APNS_CONNECTIONS"] = "0"

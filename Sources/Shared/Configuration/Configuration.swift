@@ -228,11 +228,13 @@ public struct IngressConfiguration: Sendable {
         let base = try environment.required("PUBLIC_BASE_URL")
         guard let url = URL(string: base), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
             url.host?.isEmpty == false,
-            url.query == nil, url.fragment == nil, url.user == nil, url.password == nil
+            url.query == nil, url.fragment == nil, url.user == nil, url.password == nil,
+            url.port.map({ (1...65535).contains($0) }) ?? true
         else {
             throw ConfigurationError(
                 variable: "PUBLIC_BASE_URL",
-                problem: "must be an http(s):// URL with a host and no query, fragment or user")
+                problem:
+                    "must be an http(s):// URL with a host (a port of 1–65535 if any) and no query, fragment or user")
         }
         // The spec calls `https://host/api/push` the device endpoints' base URL; given
         // here, every push url would be `…/api/push/api/push/p/{id}`, which nothing serves.
@@ -377,6 +379,11 @@ public struct WorkerConfiguration: Sendable {
             .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !streams.isEmpty else {
             throw ConfigurationError(variable: "WORKER_STREAMS", problem: "must name at least one stream")
+        }
+        // Two readers of one stream under one consumer name would each take the other's
+        // entries in flight for orphans and send them again.
+        guard Set(streams).count == streams.count else {
+            throw ConfigurationError(variable: "WORKER_STREAMS", problem: "names a stream more than once")
         }
         return try streams.map { (stream) throws(ConfigurationError) in
             try taggedStream(stream, variable: "WORKER_STREAMS")

@@ -59,8 +59,11 @@ public struct Environment: Sendable {
 
     public func httpsURL(_ name: String, default fallback: String) throws(ConfigurationError) -> URL {
         let text = optional(name) ?? fallback
-        guard let url = URL(string: text), url.scheme == "https", url.host?.isEmpty == false else {
-            throw ConfigurationError(variable: name, problem: "must be an https:// URL with a host")
+        guard let url = URL(string: text), url.scheme == "https", url.host?.isEmpty == false,
+            url.port.map({ (1...65535).contains($0) }) ?? true
+        else {
+            throw ConfigurationError(
+                variable: name, problem: "must be an https:// URL with a host (and a port of 1–65535)")
         }
         return url
     }
