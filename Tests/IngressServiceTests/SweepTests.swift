@@ -89,8 +89,9 @@ import Testing
         try await IngressTestApp.with(["SUBSCRIPTION_MAX_AGE_SECONDS": "3600", "SWEEP_INTERVAL_SECONDS": "1"]) { app in
             let stale = try await Self.staleSubscriptions(3, app)
             let sweeper = Self.oneRowPerBatch(app)
-            let sweep = Task { try await sweeper.sweepOnce() }
             let deleted = try await Self.whileLocked(stale, for: .milliseconds(600), app) {
+                // Started once the rows are locked: its first batch waits for them.
+                let sweep = Task { try await sweeper.sweepOnce() }
                 try await Task.sleep(for: .milliseconds(300))  // the sweep waits for a lock meanwhile
                 _ = try await app.redis.send("SET", app.keys.lock("sweep"), "another-replica", "PX", 60_000)
                 return try await sweep.value
