@@ -65,7 +65,7 @@ struct SubscriptionSweeper: Sendable {
                 }
             }
         } catch {
-            _ = try? await redis.run(Self.release, keys: [keys.lock("sweep")], arguments: [token])
+            _ = try? await redis.run(.deleteIfHolding, keys: [keys.lock("sweep")], arguments: [token])
             throw error
         }
         // Apart from the sweep proper: its failure leaves rows the workers ignore anyway
@@ -97,13 +97,6 @@ struct SubscriptionSweeper: Sendable {
     static let renew = RedisScript(
         source: """
             if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-            return 0
-            """)
-
-    /// Deletes the lease only if it is still ours.
-    static let release = RedisScript(
-        source: """
-            if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
             return 0
             """)
 }

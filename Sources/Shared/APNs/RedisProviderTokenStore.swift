@@ -21,10 +21,6 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
     private let local = Mutex<[String: (token: ProviderToken, fetchedAt: Date)]>([:])
     private let signatures = Atomic<Int>(0)
 
-    /// Deletes the lock only if it is still ours.
-    private static let release = RedisScript(
-        source: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end")
-
     public init(
         redis: RedisClient, policy: ProviderTokenPolicy = ProviderTokenPolicy(), lockLifetime: Duration = .seconds(5),
         waitForSigner: Duration = .seconds(12), now: @escaping @Sendable () -> Date = Date.init
@@ -111,10 +107,10 @@ public final class RedisProviderTokenStore: ProviderTokenStore {
                 _ = try await redis.send("SET", Self.tokenKey(credential), Self.encode(token), "PX", ttl)
                     .throwingError()
             }
-            _ = try? await redis.run(Self.release, keys: [lockKey], arguments: [owner])
+            _ = try? await redis.run(.deleteIfHolding, keys: [lockKey], arguments: [owner])
             return token
         } catch {
-            _ = try? await redis.run(Self.release, keys: [lockKey], arguments: [owner])
+            _ = try? await redis.run(.deleteIfHolding, keys: [lockKey], arguments: [owner])
             throw error
         }
     }

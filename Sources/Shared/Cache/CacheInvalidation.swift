@@ -83,15 +83,9 @@ public struct CacheInvalidation: Sendable {
     /// which then rolled back, it would answer 410 for a live device for its lifetime
     /// (the cache fills refuse to write over a tombstone). The row is the truth.
     public func tombstoneWithdrawn(_ id: String, app: String) async throws {
-        _ = try await redis.run(Self.withdrawTombstone, keys: [keys.tombstone(id)], arguments: [app])
+        // Only `app`'s: another app's tombstone under the id is not ours to withdraw.
+        _ = try await redis.run(.deleteIfHolding, keys: [keys.tombstone(id)], arguments: [app])
     }
-
-    /// Deletes KEYS[1] only if it holds ARGV[1]: another app's tombstone is not ours.
-    static let withdrawTombstone = RedisScript(
-        source: """
-            if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-            return 0
-            """)
 
     public func appChanged(_ id: String) async throws {
         try await invalidate([keys.app(id)])

@@ -30,3 +30,10 @@ public struct RedisScript: Sendable, Hashable {
         return String(decoding: text, as: UTF8.self)
     }
 }
+
+extension RedisScript {
+    /// Deletes KEYS[1] only if it holds ARGV[1] (a lock or lease still ours, a
+    /// tombstone still that app's): 1 if deleted, else 0.
+    public static let deleteIfHolding = RedisScript(
+        source: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end")
+}
